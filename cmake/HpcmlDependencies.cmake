@@ -1,0 +1,65 @@
+# Every third-party dependency is found here, once. All come from Debian
+# packages installed by scripts/install-deps.sh; a missing one is a hard error
+# naming that script, except the CUDA toolkit, which is optional.
+set(_hpcml_hint "run scripts/install-deps.sh as root")
+
+find_package(Threads REQUIRED)
+find_package(PkgConfig REQUIRED)
+find_package(fmt REQUIRED)
+find_package(spdlog REQUIRED)
+find_package(nlohmann_json 3 REQUIRED)
+find_package(CLI11 REQUIRED)
+find_package(OpenSSL REQUIRED)
+find_package(GTest REQUIRED)
+find_package(benchmark REQUIRED)
+find_package(MPI REQUIRED COMPONENTS C CXX)
+find_package(HDF5 REQUIRED COMPONENTS C)
+find_package(BLAS REQUIRED)
+find_package(Boost REQUIRED)
+
+pkg_check_modules(TOMLPP REQUIRED IMPORTED_TARGET tomlplusplus)
+pkg_check_modules(HWLOC REQUIRED IMPORTED_TARGET hwloc)
+
+# libslurm ships no pkg-config file on Debian.
+find_path(HPCML_SLURM_INCLUDE slurm/spank.h REQUIRED)
+find_library(HPCML_SLURM_LIBRARY slurm REQUIRED)
+add_library(hpcml::slurm INTERFACE IMPORTED)
+target_include_directories(hpcml::slurm INTERFACE ${HPCML_SLURM_INCLUDE})
+target_link_libraries(hpcml::slurm INTERFACE ${HPCML_SLURM_LIBRARY})
+
+find_program(HPCML_MPIEXEC NAMES mpirun mpiexec REQUIRED)
+find_program(HPCML_SBATCH sbatch REQUIRED)
+
+# HDF5 as one imported target.
+if(NOT TARGET hpcml::hdf5)
+  add_library(hpcml::hdf5 INTERFACE IMPORTED)
+  target_include_directories(hpcml::hdf5 INTERFACE ${HDF5_C_INCLUDE_DIRS} ${HDF5_INCLUDE_DIRS})
+  target_link_libraries(hpcml::hdf5 INTERFACE ${HDF5_C_LIBRARIES})
+  target_compile_definitions(hpcml::hdf5 INTERFACE ${HDF5_DEFINITIONS})
+endif()
+
+# The CUDA toolkit is optional: found -> CUDA/NCCL targets are built.
+set(HPCML_HAVE_CUDA OFF)
+if(HPCML_ENABLE_CUDA)
+  if(NOT DEFINED CUDAToolkit_ROOT AND EXISTS /usr/local/cuda)
+    set(CUDAToolkit_ROOT /usr/local/cuda)
+  endif()
+  find_package(CUDAToolkit QUIET)
+  if(CUDAToolkit_FOUND)
+    find_library(HPCML_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} ${CUDAToolkit_ROOT}/lib64)
+    find_path(HPCML_NCCL_INCLUDE nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
+    if(HPCML_NCCL_LIBRARY AND HPCML_NCCL_INCLUDE)
+      set(HPCML_HAVE_CUDA ON)
+      add_library(hpcml::nccl INTERFACE IMPORTED)
+      target_include_directories(hpcml::nccl INTERFACE ${HPCML_NCCL_INCLUDE})
+      target_link_libraries(hpcml::nccl INTERFACE ${HPCML_NCCL_LIBRARY})
+      message(STATUS "hpcml: CUDA ${CUDAToolkit_VERSION} and NCCL found: building the CUDA backend")
+    else()
+      message(STATUS "hpcml: CUDA toolkit found but NCCL is missing: skipping the CUDA backend")
+    endif()
+  else()
+    message(STATUS "hpcml: no CUDA toolkit found (looked in /usr/local/cuda and PATH): skipping the CUDA backend")
+  endif()
+else()
+  message(STATUS "hpcml: HPCML_ENABLE_CUDA=OFF: skipping the CUDA backend")
+endif()

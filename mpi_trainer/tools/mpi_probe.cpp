@@ -1,0 +1,100 @@
+// hpcml-mpi-probe: checks that an MPI launch works end to end.
+//
+// Every rank reports its host, pid, CPU affinity and Slurm ids; rank 0 prints
+// them in rank order. The ranks then check an all-reduce and a ring exchange.
+// Exit status: 0 when every check passes on every rank, 1 otherwise.
+//
+//   hpcml-mpi-probe [--expect-ranks N]
+#include <mpi.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+namespace {
+
+std::string CpuList() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return "?";
+  std::string out;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (!CPU_ISSET(c, &set)) continue;
+    int end = c;
+    while (end + 1 < CPU_SETSIZE && CPU_ISSET(end + 1, &set)) ++end;
+    if (!out.empty()) out += ',';
+    out += end == c ? fmt::format("{}", c) : fmt::format("{}-{}", c, end);
+    c = end;
+  }
+  return out;
+}
+
+std::string Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "-";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int rank = 0, size = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+
+  int expect = -1;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--expect-ranks") == 0 && i + 1 < argc) {
+      expect = std::atoi(argv[++i]);
+    } else {
+      if (rank == 0) std::fprintf(stderr, "hpcml-mpi-probe: unknown argument '%s'\n", argv[i]);
+      MPI_Finalize();
+      return 2;
+    }
+  }
+
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  std::string line = fmt::format("rank {}/{} host {} pid {} cpus {} slurm_job {} slurm_procid {}",
+                                 rank, size, host, getpid(), CpuList(), Env("SLURM_JOB_ID"),
+                                 Env("SLURM_PROCID"));
+
+  // Gather the report lines at rank 0 (fixed-size records keep this simple).
+  constexpr int kLine = 256;
+  std::vector<char> mine(kLine, '\0');
+  std::strncpy(mine.data(), line.c_str(), kLine - 1);
+  std::vector<char> all(rank == 0 ? static_cast<size_t>(kLine) * size : 0);
+  MPI_Gather(mine.data(), kLine, MPI_CHAR, all.data(), kLine, MPI_CHAR, 0, MPI_COMM_WORLD);
+
+  // All-reduce: the sum of ranks is size*(size-1)/2 everywhere.
+  long sum = 0, me = rank;
+  MPI_Allreduce(&me, &sum, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+  bool ok = sum == static_cast<long>(size) * (size - 1) / 2;
+
+  // Ring: everyone receives its left neighbour's rank.
+  int left = (rank + size - 1) % size, right = (rank + 1) % size, got = -1;
+  MPI_Sendrecv(&rank, 1, MPI_INT, right, 7, &got, 1, MPI_INT, left, 7, MPI_COMM_WORLD,
+               MPI_STATUS_IGNORE);
+  ok = ok && got == left;
+  if (expect >= 0) ok = ok && size == expect;
+
+  int all_ok = 0, mine_ok = ok ? 1 : 0;
+  MPI_Allreduce(&mine_ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (rank == 0) {
+    for (int r = 0; r < size; ++r) std::printf("hpcml-mpi-probe: %s\n", &all[static_cast<size_t>(r) * kLine]);
+    if (expect >= 0 && size != expect) {
+      std::printf("hpcml-mpi-probe: FAILED: %d ranks, expected %d\n", size, expect);
+    }
+    std::printf("hpcml-mpi-probe: %s: allreduce sum %ld, ring exchange, %d ranks\n",
+                all_ok ? "ok" : "FAILED", sum, size);
+    std::fflush(stdout);
+  }
+  MPI_Finalize();
+  return all_ok ? 0 : 1;
+}

@@ -1,0 +1,67 @@
+# Shared helpers for cluster tests (bash). Source it:
+#   source "$HPCML_SOURCE_DIR/tests/cluster/lib.sh"
+# Contract: the cluster is up (the ctest fixture hpcml_cluster started it) and
+# SLURM_CONF points at it. Every check that fails prints why and exits 1.
+set -euo pipefail
+
+: "${HPCML_CLUSTER_DIR:=/tmp/hpcml-cluster}"
+: "${SLURM_CONF:=$HPCML_CLUSTER_DIR/etc/slurm.conf}"
+export SLURM_CONF HPCML_CLUSTER_DIR
+[ -f "$SLURM_CONF" ] || { echo "FAIL: no cluster: $SLURM_CONF missing" >&2; exit 1; }
+# mpirun inside jobs run as root.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
+
+TEST_NAME=$(basename "${BASH_SOURCE[1]:-$0}" .sh)
+
+fail() {
+  echo "FAIL: $TEST_NAME: $*" >&2
+  exit 1
+}
+pass() { echo "PASS: $TEST_NAME${1:+: $1}"; }
+
+assert_eq() {  # assert_eq <expected> <actual> <what>
+  [ "$1" = "$2" ] || fail "$3: expected '$1', got '$2'"
+}
+assert_contains() {  # assert_contains <haystack> <needle> <what>
+  [[ $1 == *"$2"* ]] || fail "$3: '$2' not found in: $1"
+}
+
+# A fresh directory for this test's job files, writable by test users.
+job_dir() {
+  local d
+  d=$(mktemp -d "$HPCML_CLUSTER_DIR/jobs/$TEST_NAME.XXXXXX")
+  chmod 1777 "$d"
+  echo "$d"
+}
+
+# submit <sbatch args...>: prints the job id.
+submit() {
+  local out
+  out=$(sbatch --parsable "$@") || fail "sbatch $* failed"
+  echo "${out%%;*}"
+}
+
+# wait_job <jobid> [timeout_s]: waits until the job has left the queue and
+# slurmdbd has recorded its end; prints its final state.
+wait_job() {
+  local id=$1 timeout=${2:-120} deadline state
+  deadline=$((SECONDS + timeout))
+  while squeue -h -j "$id" 2>/dev/null | grep -q .; do
+    [ $SECONDS -lt $deadline ] || { scontrol show job "$id" >&2; fail "job $id still queued/running after ${timeout}s"; }
+    sleep 1
+  done
+  while :; do
+    state=$(sacct -n -X -P -j "$id" -o State 2>/dev/null | tail -n1)
+    case "$state" in
+      "" | PENDING | RUNNING | REQUEUED) ;;
+      *) echo "$state"; return 0 ;;
+    esac
+    [ $SECONDS -lt $deadline ] || fail "job $id: slurmdbd has no final state after ${timeout}s (last: '$state')"
+    sleep 1
+  done
+}
+
+# sacct_field <jobid> <field>: the allocation row's field.
+sacct_field() {
+  sacct -n -X -P -j "$1" -o "$2" | tail -n1
+}
