@@ -12,6 +12,8 @@ fi
 packages=(
   # toolchain
   build-essential cmake ninja-build pkg-config clang-format git
+  # clang with its runtimes: libFuzzer targets of the guard
+  clang libclang-rt-14-dev
   # Slurm, munge, accounting database
   slurmctld slurmd slurmdbd slurm-client libslurm-dev libpmix-dev munge mariadb-server mariadb-client
   # MPI with PMIx support

@@ -1,0 +1,68 @@
+// RAII owners for HDF5 handles (hid_t) and the conversion of HDF5's error
+// stack into a Status. Part of target hpcml::h5 (common/ links HDF5 only here).
+//
+// Contract: an H5Owner owns exactly one open identifier of its kind and
+// closes it with the matching H5*close on destruction; move-only; never
+// throws. Not thread-safe (HDF5 1.10 from Debian is not built thread-safe:
+// use HDF5 from one thread at a time).
+#pragma once
+
+#include <hdf5.h>
+
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "hpcml/common/status.hpp"
+
+namespace hpcml::h5 {
+
+template <herr_t (*Close)(hid_t)>
+class Owner {
+ public:
+  Owner() = default;
+  explicit Owner(hid_t id) noexcept : id_(id) {}
+  ~Owner() { reset(); }
+  Owner(Owner&& o) noexcept : id_(std::exchange(o.id_, H5I_INVALID_HID)) {}
+  Owner& operator=(Owner&& o) noexcept {
+    if (this != &o) reset(std::exchange(o.id_, H5I_INVALID_HID));
+    return *this;
+  }
+  Owner(const Owner&) = delete;
+  Owner& operator=(const Owner&) = delete;
+
+  hid_t get() const noexcept { return id_; }
+  bool valid() const noexcept { return id_ >= 0; }
+  hid_t release() noexcept { return std::exchange(id_, H5I_INVALID_HID); }
+  void reset(hid_t id = H5I_INVALID_HID) noexcept {
+    if (id_ >= 0) Close(id_);
+    id_ = id;
+  }
+
+ private:
+  hid_t id_ = H5I_INVALID_HID;
+};
+
+using File = Owner<H5Fclose>;
+using Group = Owner<H5Gclose>;
+using Dataset = Owner<H5Dclose>;
+using Dataspace = Owner<H5Sclose>;
+using Datatype = Owner<H5Tclose>;
+using Attribute = Owner<H5Aclose>;
+using PropList = Owner<H5Pclose>;
+
+// Turns off HDF5's printing of its error stack to stderr (process-wide);
+// errors are reported through Status instead. Idempotent.
+void SilenceErrorPrinting();
+
+// The innermost messages of HDF5's current error stack, e.g.
+// "unable to open file: file signature not found".
+std::string LastErrorText();
+
+// Checks an identifier returned by an H5 call: `id` on success, otherwise an
+// IoError "<what>: <HDF5 error text>".
+Result<hid_t> Check(hid_t id, std::string_view what);
+// Checks an herr_t result.
+Status CheckErr(herr_t err, std::string_view what);
+
+}  // namespace hpcml::h5
