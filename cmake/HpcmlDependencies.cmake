@@ -16,6 +16,7 @@ find_package(MPI REQUIRED COMPONENTS C CXX)
 find_package(HDF5 REQUIRED COMPONENTS C)
 find_package(BLAS REQUIRED)
 find_package(Boost REQUIRED)
+find_package(pugixml REQUIRED)
 
 pkg_check_modules(TOMLPP REQUIRED IMPORTED_TARGET tomlplusplus)
 pkg_check_modules(HWLOC REQUIRED IMPORTED_TARGET hwloc)

@@ -44,7 +44,8 @@ Status WriteFileAtomic(const std::string& path, std::string_view data, unsigned 
   Status st = WriteAll(fd.get(), data, tmp);
   if (st.ok() && ::fsync(fd.get()) != 0) st = ErrnoError("fsync " + tmp, errno);
   if (st.ok()) st = fd.Close();
-  if (st.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) st = ErrnoError("rename to " + path, errno);
+  if (st.ok() && ::rename(tmp.c_str(), path.c_str()) != 0)
+    st = ErrnoError("rename to " + path, errno);
   if (!st.ok()) {
     ::unlink(tmp.c_str());
     return st;

@@ -15,7 +15,9 @@ herr_t CollectMessage(unsigned n, const H5E_error2_t* err, void* out) {
 
 }  // namespace
 
-void SilenceErrorPrinting() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
+void SilenceErrorPrinting() {
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+}
 
 std::string LastErrorText() {
   std::string text;

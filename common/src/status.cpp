@@ -7,16 +7,26 @@ namespace hpcml {
 
 std::string_view StatusCodeName(StatusCode code) {
   switch (code) {
-    case StatusCode::kOk: return "ok";
-    case StatusCode::kInvalidArgument: return "invalid argument";
-    case StatusCode::kNotFound: return "not found";
-    case StatusCode::kAlreadyExists: return "already exists";
-    case StatusCode::kPermissionDenied: return "permission denied";
-    case StatusCode::kIoError: return "I/O error";
-    case StatusCode::kCorrupt: return "corrupt";
-    case StatusCode::kUnavailable: return "unavailable";
-    case StatusCode::kFailedPrecondition: return "failed precondition";
-    case StatusCode::kInternal: return "internal error";
+    case StatusCode::kOk:
+      return "ok";
+    case StatusCode::kInvalidArgument:
+      return "invalid argument";
+    case StatusCode::kNotFound:
+      return "not found";
+    case StatusCode::kAlreadyExists:
+      return "already exists";
+    case StatusCode::kPermissionDenied:
+      return "permission denied";
+    case StatusCode::kIoError:
+      return "I/O error";
+    case StatusCode::kCorrupt:
+      return "corrupt";
+    case StatusCode::kUnavailable:
+      return "unavailable";
+    case StatusCode::kFailedPrecondition:
+      return "failed precondition";
+    case StatusCode::kInternal:
+      return "internal error";
   }
   return "unknown";
 }
@@ -25,7 +35,9 @@ Status::Status(StatusCode code, std::string message) : code_(code), message_(std
   if (code_ != StatusCode::kOk && message_.empty()) message_ = std::string(StatusCodeName(code_));
 }
 
-std::string Status::ToString() const { return ok() ? "ok" : message_; }
+std::string Status::ToString() const {
+  return ok() ? "ok" : message_;
+}
 
 std::string Status::Debug() const {
   if (ok()) return "ok";

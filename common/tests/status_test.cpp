@@ -7,7 +7,9 @@
 namespace hpcml {
 namespace {
 
-Status FailsWith(StatusCode code) { return Status(code, "boom"); }
+Status FailsWith(StatusCode code) {
+  return Status(code, "boom");
+}
 
 Status Propagates(StatusCode code) {
   HPCML_RETURN_IF_ERROR(FailsWith(code));

@@ -7,7 +7,9 @@
 namespace hpcml {
 namespace {
 
-bool IsOpen(int fd) { return ::fcntl(fd, F_GETFD) != -1; }
+bool IsOpen(int fd) {
+  return ::fcntl(fd, F_GETFD) != -1;
+}
 
 TEST(UniqueFd, ClosesOnDestruction) {
   int raw = -1;

@@ -42,8 +42,8 @@ int main(int argc, char** argv) {
     cudaDeviceProp p{};
     if (!CudaOk(cudaGetDeviceProperties(&p, d), "cudaGetDeviceProperties")) return 1;
     std::printf("hpcml-gpu-probe: gpu %d: %s, %.1f GiB, sm_%d%d, pci %04x:%02x:%02x\n", d, p.name,
-                static_cast<double>(p.totalGlobalMem) / (1 << 30), p.major, p.minor,
-                p.pciDomainID, p.pciBusID, p.pciDeviceID);
+                static_cast<double>(p.totalGlobalMem) / (1 << 30), p.major, p.minor, p.pciDomainID,
+                p.pciBusID, p.pciDeviceID);
   }
 
   // One communicator per device; each contributes (d+1) in every element.

@@ -61,9 +61,9 @@ int main(int argc, char** argv) {
 
   char host[256] = {};
   gethostname(host, sizeof host - 1);
-  std::string line = fmt::format("rank {}/{} host {} pid {} cpus {} slurm_job {} slurm_procid {}",
-                                 rank, size, host, getpid(), CpuList(), Env("SLURM_JOB_ID"),
-                                 Env("SLURM_PROCID"));
+  std::string line =
+      fmt::format("rank {}/{} host {} pid {} cpus {} slurm_job {} slurm_procid {}", rank, size,
+                  host, getpid(), CpuList(), Env("SLURM_JOB_ID"), Env("SLURM_PROCID"));
 
   // Gather the report lines at rank 0 (fixed-size records keep this simple).
   constexpr int kLine = 256;
@@ -87,7 +87,8 @@ int main(int argc, char** argv) {
   int all_ok = 0, mine_ok = ok ? 1 : 0;
   MPI_Allreduce(&mine_ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   if (rank == 0) {
-    for (int r = 0; r < size; ++r) std::printf("hpcml-mpi-probe: %s\n", &all[static_cast<size_t>(r) * kLine]);
+    for (int r = 0; r < size; ++r)
+      std::printf("hpcml-mpi-probe: %s\n", &all[static_cast<size_t>(r) * kLine]);
     if (expect >= 0 && size != expect) {
       std::printf("hpcml-mpi-probe: FAILED: %d ranks, expected %d\n", size, expect);
     }

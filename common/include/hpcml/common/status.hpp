@@ -62,9 +62,9 @@ class [[nodiscard]] Status {
 };
 
 // Constructors for each code, with fmt formatting.
-#define HPCML_DEFINE_STATUS_FN(Name, Code)                                     \
-  template <typename... Args>                                                  \
-  Status Name(fmt::format_string<Args...> f, Args&&... args) {                 \
+#define HPCML_DEFINE_STATUS_FN(Name, Code)                                        \
+  template <typename... Args>                                                     \
+  Status Name(fmt::format_string<Args...> f, Args&&... args) {                    \
     return Status(StatusCode::Code, fmt::format(f, std::forward<Args>(args)...)); \
   }
 HPCML_DEFINE_STATUS_FN(InvalidArgument, kInvalidArgument)
@@ -85,9 +85,10 @@ Status ErrnoError(std::string_view what, int err);
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : v_(std::move(value)) {}        // NOLINT: implicit by design
   Result(Status status) : v_(std::move(status)) {  // NOLINT: implicit by design
-    if (std::get<Status>(v_).ok()) v_ = Status(StatusCode::kInternal, "Result built from OK status");
+    if (std::get<Status>(v_).ok())
+      v_ = Status(StatusCode::kInternal, "Result built from OK status");
   }
 
   bool ok() const { return std::holds_alternative<T>(v_); }
@@ -115,16 +116,16 @@ class [[nodiscard]] Result {
 
 // Returns the Status of `expr` from the current function if it is not OK,
 // adding this file and line to its trail.
-#define HPCML_RETURN_IF_ERROR(expr)                           \
-  do {                                                        \
-    ::hpcml::Status hpcml_status_ = (expr);                   \
+#define HPCML_RETURN_IF_ERROR(expr)                                \
+  do {                                                             \
+    ::hpcml::Status hpcml_status_ = (expr);                        \
     if (!hpcml_status_.ok()) return std::move(hpcml_status_).At(); \
   } while (0)
 
 // `lhs = value of expr` or return its Status. `lhs` may declare a variable.
 #define HPCML_ASSIGN_OR_RETURN(lhs, expr) \
   HPCML_ASSIGN_OR_RETURN_IMPL_(HPCML_CONCAT_(hpcml_result_, __LINE__), lhs, expr)
-#define HPCML_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr)             \
-  auto tmp = (expr);                                           \
-  if (!tmp.ok()) return std::move(tmp).status().At();          \
+#define HPCML_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr)  \
+  auto tmp = (expr);                                  \
+  if (!tmp.ok()) return std::move(tmp).status().At(); \
   lhs = std::move(tmp).value()

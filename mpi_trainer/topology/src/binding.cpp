@@ -1,0 +1,145 @@
+#include "hpcml/topology/binding.hpp"
+
+#include <hwloc.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "hwloc_owner.hpp"
+
+namespace hpcml::topology {
+namespace {
+
+int EnvInt(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return fallback;
+  char* end = nullptr;
+  long x = std::strtol(v, &end, 10);
+  return (*end == '\0' && x >= 0 && x < 1 << 20) ? static_cast<int>(x) : fallback;
+}
+
+// An equal contiguous share of `all` for member `i` of `n`; the first
+// (size % n) members get one more. With more members than items, members
+// share items round-robin (oversubscription).
+std::vector<int> Share(const std::vector<int>& all, int i, int n) {
+  if (all.empty() || n <= 0) return all;
+  int size = static_cast<int>(all.size());
+  if (n >= size) return {all[static_cast<size_t>(i % size)]};
+  int base = size / n, extra = size % n;
+  int begin = i * base + std::min(i, extra);
+  int len = base + (i < extra ? 1 : 0);
+  return {all.begin() + begin, all.begin() + begin + len};
+}
+
+}  // namespace
+
+LocalRank LocalRankFromEnv() {
+  LocalRank l;
+  for (auto [rank, size] : {std::pair{"SLURM_LOCALID", "SLURM_NTASKS_PER_NODE"},
+                            std::pair{"OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"},
+                            std::pair{"PMIX_LOCAL_RANK", "PMIX_LOCAL_SIZE"}}) {
+    int r = EnvInt(rank, -1);
+    if (r < 0) continue;
+    l.local_rank = r;
+    l.local_size = EnvInt(size, -1);
+    // Slurm sets SLURM_STEP_TASKS_PER_NODE like "2" or "2(x3)"; without
+    // --ntasks-per-node, SLURM_NTASKS_PER_NODE is unset.
+    if (l.local_size < 0) l.local_size = EnvInt("SLURM_STEP_TASKS_PER_NODE", r + 1);
+    l.local_size = std::max(l.local_size, r + 1);
+    return l;
+  }
+  return l;
+}
+
+int SelectDevice(const LocalRank& local, int num_gpus) {
+  if (const char* vis = std::getenv("CUDA_VISIBLE_DEVICES"); vis != nullptr) {
+    int visible =
+        *vis == '\0'
+            ? 0
+            : 1 + static_cast<int>(std::count(vis, vis + std::char_traits<char>::length(vis), ','));
+    if (visible == 0) return -1;
+    return local.local_rank % visible;
+  }
+  if (num_gpus <= 0) return -1;
+  return local.local_rank % num_gpus;
+}
+
+std::vector<int> CoresForRank(const NodeTopology& node, const LocalRank& local, int gpu) {
+  if (gpu >= 0 && gpu < node.num_gpus() &&
+      !node.gpus[static_cast<size_t>(gpu)].local_cpus.empty()) {
+    const auto& mine = node.gpus[static_cast<size_t>(gpu)].local_cpus;
+    // GPUs sharing the same local cores split them in GPU order.
+    int idx = 0, count = 0;
+    for (const auto& g : node.gpus) {
+      if (g.local_cpus != mine) continue;
+      if (g.index == gpu) idx = count;
+      ++count;
+    }
+    // Only cores the node lists (the allowed ones) are handed out.
+    std::vector<int> usable;
+    for (int c : mine) {
+      if (std::find(node.cores.begin(), node.cores.end(), c) != node.cores.end())
+        usable.push_back(c);
+    }
+    return Share(usable.empty() ? mine : usable, idx, count);
+  }
+  return Share(node.cores, local.local_rank, local.local_size);
+}
+
+std::vector<int> CurrentAffinity() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> out;
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return out;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &set)) out.push_back(c);
+  }
+  return out;
+}
+
+Result<BindReport> BindProcess(const std::vector<int>& cpus, bool force) {
+  if (cpus.empty()) return InvalidArgument("no cores to bind to");
+  HPCML_ASSIGN_OR_RETURN(HwlocTopology topo, HwlocTopology::Load(""));
+  BindReport rep;
+  // The cores this process may use at all (cgroup / container limits).
+  std::vector<int> allowed;
+  hwloc_const_cpuset_t allowed_set = hwloc_topology_get_allowed_cpuset(topo.get());
+  for (int i = hwloc_bitmap_first(allowed_set); i != -1; i = hwloc_bitmap_next(allowed_set, i))
+    allowed.push_back(i);
+  std::vector<int> now = CurrentAffinity();
+  if (!force && now.size() < allowed.size()) {
+    rep.already_bound = true;
+    rep.cpus = now;
+    rep.detail = fmt::format("already bound by the launcher to cores {}: left as is (wanted {})",
+                             FormatCpuList(now), FormatCpuList(cpus));
+    return rep;
+  }
+  std::unique_ptr<hwloc_bitmap_s, decltype(&hwloc_bitmap_free)> owner(hwloc_bitmap_alloc(),
+                                                                      hwloc_bitmap_free);
+  hwloc_bitmap_t set = owner.get();
+  for (int c : cpus) hwloc_bitmap_set(set, static_cast<unsigned>(c));
+  int rc = hwloc_set_cpubind(topo.get(), set, HWLOC_CPUBIND_PROCESS);
+  int err = errno;
+  std::string mem = "memory policy unchanged";
+  if (rc == 0) {
+    // Memory next to those cores; not every kernel/container allows it.
+    if (hwloc_set_membind(topo.get(), set, HWLOC_MEMBIND_BIND, HWLOC_MEMBIND_PROCESS) == 0) {
+      mem = "memory bound to their NUMA node";
+    } else {
+      mem = fmt::format("memory binding not available ({})", std::strerror(errno));
+    }
+  }
+  if (rc != 0) return ErrnoError(fmt::format("binding to cores {}", FormatCpuList(cpus)), err);
+  rep.applied = true;
+  rep.cpus = CurrentAffinity();
+  rep.detail = fmt::format("bound to cores {}; {}", FormatCpuList(rep.cpus), mem);
+  return rep;
+}
+
+}  // namespace hpcml::topology
