@@ -86,6 +86,7 @@ struct Context {
   const PlanRequest& req;
   int world = 0;
   Layout layout;
+  int nvlink_domain = 0;  // largest tp whose groups are all NVLink on a node; 0 = no NVLink
 
   int NodeOf(int r) const { return r / layout.ranks_per_node; }
   int LocalOf(int r) const { return r % layout.ranks_per_node; }
@@ -149,6 +150,13 @@ std::string Reject(const Context& ctx, int dp, int pp, int tp) {
   if (pp > blocks)
     return fmt::format("pp={} exceeds the {} pipeline blocks of {} layers", pp, blocks, layers);
   int rpn = ctx.layout.ranks_per_node;
+  // Tensor parallelism talks twice per layer pair: it stays inside a node,
+  // and inside the NVLink domain when the node has one, unless the user
+  // fixed tp (then the cost model still prices the slower links).
+  if (req.tp == 0 && tp > rpn) return fmt::format("tp={} would cross nodes ({} ranks per node)", tp, rpn);
+  if (req.tp == 0 && ctx.nvlink_domain > 0 && tp > ctx.nvlink_domain) {
+    return fmt::format("tp={} would leave the NVLink domain of {} GPUs", tp, ctx.nvlink_domain);
+  }
   if (!ctx.layout.cpu_only && rpn % tp != 0 && tp % rpn != 0) {
     return fmt::format("tp={} neither divides nor is a multiple of {} GPUs per node", tp, rpn);
   }
@@ -225,6 +233,22 @@ Result<Context> MakeContext(const ClusterTopology& cluster, const PlanRequest& r
     ctx.layout.ranks_per_node = (ctx.world + nodes - 1) / nodes;
   } else {
     ctx.layout.ranks_per_node = std::min(first.num_gpus(), ctx.world);
+  }
+  if (!ctx.layout.cpu_only) {
+    for (int t = ctx.layout.ranks_per_node; t >= 2 && ctx.nvlink_domain == 0; --t) {
+      if (ctx.layout.ranks_per_node % t != 0) continue;
+      std::vector<int> order = DeviceOrder(first, t);
+      bool all_nvlink = true;
+      for (size_t g = 0; g + static_cast<size_t>(t) <= order.size(); g += static_cast<size_t>(t)) {
+        for (int i = 0; i < t; ++i) {
+          for (int j = i + 1; j < t; ++j) {
+            all_nvlink = all_nvlink && first.Link(order[g + static_cast<size_t>(i)], order[g + static_cast<size_t>(j)]) ==
+                                           LinkClass::kNvlink;
+          }
+        }
+      }
+      if (all_nvlink) ctx.nvlink_domain = t;
+    }
   }
   for (int f : {req.dp, req.pp, req.tp}) {
     if (f < 0)
@@ -310,7 +334,12 @@ std::string Explain(const Candidate& best, const std::vector<Candidate>& all) {
 
 Result<CostBreakdown> EstimateCost(const ClusterTopology& cluster, const PlanRequest& request,
                                    int dp, int pp, int tp) {
-  HPCML_ASSIGN_OR_RETURN(Context ctx, MakeContext(cluster, request));
+  // The shape is given, as if the user had fixed every degree.
+  PlanRequest fixed = request;
+  fixed.dp = dp;
+  fixed.pp = pp;
+  fixed.tp = tp;
+  HPCML_ASSIGN_OR_RETURN(Context ctx, MakeContext(cluster, fixed));
   if (dp * pp * tp != ctx.world)
     return InvalidArgument("{} x {} x {} != world {}", dp, pp, tp, ctx.world);
   if (std::string why = Reject(ctx, dp, pp, tp); !why.empty()) return InvalidArgument("{}", why);

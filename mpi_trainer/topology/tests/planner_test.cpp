@@ -162,6 +162,29 @@ TEST(Planner, TensorParallelOverNetworkCostsMore) {
   EXPECT_GT(across->tp_s, inside->tp_s);
 }
 
+TEST(Planner, ChosenTensorGroupsStayInTheNvlinkDomain) {
+  // On the PCIe box only pairs are NVLinked: an automatic plan never uses tp=4.
+  ClusterTopology c = Cluster("pcie4-nvlink-pairs.xml", 2);
+  auto plan = MakePlan(c, Request());
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  EXPECT_LE(plan->tp, 2);
+  bool saw_reason = false;
+  for (const auto& cand : plan->candidates) {
+    if (cand.tp == 4) {
+      EXPECT_NE(cand.rejected.find("NVLink domain of 2"), std::string::npos) << cand.rejected;
+      saw_reason = true;
+    }
+  }
+  EXPECT_TRUE(saw_reason);
+  // Fixed by the user, tp=4 is honoured (and priced over the slower links).
+  PlanRequest req = Request();
+  req.tp = 4;
+  auto fixed = MakePlan(c, req);
+  ASSERT_TRUE(fixed.ok()) << fixed.status().message();
+  EXPECT_EQ(fixed->tp, 4);
+  EXPECT_EQ(fixed->cost.tp_link, LinkClass::kInterSocket);
+}
+
 TEST(Planner, RespectsFixedDegrees) {
   ClusterTopology c = Cluster("dgx-h100.xml", 2);
   PlanRequest req = Request();
