@@ -46,11 +46,13 @@ int main(int argc, char** argv) {
     double s = TimePlan(*node, nodes, &plan);
     if (s < 0) return 1;
     if (nodes == 128) t128 = s;
-    std::printf("plan-bench: %5d nodes x 8 GPUs: %8.3f ms -> dp=%d pp=%d tp=%d, %zu candidates\n", nodes,
-                s * 1e3, plan.dp, plan.pp, plan.tp, plan.candidates.size());
+    std::printf("plan-bench: %5d nodes x 8 GPUs: %8.3f ms -> dp=%d pp=%d tp=%d, %zu candidates\n",
+                nodes, s * 1e3, plan.dp, plan.pp, plan.tp, plan.candidates.size());
     if (nodes == 1024) {
-      std::printf("plan-bench: 1024 nodes: %.3f s = %.3fx the 1 s target; %.1fx the 128-node time (8x nodes)\n", s,
-                  s / 1.0, s / t128);
+      std::printf(
+          "plan-bench: 1024 nodes: %.3f s = %.3fx the 1 s target; %.1fx the 128-node time (8x "
+          "nodes)\n",
+          s, s / 1.0, s / t128);
       return s < 1.0 ? 0 : 1;
     }
   }

@@ -1,10 +1,10 @@
 // RAII owners for HDF5 handles (hid_t) and the conversion of HDF5's error
 // stack into a Status. Part of target hpcml::h5 (common/ links HDF5 only here).
 //
-// Contract: an H5Owner owns exactly one open identifier of its kind and
+// Contract: an Owner owns exactly one open identifier of its kind and
 // closes it with the matching H5*close on destruction; move-only; never
-// throws. Not thread-safe (HDF5 1.10 from Debian is not built thread-safe:
-// use HDF5 from one thread at a time).
+// throws. Debian's HDF5 1.10 is built thread-safe (H5is_library_threadsafe
+// is true: one global lock), so several threads may call HDF5, one at a time.
 #pragma once
 
 #include <hdf5.h>
