@@ -11,6 +11,14 @@
 
 namespace hpcml::checkpoint {
 
+// A tensor slice whose data the writer owns (no second copy).
+struct OwnedTensor {
+  std::string name;
+  Shape global_shape;
+  Slice slice;
+  std::vector<float> data;
+};
+
 // One write in flight at a time. Not thread-safe: one owner (the training loop).
 class AsyncWriter {
  public:
@@ -24,6 +32,10 @@ class AsyncWriter {
   // when a write is still in flight (Wait first).
   Status Start(std::int64_t step, int rank, const std::vector<TensorRef>& tensors,
                nlohmann::json rank_state);
+  // Same, taking the snapshot the caller already made (for example copied
+  // from device memory): training pays for that one copy only.
+  Status Start(std::int64_t step, int rank, std::vector<OwnedTensor> tensors,
+               nlohmann::json rank_state);
   bool in_flight() const { return future_.valid(); }
   // Finished without blocking? (false when nothing is in flight)
   bool ready() const;
@@ -34,7 +46,8 @@ class AsyncWriter {
 
  private:
   const CheckpointDir& dir_;
-  std::vector<std::vector<float>> buffers_;
+  Status Launch(std::int64_t step, int rank, nlohmann::json rank_state);
+  std::vector<OwnedTensor> owned_;
   std::future<Result<ShardInfo>> future_;
   double snapshot_s_ = 0;
 };
