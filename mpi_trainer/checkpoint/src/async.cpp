@@ -23,8 +23,8 @@ Status AsyncWriter::Start(std::int64_t step, int rank, const std::vector<TensorR
   return Launch(step, rank, std::move(rank_state));
 }
 
-Status AsyncWriter::Start(std::int64_t step, int rank, std::vector<OwnedTensor> tensors,
-                          nlohmann::json rank_state) {
+Status AsyncWriter::StartOwned(std::int64_t step, int rank, std::vector<OwnedTensor> tensors,
+                               nlohmann::json rank_state) {
   if (future_.valid()) return FailedPrecondition("a checkpoint write is still in flight");
   snapshot_s_ = 0;
   owned_ = std::move(tensors);

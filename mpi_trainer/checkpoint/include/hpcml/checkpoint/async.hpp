@@ -34,8 +34,8 @@ class AsyncWriter {
                nlohmann::json rank_state);
   // Same, taking the snapshot the caller already made (for example copied
   // from device memory): training pays for that one copy only.
-  Status Start(std::int64_t step, int rank, std::vector<OwnedTensor> tensors,
-               nlohmann::json rank_state);
+  Status StartOwned(std::int64_t step, int rank, std::vector<OwnedTensor> tensors,
+                    nlohmann::json rank_state);
   bool in_flight() const { return future_.valid(); }
   // Finished without blocking? (false when nothing is in flight)
   bool ready() const;
