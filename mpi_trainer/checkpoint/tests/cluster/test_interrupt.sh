@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# A training job interrupted by Slurm resumes from its checkpoint and ends
+# with exactly the loss of an uninterrupted run of the same layout.
+#   test_interrupt.sh requeue   # scontrol requeue while it trains
+#   test_interrupt.sh preempt   # a job in the higher-priority partition preempts it
+# The reference run is the same job, uninterrupted, in the same test.
+source "$HPCML_SOURCE_DIR/tests/cluster/lib.sh"
+mode=${1:?requeue or preempt}
+train=$HPCML_BUILD_DIR/mpi_trainer/hpcml-train
+[ -x "$train" ] || fail "$train not built"
+dir=$(job_dir)
+args="--dp 2 --synthetic --input-dim 64 --hidden 256,256 --outputs 8 --batch 256 --steps 400 --lr 2e-3 --log-interval 50"
+
+final_loss() {  # final_loss <metrics file>: the loss of the last step, exactly as written
+  /usr/bin/python3 -c 'import json,sys
+rows=[json.loads(l) for l in open(sys.argv[1])]
+print(repr([r for r in rows if "loss" in r and "step" in r][-1]["loss"]))' "$1"
+}
+
+# Reference: the same training, uninterrupted.
+srun --mpi=pmix -n 2 "$train" $args --metrics "$dir/reference.jsonl" >"$dir/reference.log" 2>&1 ||
+  fail "reference run failed: $(tail -5 "$dir/reference.log")"
+reference=$(final_loss "$dir/reference.jsonl")
+
+cat >"$dir/job.sh" <<JOB
+#!/bin/bash
+#SBATCH --ntasks=2
+#SBATCH --requeue
+#SBATCH --output=$dir/job-%j.out
+#SBATCH --open-mode=append
+attempt=\${SLURM_RESTART_COUNT:-0}
+echo "attempt \$attempt"
+srun --mpi=pmix "$train" $args --checkpoint-dir "$dir/ckpt" --checkpoint-every 25 \
+  --metrics "$dir/metrics-\$attempt.jsonl"
+rc=\$?
+echo "hpcml-train exited \$rc"
+exit \$rc
+JOB
+id=$(submit "$dir/job.sh")
+
+# Wait until it has trained past the first checkpoints.
+deadline=$((SECONDS + 120))
+until [ -f "$dir/metrics-0.jsonl" ] && [ "$(grep -c '"step"' "$dir/metrics-0.jsonl")" -ge 100 ]; do
+  [ $SECONDS -lt $deadline ] || fail "job $id did not reach step 100: $(cat "$dir"/job-*.out)"
+  sleep 0.5
+done
+
+case "$mode" in
+  requeue)
+    scontrol requeue "$id" || fail "scontrol requeue $id"
+    ;;
+  preempt)
+    # Needs every CPU of the node: the only way in is to preempt the training job.
+    urgent=$(sbatch --parsable -p urgent --exclusive --output="$dir/urgent.out" --wrap "sleep 2") ||
+      fail "urgent job not submitted"
+    ;;
+esac
+
+# Slurm gives a requeued job a begin time ~2 minutes out; once its old
+# processes are gone (scontrol listpids fails), let it start now.
+deadline=$((SECONDS + 120))
+until [ "$(squeue -h -j "$id" -o %T)" = PENDING ] && ! scontrol listpids "$id" >/dev/null 2>&1; do
+  [ $SECONDS -lt $deadline ] || fail "job $id was not requeued: $(squeue -j "$id")"
+  sleep 0.5
+done
+[ "$mode" = preempt ] && wait_job "$urgent" >/dev/null
+scontrol update JobId="$id" StartTime=now || fail "could not release job $id"
+state=$(wait_job "$id" 300)
+out=$(cat "$dir"/job-*.out)
+echo "$out"
+assert_eq COMPLETED "$state" "final state of job $id"
+assert_contains "$out" "stopping at step" "the interrupted attempt saved and stopped"
+assert_contains "$out" "resumed from checkpoint step" "the second attempt resumed"
+[ -f "$dir/metrics-1.jsonl" ] || fail "no metrics from the resumed attempt"
+resumed=$(final_loss "$dir/metrics-1.jsonl")
+echo "reference final loss $reference, interrupted-and-resumed $resumed"
+assert_eq "$reference" "$resumed" "final loss (bitwise, same layout on CPU)"
+# The interruption is visible in accounting as a requeued (or preempted) attempt.
+states=$(sacct -n -X -D -P -j "$id" -o State | sort -u | tr '\n' ' ')
+assert_contains "$states" "COMPLETED" "sacct -D attempts"
+case "$mode" in
+  requeue) assert_contains "$states" "REQUEUED" "sacct -D attempts" ;;
+  preempt) [[ $states == *PREEMPTED* || $states == *REQUEUED* ]] || fail "sacct shows no preempted attempt: $states" ;;
+esac
+pass "$mode: final loss $resumed"
