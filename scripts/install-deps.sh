@@ -25,7 +25,7 @@ packages=(
   # tests and benchmarks (numpy/h5py are used through /usr/bin/python3)
   libgtest-dev libgmock-dev libbenchmark-dev python3-numpy python3-h5py
   # misc tools used by scripts
-  procps passwd curl
+  procps passwd curl time
 )
 
 missing=()
