@@ -66,19 +66,46 @@ def generate(path, lines, seed=7):
                 start = end + rng.randrange(10, 300)
 
 
-def run(argv, stdout=subprocess.DEVNULL):
-    """Runs argv; returns (seconds, peak RSS in MiB of that child, stdout text)."""
+GNU_TIME = "/usr/bin/time"
+
+
+def run(argv, capture=False):
+    """Runs argv; returns (seconds, peak RSS in MiB, stdout text).
+
+    The peak RSS comes from GNU time (%M) when installed: a child forked from
+    this Python process would report Python's own RSS as its peak (the kernel
+    keeps the larger of the pre-exec and post-exec peaks). Without GNU time,
+    VmHWM is polled from /proc every millisecond (peak since exec).
+    """
+    env = {**os.environ, "TZ": "UTC"}
+    out_path = None
+    if os.access(GNU_TIME, os.X_OK):
+        fd, out_path = tempfile.mkstemp(prefix="acct-bench-time-")
+        os.close(fd)
+        argv = [GNU_TIME, "-f", "%M", "-o", out_path] + argv
     t0 = time.perf_counter()
-    p = subprocess.Popen(argv, stdout=subprocess.PIPE if stdout is None else stdout,
-                         stderr=subprocess.PIPE, env={**os.environ, "TZ": "UTC"})
-    out = p.stdout.read().decode() if stdout is None else ""
-    _, status, usage = os.wait4(p.pid, 0)
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE if capture else subprocess.DEVNULL,
+                         stderr=subprocess.PIPE, env=env)
+    hwm_kb = 0
+    if out_path is None:
+        while p.poll() is None:
+            try:
+                with open(f"/proc/{p.pid}/status") as f:
+                    for line in f:
+                        if line.startswith("VmHWM:"):
+                            hwm_kb = max(hwm_kb, int(line.split()[1]))
+            except OSError:
+                pass
+            time.sleep(0.001)
+    out, err = p.communicate()
     seconds = time.perf_counter() - t0
-    p.returncode = os.waitstatus_to_exitcode(status)
-    err = p.stderr.read().decode()
     if p.returncode != 0:
-        sys.exit(f"bench: {argv[0]} exited {p.returncode}: {err}")
-    return seconds, usage.ru_maxrss / 1024.0, out
+        sys.exit(f"bench: {' '.join(argv)} exited {p.returncode}: {err.decode()}")
+    if out_path is not None:
+        with open(out_path) as f:
+            hwm_kb = int(f.read().split()[-1])
+        os.unlink(out_path)
+    return seconds, hwm_kb / 1024.0, (out or b"").decode()
 
 
 def main():
@@ -96,7 +123,7 @@ def main():
     try:
         # Warm the page cache so both tools read from memory.
         run(["cat", big])
-        awk_s, awk_rss, awk_out = run(["awk", "-F|", "NR > 1 { s += $8 } END { printf \"%d\\n\", s }", big], None)
+        awk_s, awk_rss, awk_out = run(["awk", "-F|", "NR > 1 { s += $8 } END { printf \"%d\\n\", s }", big], capture=True)
         cost_s, cost_rss, _ = run([cost, "--prices", prices, "--input", big, "--format", "csv"])
         _, small_rss, _ = run([cost, "--prices", prices, "--input", small, "--format", "csv"])
         # The full report by job keeps a row per job: memory grows, shown for contrast.

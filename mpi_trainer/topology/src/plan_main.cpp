@@ -8,12 +8,12 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
-#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "hpcml/common/log.hpp"
 #include "hpcml/topology/binding.hpp"
+#include "hpcml/topology/gather.hpp"
 #include "hpcml/topology/planner.hpp"
 
 namespace {
@@ -38,41 +38,6 @@ Result<std::vector<std::int64_t>> ParseWidths(const std::string& text) {
   if (out.size() < 2)
     return InvalidArgument("--widths: need at least input and output widths, got '{}'", text);
   return out;
-}
-
-// Every rank's node topology, gathered to all ranks; one entry per host in
-// order of its lowest rank. Collective over MPI_COMM_WORLD.
-Result<ClusterTopology> GatherLive(std::vector<int>* node_of_rank) {
-  auto local = DiscoverLocal();
-  std::string mine = local.ok() ? ToJson(*local).dump() : std::string();
-  int size = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  int len = static_cast<int>(mine.size());
-  std::vector<int> lens(static_cast<size_t>(size)), offs(static_cast<size_t>(size));
-  MPI_Allgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, MPI_COMM_WORLD);
-  int total = 0;
-  for (int i = 0; i < size; ++i) {
-    offs[static_cast<size_t>(i)] = total;
-    total += lens[static_cast<size_t>(i)];
-  }
-  std::string all(static_cast<size_t>(total), '\0');
-  MPI_Allgatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), offs.data(), MPI_CHAR,
-                 MPI_COMM_WORLD);
-  ClusterTopology cluster;
-  std::map<std::string, int> index;
-  for (int i = 0; i < size; ++i) {
-    if (lens[static_cast<size_t>(i)] == 0) {
-      return Unavailable("rank {} could not discover its node's topology", i);
-    }
-    auto node = NodeFromJson(
-        nlohmann::json::parse(all.substr(static_cast<size_t>(offs[static_cast<size_t>(i)]),
-                                         static_cast<size_t>(lens[static_cast<size_t>(i)]))));
-    if (!node.ok()) return node.status();
-    auto [it, fresh] = index.emplace(node->hostname, static_cast<int>(cluster.nodes.size()));
-    if (fresh) cluster.nodes.push_back(std::move(node).value());
-    node_of_rank->push_back(it->second);
-  }
-  return cluster;
 }
 
 }  // namespace
@@ -138,7 +103,7 @@ int main(int argc, char** argv) {
   ClusterTopology cluster;
   std::vector<int> node_of_rank;
   if (live) {
-    auto c = GatherLive(&node_of_rank);
+    auto c = GatherTopology(MPI_COMM_WORLD, &node_of_rank);
     if (!c.ok()) {
       if (rank == 0) log.error("{}", c.status().message());
       return finish(1);

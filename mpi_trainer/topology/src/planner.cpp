@@ -153,7 +153,8 @@ std::string Reject(const Context& ctx, int dp, int pp, int tp) {
   // Tensor parallelism talks twice per layer pair: it stays inside a node,
   // and inside the NVLink domain when the node has one, unless the user
   // fixed tp (then the cost model still prices the slower links).
-  if (req.tp == 0 && tp > rpn) return fmt::format("tp={} would cross nodes ({} ranks per node)", tp, rpn);
+  if (req.tp == 0 && tp > rpn)
+    return fmt::format("tp={} would cross nodes ({} ranks per node)", tp, rpn);
   if (req.tp == 0 && ctx.nvlink_domain > 0 && tp > ctx.nvlink_domain) {
     return fmt::format("tp={} would leave the NVLink domain of {} GPUs", tp, ctx.nvlink_domain);
   }
@@ -242,8 +243,9 @@ Result<Context> MakeContext(const ClusterTopology& cluster, const PlanRequest& r
       for (size_t g = 0; g + static_cast<size_t>(t) <= order.size(); g += static_cast<size_t>(t)) {
         for (int i = 0; i < t; ++i) {
           for (int j = i + 1; j < t; ++j) {
-            all_nvlink = all_nvlink && first.Link(order[g + static_cast<size_t>(i)], order[g + static_cast<size_t>(j)]) ==
-                                           LinkClass::kNvlink;
+            all_nvlink =
+                all_nvlink && first.Link(order[g + static_cast<size_t>(i)],
+                                         order[g + static_cast<size_t>(j)]) == LinkClass::kNvlink;
           }
         }
       }

@@ -1,0 +1,339 @@
+#include "hpcml/accounting/format.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <set>
+
+namespace hpcml::accounting {
+
+namespace {
+
+std::string Hours(double seconds) {
+  return fmt::format("{:.2f}", seconds / 3600.0);
+}
+
+std::string PeriodText(const Report& r) {
+  const ReportOptions& o = r.options;
+  return fmt::format("{} .. {}",
+                     o.period_start == kNoTime ? "(open)" : FormatSlurmTime(o.period_start),
+                     o.period_end == kNoTime ? "(open)" : FormatSlurmTime(o.period_end));
+}
+
+std::string ReconcileText(const Report& r) {
+  std::string detail;
+  if (r.Reconcile(&detail)) {
+    return fmt::format(
+        "reconciled: the rows of every grouping sum exactly to the total (cost {} {}, preemption "
+        "loss {}, idle GPU cost {}, {} GPU-hours)",
+        FormatMoney(r.total.cost, 2), r.currency, FormatMoney(r.total.preemption_loss, 2),
+        FormatMoney(r.total.idle_gpu_cost, 2), Hours(r.total.gpu_seconds));
+  }
+  return "NOT reconciled: " + detail;
+}
+
+std::string InputText(const InputStats& in) {
+  std::string s = fmt::format(
+      "input: {}: {} lines, {} allocation rows priced, {} step rows ignored, {} malformed lines "
+      "skipped",
+      in.source, in.lines, in.rows, in.steps, in.malformed);
+  if (in.filtered) s += fmt::format(", {} filtered out", in.filtered);
+  if (in.never_started) s += fmt::format(", {} never started", in.never_started);
+  if (in.outside_period) s += fmt::format(", {} outside the period", in.outside_period);
+  return s;
+}
+
+std::string CsvField(std::string_view s) {
+  if (s.find_first_of(",\"\n\r") == std::string_view::npos) return std::string(s);
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::string XmlEscape(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+nlohmann::ordered_json MetricsJson(const Metrics& m) {
+  nlohmann::ordered_json j;
+  j["attempts"] = m.attempts;
+  j["interrupted_attempts"] = m.interrupted;
+  j["attempts_with_usage_record"] = m.with_usage;
+  j["interrupted_without_usage_record"] = m.loss_without_usage;
+  j["gpu_hours"] = m.gpu_seconds / 3600.0;
+  j["cpu_hours"] = m.cpu_seconds / 3600.0;
+  j["cost"] = static_cast<double>(m.cost) / 1e6;
+  j["gpu_cost"] = static_cast<double>(m.gpu_cost) / 1e6;
+  j["preemption_loss"] = static_cast<double>(m.preemption_loss) / 1e6;
+  j["idle_gpu_cost"] = static_cast<double>(m.idle_gpu_cost) / 1e6;
+  j["cost_micros"] = m.cost;
+  return j;
+}
+
+}  // namespace
+
+Result<Format> ParseFormat(std::string_view name) {
+  if (name == "table") return Format::kTable;
+  if (name == "csv") return Format::kCsv;
+  if (name == "json") return Format::kJson;
+  if (name == "svg") return Format::kSvg;
+  return InvalidArgument("unknown format '{}' (expected table, csv, json, svg)", name);
+}
+
+std::string FormatMoney(Micros m, int decimals) {
+  // Round half away from zero in integers: no binary floating point on money.
+  Micros unit = 1;
+  for (int i = decimals; i < 6; ++i) unit *= 10;
+  Micros v = m < 0 ? -m : m;
+  v = (v + unit / 2) / unit;
+  Micros scale = 1;
+  for (int i = 0; i < decimals; ++i) scale *= 10;
+  std::string s = fmt::format("{}{}", m < 0 && v != 0 ? "-" : "", v / scale);
+  if (decimals > 0) s += fmt::format(".{:0{}}", v % scale, decimals);
+  return s;
+}
+
+std::string FormatTable(const Report& r) {
+  std::string out = fmt::format("hpcml-cost: period {}, currency {}, prices {}\n", PeriodText(r),
+                                r.currency, r.prices_source);
+  out += InputText(r.input) + "\n";
+  const std::vector<std::string> headers = {"attempts", "requeued", "GPU-hours",    "CPU-hours",
+                                            "cost",     "GPU cost", "preempt loss", "idle GPU"};
+  for (size_t g = 0; g < r.groups.size(); ++g) {
+    std::vector<std::vector<std::string>> rows;
+    auto cells = [&](const std::string& key, const Metrics& m) {
+      rows.push_back({key, std::to_string(m.attempts), std::to_string(m.interrupted),
+                      Hours(m.gpu_seconds), Hours(m.cpu_seconds), FormatMoney(m.cost, 2),
+                      FormatMoney(m.gpu_cost, 2), FormatMoney(m.preemption_loss, 2),
+                      FormatMoney(m.idle_gpu_cost, 2)});
+    };
+    for (const auto& [key, m] : r.SortedRows(g)) cells(key.empty() ? "(none)" : key, m);
+    cells("TOTAL", r.total);
+    std::vector<size_t> width(headers.size() + 1, 0);
+    width[0] = GroupByName(r.groups[g].first).size();
+    for (size_t i = 0; i < headers.size(); ++i) width[i + 1] = headers[i].size();
+    for (const auto& row : rows) {
+      for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
+    }
+    out += fmt::format("\nby {}\n", GroupByName(r.groups[g].first));
+    out += fmt::format("{:<{}}", GroupByName(r.groups[g].first), width[0]);
+    for (size_t i = 0; i < headers.size(); ++i)
+      out += fmt::format("  {:>{}}", headers[i], width[i + 1]);
+    out += "\n";
+    for (size_t k = 0; k < rows.size(); ++k) {
+      if (k + 1 == rows.size()) {
+        size_t total_width = width[0];
+        for (size_t i = 1; i < width.size(); ++i) total_width += 2 + width[i];
+        out += std::string(total_width, '-') + "\n";
+      }
+      out += fmt::format("{:<{}}", rows[k][0], width[0]);
+      for (size_t i = 1; i < rows[k].size(); ++i)
+        out += fmt::format("  {:>{}}", rows[k][i], width[i]);
+      out += "\n";
+    }
+  }
+  out += "\n" + ReconcileText(r) + "\n";
+  if (r.total.loss_without_usage > 0) {
+    out += fmt::format(
+        "note: {} interrupted attempts had no usage record; their whole cost is counted as "
+        "preemption loss (an upper bound)\n",
+        r.total.loss_without_usage);
+  }
+  if (r.total.attempts > r.total.with_usage) {
+    out += fmt::format(
+        "note: {} of {} attempts had no usage record: their idle GPU cost is unknown "
+        "and not included\n",
+        r.total.attempts - r.total.with_usage, r.total.attempts);
+  }
+  for (const std::string& e : r.input.first_errors) out += "skipped: " + e + "\n";
+  return out;
+}
+
+std::string FormatCsv(const Report& r) {
+  std::string out =
+      "grouping,key,attempts,interrupted_attempts,attempts_with_usage_record,gpu_hours,cpu_hours,"
+      "cost,gpu_cost,preemption_loss,idle_gpu_cost,currency\n";
+  auto line = [&](std::string_view by, std::string_view key, const Metrics& m) {
+    out += fmt::format("{},{},{},{},{},{:.6f},{:.6f},{},{},{},{},{}\n", by, CsvField(key),
+                       m.attempts, m.interrupted, m.with_usage, m.gpu_seconds / 3600.0,
+                       m.cpu_seconds / 3600.0, FormatMoney(m.cost, 6), FormatMoney(m.gpu_cost, 6),
+                       FormatMoney(m.preemption_loss, 6), FormatMoney(m.idle_gpu_cost, 6),
+                       CsvField(r.currency));
+  };
+  for (size_t g = 0; g < r.groups.size(); ++g) {
+    for (const auto& [key, m] : r.SortedRows(g)) line(GroupByName(r.groups[g].first), key, m);
+  }
+  line("total", "", r.total);
+  return out;
+}
+
+std::string FormatJson(const Report& r) {
+  nlohmann::ordered_json j;
+  j["format"] = "hpcml-cost-report/1";
+  j["currency"] = r.currency;
+  j["prices"] = r.prices_source;
+  j["period"] = {{"start", r.options.period_start == kNoTime
+                               ? nlohmann::ordered_json(nullptr)
+                               : nlohmann::ordered_json(FormatSlurmTime(r.options.period_start))},
+                 {"end", r.options.period_end == kNoTime
+                             ? nlohmann::ordered_json(nullptr)
+                             : nlohmann::ordered_json(FormatSlurmTime(r.options.period_end))}};
+  const InputStats& in = r.input;
+  j["input"] = {{"source", in.source},
+                {"lines", in.lines},
+                {"rows", in.rows},
+                {"step_rows_ignored", in.steps},
+                {"malformed_skipped", in.malformed},
+                {"filtered", in.filtered},
+                {"never_started", in.never_started},
+                {"outside_period", in.outside_period},
+                {"first_errors", in.first_errors}};
+  j["total"] = MetricsJson(r.total);
+  nlohmann::ordered_json groups = nlohmann::ordered_json::object();
+  for (size_t g = 0; g < r.groups.size(); ++g) {
+    nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+    for (const auto& [key, m] : r.SortedRows(g)) {
+      nlohmann::ordered_json row;
+      row["key"] = key;
+      const nlohmann::ordered_json metrics = MetricsJson(m);
+      for (auto it = metrics.begin(); it != metrics.end(); ++it) row[it.key()] = it.value();
+      rows.push_back(std::move(row));
+    }
+    groups[std::string(GroupByName(r.groups[g].first))] = std::move(rows);
+  }
+  j["groups"] = std::move(groups);
+  std::string detail;
+  bool ok = r.Reconcile(&detail);
+  j["reconciliation"] = {{"reconciled", ok}, {"detail", ok ? ReconcileText(r) : detail}};
+  return j.dump(2) + "\n";
+}
+
+std::string FormatSvg(const Report& r) {
+  // Bucket size: the smallest of hour, day, week giving at most 60 buckets.
+  int64_t first = r.cost_by_hour.empty() ? 0 : r.cost_by_hour.begin()->first;
+  int64_t last = r.cost_by_hour.empty() ? 0 : r.cost_by_hour.rbegin()->first + 3600;
+  int64_t bucket = 3600;
+  for (int64_t b : {int64_t{3600}, int64_t{86400}, int64_t{7 * 86400}}) {
+    bucket = b;
+    if ((last - first) / b <= 60) break;
+  }
+  std::map<int64_t, std::map<std::string, double>> buckets;
+  std::set<std::string> accounts;
+  for (const auto& [hour, per_account] : r.cost_by_hour) {
+    int64_t b = hour - (((hour - first) % bucket) + bucket) % bucket;
+    for (const auto& [acct, cost] : per_account) {
+      buckets[b][acct] += cost;
+      accounts.insert(acct);
+    }
+  }
+  double max_total = 0;
+  for (const auto& [b, per_account] : buckets) {
+    double t = 0;
+    for (const auto& [a, c] : per_account) t += c;
+    max_total = std::max(max_total, t);
+  }
+  static constexpr const char* kColours[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
+                                             "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
+  const int width = 900, height = 420, left = 80, right = 200, top = 40, bottom = 60;
+  const int plot_w = width - left - right, plot_h = height - top - bottom;
+  std::string out = fmt::format(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" viewBox=\"0 0 {} {}\" "
+      "font-family=\"sans-serif\" font-size=\"12\">\n",
+      width, height, width, height);
+  out += fmt::format("<rect width=\"{}\" height=\"{}\" fill=\"white\"/>\n", width, height);
+  out += fmt::format(
+      "<text x=\"{}\" y=\"24\" font-size=\"16\">Cost by account per {} ({}), total {} {}</text>\n",
+      left,
+      bucket == 3600    ? "hour"
+      : bucket == 86400 ? "day"
+                        : "week",
+      XmlEscape(r.currency), FormatMoney(r.total.cost, 2), XmlEscape(r.currency));
+  out += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/>\n", left,
+                     top + plot_h, left + plot_w, top + plot_h);
+  out += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/>\n", left,
+                     top, left, top + plot_h);
+  if (max_total > 0) {
+    for (int i = 0; i <= 4; ++i) {
+      double v = max_total * i / 4.0;
+      int y = top + plot_h - static_cast<int>(std::lround(plot_h * i / 4.0));
+      out += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{:.2f}</text>\n", left - 6,
+                         y + 4, v);
+      out += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#ddd\"/>\n", left,
+                         y, left + plot_w, y);
+    }
+  }
+  const size_t nb = std::max<size_t>(1, static_cast<size_t>((last - first + bucket - 1) / bucket));
+  const double slot = static_cast<double>(plot_w) / static_cast<double>(nb);
+  std::vector<std::string> acct_list(accounts.begin(), accounts.end());
+  for (const auto& [b, per_account] : buckets) {
+    double x = left + slot * static_cast<double>((b - first) / bucket) + slot * 0.1;
+    double y = top + plot_h;
+    for (size_t ai = 0; ai < acct_list.size(); ++ai) {
+      auto it = per_account.find(acct_list[ai]);
+      if (it == per_account.end() || it->second <= 0) continue;
+      double h = plot_h * it->second / max_total;
+      y -= h;
+      out += fmt::format(
+          "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"{}\">"
+          "<title>{} {}: {:.2f} {}</title></rect>\n",
+          x, y, slot * 0.8, h, kColours[ai % 10], XmlEscape(acct_list[ai]), FormatSlurmTime(b),
+          it->second, XmlEscape(r.currency));
+    }
+  }
+  if (!buckets.empty()) {
+    out += fmt::format("<text x=\"{}\" y=\"{}\">{}</text>\n", left, top + plot_h + 20,
+                       FormatSlurmTime(first));
+    out += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n", left + plot_w,
+                       top + plot_h + 20, FormatSlurmTime(last));
+  } else {
+    out += fmt::format("<text x=\"{}\" y=\"{}\">no cost in the period</text>\n", left + 20,
+                       top + plot_h / 2);
+  }
+  for (size_t ai = 0; ai < acct_list.size(); ++ai) {
+    int y = top + 10 + static_cast<int>(ai) * 20;
+    out += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"12\" height=\"12\" fill=\"{}\"/>\n",
+                       left + plot_w + 20, y, kColours[ai % 10]);
+    out += fmt::format("<text x=\"{}\" y=\"{}\">{}</text>\n", left + plot_w + 38, y + 10,
+                       XmlEscape(acct_list[ai].empty() ? "(none)" : acct_list[ai]));
+  }
+  out += "</svg>\n";
+  return out;
+}
+
+std::string Render(const Report& r, Format f) {
+  switch (f) {
+    case Format::kTable:
+      return FormatTable(r);
+    case Format::kCsv:
+      return FormatCsv(r);
+    case Format::kJson:
+      return FormatJson(r);
+    case Format::kSvg:
+      return FormatSvg(r);
+  }
+  return {};
+}
+
+}  // namespace hpcml::accounting

@@ -1,0 +1,269 @@
+// hpcml-cost: GPU cost reports over sacct, and usage records for the trainer.
+//
+//   hpcml-cost --prices P.toml [--start T] [--end T] [--account A] [--user U] [--partition P]
+//              [--input FILE|-] [--usage-dir DIR] [--by LIST] [--format F] [--output FILE]
+//              [--svg FILE] [--strict]
+//   hpcml-cost record --dir DIR --gpu-seconds S [...]
+//
+// Exit status: 0 report written (malformed lines skipped are counted in it),
+// 1 an error (message on stderr), 2 a usage error.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <fmt/ranges.h>
+#include <CLI/CLI.hpp>
+#include <cstdlib>
+#include <ctime>
+
+#include <iostream>
+
+#include "hpcml/accounting/format.hpp"
+#include "hpcml/accounting/prices.hpp"
+#include "hpcml/accounting/process.hpp"
+#include "hpcml/accounting/report.hpp"
+#include "hpcml/accounting/sacct.hpp"
+#include "hpcml/accounting/usage_record.hpp"
+#include "hpcml/common/fs.hpp"
+#include "hpcml/common/log.hpp"
+#include "hpcml/common/unique_fd.hpp"
+
+namespace ha = hpcml::accounting;
+
+namespace {
+
+hpcml::Logger g_log("hpcml-cost");
+
+struct ReportArgs {
+  std::string prices;
+  std::string input;
+  std::string start, end, now;
+  std::string account, user, partition, jobs;
+  std::string by = "account,user,partition,gpu_type";
+  std::string format = "table";
+  std::string output;
+  std::string svg;
+  std::vector<std::string> usage_dirs;
+  std::string sacct = "sacct";
+  bool strict = false;
+};
+
+struct RecordArgs {
+  std::string dir;
+  ha::UsageRecord r;
+  double gpu_util = -1, gpu_energy = -1;
+  bool no_comment = false;
+  std::string scontrol = "scontrol";
+};
+
+int Fail(const hpcml::Status& st) {
+  g_log.error("{}", st.message());
+  g_log.debug("{}", st.Debug());
+  return 1;
+}
+
+hpcml::Status ParseTimeOption(const std::string& name, const std::string& text, int64_t* out) {
+  if (text.empty()) return hpcml::Status::Ok();
+  if (text == "now") {
+    *out = time(nullptr);
+    return hpcml::Status::Ok();
+  }
+  hpcml::Result<int64_t> t = ha::ParseSlurmTime(text);
+  if (!t.ok() || *t == ha::kNoTime) {
+    return hpcml::InvalidArgument("--{} '{}': expected YYYY-MM-DD[THH:MM[:SS]] or now", name, text);
+  }
+  *out = *t;
+  return hpcml::Status::Ok();
+}
+
+std::vector<std::string> SacctArgv(const ReportArgs& a) {
+  std::vector<std::string> argv = {
+      a.sacct, "-P", "-D", "-X", "--noconvert", "-o", std::string(ha::kSacctFields)};
+  if (!a.start.empty()) argv.insert(argv.end(), {"-S", a.start});
+  if (!a.end.empty()) argv.insert(argv.end(), {"-E", a.end});
+  if (!a.account.empty()) argv.insert(argv.end(), {"-A", a.account});
+  if (!a.user.empty()) {
+    argv.insert(argv.end(), {"-u", a.user});
+  } else {
+    argv.push_back("-a");  // every user's jobs, not only the caller's
+  }
+  if (!a.partition.empty()) argv.insert(argv.end(), {"-r", a.partition});
+  if (!a.jobs.empty()) argv.insert(argv.end(), {"-j", a.jobs});
+  return argv;
+}
+
+int RunReport(const ReportArgs& a) {
+  hpcml::Result<ha::PriceTable> prices = ha::PriceTable::Load(a.prices);
+  if (!prices.ok()) return Fail(prices.status());
+  hpcml::Result<ha::Format> format = ha::ParseFormat(a.format);
+  if (!format.ok()) return Fail(format.status());
+
+  ha::ReportOptions opt;
+  opt.now = time(nullptr);
+  if (auto st = ParseTimeOption("start", a.start, &opt.period_start); !st.ok()) return Fail(st);
+  if (auto st = ParseTimeOption("end", a.end, &opt.period_end); !st.ok()) return Fail(st);
+  if (auto st = ParseTimeOption("now", a.now, &opt.now); !st.ok()) return Fail(st);
+  if (opt.period_start != ha::kNoTime && opt.period_end != ha::kNoTime &&
+      opt.period_end <= opt.period_start) {
+    return Fail(hpcml::InvalidArgument("--end {} is not after --start {}", a.end, a.start));
+  }
+  opt.groups.clear();
+  for (size_t pos = 0; pos <= a.by.size();) {
+    size_t comma = a.by.find(',', pos);
+    std::string name =
+        a.by.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    if (!name.empty()) {
+      hpcml::Result<ha::GroupBy> g = ha::ParseGroupBy(name);
+      if (!g.ok()) return Fail(std::move(g).status().WithContext("--by"));
+      opt.groups.push_back(*g);
+    }
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  opt.accounts = a.account;
+  opt.users = a.user;
+  opt.partitions = a.partition;
+  opt.jobs = a.jobs;
+  opt.chart = *format == ha::Format::kSvg || !a.svg.empty();
+
+  ha::CostAggregator agg(*prices, opt);
+  for (const std::string& dir : a.usage_dirs) {
+    hpcml::Result<std::vector<ha::UsageRecord>> recs = ha::ReadUsageRecordDir(dir);
+    if (!recs.ok()) return Fail(std::move(recs).status().WithContext("--usage-dir"));
+    agg.AddUsageRecords(std::move(recs).value());
+  }
+
+  hpcml::Status st;
+  if (!a.input.empty()) {
+    hpcml::UniqueFd owned;
+    int fd = 0;
+    std::string source = "stdin";
+    if (a.input != "-") {
+      hpcml::Result<hpcml::UniqueFd> f = hpcml::OpenFd(a.input, O_RDONLY);
+      if (!f.ok()) return Fail(f.status());
+      owned = std::move(f).value();
+      fd = owned.get();
+      source = a.input;
+    }
+    ha::SacctReader reader(fd, source);
+    st = ha::StreamSacct(reader, agg, a.strict);
+  } else {
+    std::vector<std::string> argv = SacctArgv(a);
+    g_log.debug("running: {}", fmt::join(argv, " "));
+    hpcml::Result<ha::ChildProcess> child = ha::ChildProcess::Spawn(argv);
+    if (!child.ok()) return Fail(child.status());
+    ha::SacctReader reader(child->stdout_fd(), "sacct");
+    st = ha::StreamSacct(reader, agg, a.strict);
+    hpcml::Status wait = child->Wait();
+    if (st.ok() && !wait.ok()) st = wait;
+  }
+  if (!st.ok()) return Fail(st);
+
+  const ha::Report& report = agg.report();
+  if (report.input.malformed > 0) {
+    g_log.warn("{}: skipped {} malformed lines (first: {}); --strict makes this an error",
+               report.input.source, report.input.malformed, report.input.first_errors.front());
+  }
+  std::string text = ha::Render(report, *format);
+  if (a.output.empty() || a.output == "-") {
+    std::cout << text << std::flush;
+    if (!std::cout) return Fail(hpcml::IoError("writing the report to stdout failed"));
+  } else if (auto w = hpcml::WriteFileAtomic(a.output, text); !w.ok()) {
+    return Fail(w);
+  }
+  if (!a.svg.empty()) {
+    if (auto w = hpcml::WriteFileAtomic(a.svg, ha::FormatSvg(report)); !w.ok()) return Fail(w);
+  }
+  std::string detail;
+  if (!report.Reconcile(&detail)) {
+    return Fail(hpcml::Internal("the report does not reconcile: {}", detail));
+  }
+  return 0;
+}
+
+int RunRecord(RecordArgs a) {
+  if (a.r.job_id.empty()) {
+    const char* id = getenv("SLURM_JOB_ID");
+    if (!id) return Fail(hpcml::InvalidArgument("record: no --job-id and SLURM_JOB_ID is not set"));
+    a.r.job_id = id;
+  }
+  if (a.gpu_util >= 0) a.r.gpu_utilization_pct = a.gpu_util;
+  if (a.gpu_energy >= 0) a.r.gpu_energy_joules = a.gpu_energy;
+  if (a.r.written_at == 0) a.r.written_at = time(nullptr);
+  ha::PublishOptions opt;
+  opt.update_comment = !a.no_comment;
+  opt.scontrol = a.scontrol;
+  hpcml::Result<std::string> path = ha::PublishUsageRecord(a.dir, a.r, opt);
+  if (!path.ok()) return Fail(path.status());
+  std::cout << *path << "\n";
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "hpcml-cost: GPU cost reports over sacct (per job, user, account, partition, GPU "
+      "type), and usage records for training jobs"};
+  ReportArgs ra;
+  app.add_option("--prices", ra.prices, "Price table (TOML); default $HPCML_PRICES")
+      ->envname("HPCML_PRICES");
+  app.add_option("--input,-i", ra.input,
+                 "Read `sacct -P` output from FILE ('-' = stdin) instead of running sacct");
+  app.add_option("--start,-S", ra.start,
+                 "Period start (YYYY-MM-DD[THH:MM[:SS]]): passed to sacct; "
+                 "attempts are clipped to it");
+  app.add_option("--end,-E", ra.end, "Period end (exclusive), as --start, or 'now'");
+  app.add_option("--account,-A", ra.account, "Only these accounts (comma-separated)");
+  app.add_option("--user,-u", ra.user, "Only these users (comma-separated)");
+  app.add_option("--partition,-r", ra.partition, "Only these partitions (comma-separated)");
+  app.add_option("--jobs,-j", ra.jobs, "Only these job ids (comma-separated)");
+  app.add_option("--by", ra.by, "Groupings: job,user,account,partition,gpu_type")
+      ->capture_default_str();
+  app.add_option("--format,-f", ra.format, "table, csv, json or svg")->capture_default_str();
+  app.add_option("--output,-o", ra.output,
+                 "Write the report to FILE (atomically) instead of stdout");
+  app.add_option("--svg", ra.svg, "Also write the cost-by-account chart to FILE");
+  app.add_option("--usage-dir", ra.usage_dirs,
+                 "Directory of usage-*.json records (repeatable); Comments are read too");
+  app.add_flag("--strict", ra.strict,
+               "A malformed sacct line is an error (default: skip and count)");
+  app.add_option("--sacct", ra.sacct, "sacct program to run")->capture_default_str();
+  app.add_option("--now", ra.now, "End time of still-running attempts (default: now)");
+
+  RecordArgs rec;
+  CLI::App* record = app.add_subcommand(
+      "record", "Write a usage record (JSON, atomically) and put its summary in the job's Comment");
+  record->add_option("--dir", rec.dir, "Directory for usage-<job>-r<restart>.json")->required();
+  record->add_option("--job-id", rec.r.job_id, "Job id (default $SLURM_JOB_ID)");
+  record->add_option("--restart", rec.r.restart_count, "Restart count")
+      ->envname("SLURM_RESTART_COUNT");
+  record->add_option("--start-time", rec.r.start_time, "Attempt start, seconds since the epoch");
+  record->add_option("--written-at", rec.r.written_at, "Record time (default now)");
+  record->add_option("--gpu-type", rec.r.gpu_type, "GPU type, e.g. h100");
+  record->add_option("--gpu-count", rec.r.gpu_count, "GPUs held");
+  record->add_option("--gpu-seconds", rec.r.gpu_seconds, "GPU-seconds held")->required();
+  record->add_option("--steps", rec.r.steps_done, "Steps run in this attempt");
+  record->add_option("--samples", rec.r.samples_done, "Samples processed");
+  record->add_option("--steps-lost", rec.r.steps_lost_to_preemption,
+                     "Steps after the last checkpoint, to be redone");
+  record->add_option("--checkpoint-seconds", rec.r.checkpoint_seconds, "Time spent checkpointing");
+  record->add_option("--gpu-util", rec.gpu_util,
+                     "Measured mean GPU utilisation % (omit if not measured)");
+  record->add_option("--gpu-energy", rec.gpu_energy,
+                     "Measured GPU energy in J (omit if not measured)");
+  record->add_flag("--no-comment", rec.no_comment, "Do not run scontrol update Comment=...");
+  record->add_option("--scontrol", rec.scontrol, "scontrol program to run")->capture_default_str();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;  // --help is 0; CLI11's own codes are usage errors
+  }
+  if (*record) return RunRecord(rec);
+  if (ra.prices.empty()) {
+    return Fail(
+        hpcml::InvalidArgument("--prices is required (or set HPCML_PRICES); see "
+                               "examples/accounting/prices.toml"));
+  }
+  return RunReport(ra);
+}

@@ -1,0 +1,139 @@
+#include "hpcml/accounting/process.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+namespace hpcml::accounting {
+
+namespace {
+
+// Waits for pid, retrying on EINTR; returns the wait status or -1.
+int Reap(pid_t pid) {
+  int status = 0;
+  pid_t r;
+  do {
+    r = waitpid(pid, &status, 0);
+  } while (r < 0 && errno == EINTR);
+  return r < 0 ? -1 : status;
+}
+
+Status DescribeExit(const std::string& name, int status) {
+  if (status == -1) return Internal("{}: lost track of the process", name);
+  if (WIFEXITED(status)) {
+    int code = WEXITSTATUS(status);
+    if (code == 0) return Status::Ok();
+    if (code == 127) return NotFound("{}: could not be run (not installed or not in PATH?)", name);
+    return Unavailable("{}: exited with status {}", name, code);
+  }
+  if (WIFSIGNALED(status)) return Unavailable("{}: killed by signal {}", name, WTERMSIG(status));
+  return Unavailable("{}: ended abnormally", name);
+}
+
+struct Pipe {
+  UniqueFd read, write;
+};
+
+Result<Pipe> MakePipe() {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return ErrnoError("pipe", errno);
+  return Pipe{UniqueFd(fds[0]), UniqueFd(fds[1])};
+}
+
+// Child side after fork: only async-signal-safe calls until exec.
+[[noreturn]] void ExecChild(const std::vector<char*>& argv, int out_fd, int err_fd) {
+  int devnull = open("/dev/null", O_RDONLY);
+  if (devnull >= 0) dup2(devnull, 0);
+  dup2(out_fd, 1);
+  if (err_fd >= 0) dup2(err_fd, 2);
+  execvp(argv[0], argv.data());
+  _exit(127);
+}
+
+}  // namespace
+
+ChildProcess::~ChildProcess() {
+  if (pid_ > 0) {
+    out_.reset();
+    kill(pid_, SIGTERM);
+    Reap(pid_);
+  }
+}
+
+ChildProcess::ChildProcess(ChildProcess&& other) noexcept
+    : pid_(std::exchange(other.pid_, -1)),
+      name_(std::move(other.name_)),
+      out_(std::move(other.out_)) {}
+
+ChildProcess& ChildProcess::operator=(ChildProcess&& other) noexcept {
+  if (this != &other) {
+    if (pid_ > 0) {
+      out_.reset();
+      kill(pid_, SIGTERM);
+      Reap(pid_);
+    }
+    pid_ = std::exchange(other.pid_, -1);
+    name_ = std::move(other.name_);
+    out_ = std::move(other.out_);
+  }
+  return *this;
+}
+
+Result<ChildProcess> ChildProcess::Spawn(const std::vector<std::string>& argv) {
+  if (argv.empty()) return InvalidArgument("empty command");
+  HPCML_ASSIGN_OR_RETURN(Pipe out, MakePipe());
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = fork();
+  if (pid < 0) return ErrnoError("fork " + argv[0], errno);
+  if (pid == 0) ExecChild(args, out.write.get(), -1);
+  ChildProcess child;
+  child.pid_ = pid;
+  child.name_ = argv[0];
+  child.out_ = std::move(out.read);
+  return child;
+}
+
+Status ChildProcess::Wait() {
+  if (pid_ <= 0) return FailedPrecondition("no process to wait for");
+  out_.reset();
+  int status = Reap(std::exchange(pid_, -1));
+  return DescribeExit(name_, status);
+}
+
+Result<std::string> RunAndCapture(const std::vector<std::string>& argv) {
+  if (argv.empty()) return InvalidArgument("empty command");
+  HPCML_ASSIGN_OR_RETURN(Pipe out, MakePipe());
+  // stdout and stderr share one pipe: the message on failure shows both in order.
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = fork();
+  if (pid < 0) return ErrnoError("fork " + argv[0], errno);
+  if (pid == 0) ExecChild(args, out.write.get(), out.write.get());
+  out.write.reset();
+  std::string text;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = read(out.read.get(), buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    text.append(buf, static_cast<size_t>(n));
+  }
+  out.read.reset();
+  Status st = DescribeExit(argv[0], Reap(pid));
+  if (!st.ok()) {
+    while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+    if (!text.empty()) return Status(st.code(), st.message() + ": " + text);
+    return st;
+  }
+  return text;
+}
+
+}  // namespace hpcml::accounting

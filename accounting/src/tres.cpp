@@ -1,0 +1,129 @@
+#include "hpcml/accounting/tres.hpp"
+
+#include <charconv>
+#include <cmath>
+
+namespace hpcml::accounting {
+
+namespace {
+
+// std::from_chars for double is in libstdc++ 11+; it never allocates.
+bool ParseNumber(std::string_view text, double* out) {
+  if (text.empty()) return false;
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, *out);
+  return ec == std::errc() && ptr == end && std::isfinite(*out) && *out >= 0;
+}
+
+}  // namespace
+
+double Tres::gpu_total() const {
+  double total = 0;
+  for (const auto& g : gpus) total += g.second;
+  return total;
+}
+
+double Tres::gpus_of(std::string_view type) const {
+  for (const auto& g : gpus) {
+    if (g.first == type) return g.second;
+  }
+  return 0;
+}
+
+Result<double> ParseMemoryMiB(std::string_view text) {
+  if (text.empty()) return InvalidArgument("empty memory amount");
+  double scale = 1;  // MiB
+  std::string_view number = text;
+  switch (text.back()) {
+    case 'K':
+    case 'k':
+      scale = 1.0 / 1024;
+      break;
+    case 'M':
+    case 'm':
+      scale = 1;
+      break;
+    case 'G':
+    case 'g':
+      scale = 1024;
+      break;
+    case 'T':
+    case 't':
+      scale = 1024.0 * 1024;
+      break;
+    case 'P':
+    case 'p':
+      scale = 1024.0 * 1024 * 1024;
+      break;
+    default:
+      if (text.back() < '0' || text.back() > '9') {
+        return InvalidArgument("memory amount '{}': unknown unit '{}' (expected K, M, G, T or P)",
+                               text, text.back());
+      }
+      break;
+  }
+  if (text.back() < '0' || text.back() > '9') number.remove_suffix(1);
+  double value = 0;
+  if (!ParseNumber(number, &value))
+    return InvalidArgument("memory amount '{}' is not a number", text);
+  return value * scale;
+}
+
+Result<Tres> ParseTres(std::string_view text) {
+  Tres tres;
+  double untyped_gpus = 0;
+  bool have_untyped = false;
+  while (!text.empty()) {
+    size_t comma = text.find(',');
+    std::string_view entry = text.substr(0, comma);
+    text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
+    if (entry.empty()) continue;
+    size_t eq = entry.find('=');
+    if (eq == std::string_view::npos || eq == 0) {
+      return InvalidArgument("TRES entry '{}' is not name=count", entry);
+    }
+    std::string_view name = entry.substr(0, eq);
+    std::string_view value = entry.substr(eq + 1);
+    if (name == "mem") {
+      Result<double> mib = ParseMemoryMiB(value);
+      if (!mib.ok()) return InvalidArgument("TRES entry '{}': {}", entry, mib.status().message());
+      tres.mem_mib = *mib;
+      continue;
+    }
+    double count = 0;
+    if (!ParseNumber(value, &count)) {
+      return InvalidArgument("TRES entry '{}': count '{}' is not a non-negative number", entry,
+                             value);
+    }
+    if (name == "cpu") {
+      tres.cpus = count;
+    } else if (name == "billing") {
+      tres.billing = count;
+    } else if (name == "node") {
+      tres.nodes = count;
+    } else if (name == "gres/gpu") {
+      untyped_gpus = count;
+      have_untyped = true;
+    } else if (name.starts_with("gres/gpu:")) {
+      std::string_view type = name.substr(9);
+      if (type.empty()) return InvalidArgument("TRES entry '{}': empty GPU type", entry);
+      bool merged = false;
+      for (auto& g : tres.gpus) {
+        if (g.first == type) {  // a repeated entry replaces, as Slurm's own parser does
+          g.second = count;
+          merged = true;
+        }
+      }
+      if (!merged) tres.gpus.emplace_back(std::string(type), count);
+    }
+  }
+  if (have_untyped) {
+    double typed = tres.gpu_total();
+    // The untyped entry counts every GPU, typed ones included: only the rest
+    // is added, so gres/gpu:h100=2 + gres/gpu=2 is 2 GPUs, not 4.
+    if (untyped_gpus > typed) tres.gpus.emplace_back(std::string(), untyped_gpus - typed);
+  }
+  return tres;
+}
+
+}  // namespace hpcml::accounting

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# srun launch latency of a trivial step with the guard against without it,
+# measured in the same run, interleaved so both see the same machine load.
+# The steps run inside one allocation (salloc --no-shell), so the figure is
+# the step launch (srun, slurmstepd, the guard's decision) without the
+# scheduler's delay for a new job.
+#   bench/spank/srun_latency.sh [rounds]     (default 20)
+# Needs a running local cluster (tests/cluster/hpcml-cluster up; SLURM_CONF
+# and HPCML_CLUSTER_DIR set, e.g. eval "$(tests/cluster/hpcml-cluster env)")
+# and a build (HPCML_BUILD_DIR, default build/default). Run as root. Prints
+# the median and mean of each and the ratio guard/baseline (target <= 1.05).
+set -euo pipefail
+rounds=${1:-20}
+top=$(cd "$(dirname "$0")/../.." && pwd)
+build=$(cd "${HPCML_BUILD_DIR:-$top/build/default}" && pwd)
+: "${HPCML_CLUSTER_DIR:?set HPCML_CLUSTER_DIR (eval \"\$(tests/cluster/hpcml-cluster env)\")}"
+: "${SLURM_CONF:=$HPCML_CLUSTER_DIR/etc/slurm.conf}"
+export SLURM_CONF
+so=$build/spank/hpcml_guard.so
+[ -f "$so" ] || { echo "srun_latency: $so not built" >&2; exit 1; }
+plugstack=$HPCML_CLUSTER_DIR/etc/plugstack.conf
+etc=$HPCML_CLUSTER_DIR/guard-bench
+install -d -m 0755 "$etc"
+cat >"$etc/policy.toml" <<EOP
+[zones.ae]
+[[datasets]]
+path = "$etc"
+zone = "ae"
+classification = "internal"
+[[roles]]
+name = "bench"
+zones = ["ae"]
+classifications = ["internal"]
+max_gpus = 0
+[[bindings]]
+account = "hpcml-ml"
+roles = ["bench"]
+[defaults]
+role = "bench"
+EOP
+chmod 0644 "$etc/policy.toml"
+cp -p "$plugstack" "$etc/plugstack.saved"
+jobid=
+cleanup() {
+  cp -p "$etc/plugstack.saved" "$plugstack"
+  [ -z "$jobid" ] || scancel "$jobid"
+}
+trap cleanup EXIT
+echo "# none" >"$plugstack"
+jobid=$(salloc --no-shell -n1 2>&1 | sed -n 's/.*Granted job allocation \([0-9]*\).*/\1/p' | head -n1)
+[ -n "$jobid" ] || { echo "srun_latency: salloc failed" >&2; exit 1; }
+guard_line="required $so policy=$etc/policy.toml zone=ae audit=$etc/audit.jsonl"
+
+one() {  # one <with|without>: seconds for one srun of a trivial step
+  local t0 t1
+  if [ "$1" = with ]; then
+    echo "$guard_line" >"$plugstack"
+    t0=$(date +%s.%N)
+    srun --jobid="$jobid" -n1 --dataset="$etc/policy.toml" true >/dev/null || exit 1  # a checked dataset
+    t1=$(date +%s.%N)
+  else
+    echo "# none" >"$plugstack"
+    t0=$(date +%s.%N)
+    srun --jobid="$jobid" -n1 true >/dev/null || exit 1
+    t1=$(date +%s.%N)
+  fi
+  awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.6f\n", b - a}'
+}
+srun --jobid="$jobid" -n1 true >/dev/null  # warm up
+with=() without=()
+for i in $(seq 1 "$rounds"); do
+  without+=("$(one without)") || { echo "srun_latency: srun failed without the guard" >&2; exit 1; }
+  with+=("$(one with)") || { echo "srun_latency: srun failed with the guard" >&2; exit 1; }
+done
+stats() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1; s+=$1} END {printf "median %.3f s  mean %.3f s", a[int((NR+1)/2)], s/NR}'; }
+median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+echo "srun --jobid=$jobid -n1 true, $rounds rounds each, interleaved"
+echo "without guard: $(stats "${without[@]}")"
+echo "with guard:    $(stats "${with[@]}")"
+awk -v w="$(median "${with[@]}")" -v b="$(median "${without[@]}")" \
+  'BEGIN {printf "ratio guard/baseline (medians): %.3f (target <= 1.05)\n", w / b}'

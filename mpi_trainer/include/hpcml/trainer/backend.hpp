@@ -1,0 +1,133 @@
+// Backend: where tensors live, how the math runs and how ranks talk.
+//
+// The model and the step loop only use this interface, so the CPU backend
+// (float32, OpenBLAS, MPI) and the CUDA backend (cuBLAS bf16 compute with
+// fp32 master weights, NCCL) run the same schedules. Every pointer passed in
+// is backend memory (Buffer::data()); matrices are row-major. Host values
+// (loss sums, norms) come back as double.
+//
+// Collectives: the caller guarantees that every rank of a group issues the
+// same collectives in the same order (the schedules do). Send never blocks:
+// its buffer must stay unchanged until WaitSends(). Not thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "hpcml/common/status.hpp"
+#include "hpcml/trainer/grid.hpp"
+#include "hpcml/trainer/plan.hpp"
+
+namespace hpcml::trainer {
+
+enum class Group { kTensor, kPipeline, kData, kWorld };
+
+class Backend;
+
+// Move-only owner of n floats of backend memory.
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(Backend* backend, float* data, std::size_t n) noexcept : b_(backend), p_(data), n_(n) {}
+  ~Buffer() { reset(); }
+  Buffer(Buffer&& o) noexcept
+      : b_(std::exchange(o.b_, nullptr)),
+        p_(std::exchange(o.p_, nullptr)),
+        n_(std::exchange(o.n_, 0)) {}
+  Buffer& operator=(Buffer&& o) noexcept {
+    if (this != &o) {
+      reset();
+      b_ = std::exchange(o.b_, nullptr);
+      p_ = std::exchange(o.p_, nullptr);
+      n_ = std::exchange(o.n_, 0);
+    }
+    return *this;
+  }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  float* data() const noexcept { return p_; }
+  std::size_t size() const noexcept { return n_; }
+  void reset() noexcept;
+
+ private:
+  Backend* b_ = nullptr;
+  float* p_ = nullptr;
+  std::size_t n_ = 0;
+};
+
+struct AdamWStep {
+  float lr = 1e-3f;
+  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
+  float weight_decay = 0.0f;  // decoupled (AdamW): p -= lr * wd * p
+  float grad_scale = 1.0f;    // applied to g first (gradient clipping)
+  std::int64_t step = 1;      // 1-based, for bias correction
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string_view name() const = 0;
+
+  // --- memory (zero-filled) and host transfers
+  virtual Buffer Alloc(std::size_t n) = 0;
+  virtual void Free(float* p) noexcept = 0;
+  virtual void ToDevice(float* dst, const float* host, std::size_t n) = 0;
+  virtual void ToHost(float* host, const float* src, std::size_t n) = 0;
+  virtual void Copy(float* dst, const float* src, std::size_t n) = 0;
+  virtual void Fill(float* x, std::size_t n, float v) = 0;
+
+  // --- math
+  // C[m,n] = alpha * op(A) * op(B) + beta * C; op(A) is [m,k], op(B) is [k,n].
+  virtual void Gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
+                    float alpha, const float* a, std::int64_t lda, const float* b, std::int64_t ldb,
+                    float beta, float* c, std::int64_t ldc) = 0;
+  // y[r, :] += bias for every row r.
+  virtual void AddBias(float* y, const float* bias, std::int64_t rows, std::int64_t cols) = 0;
+  // db[c] += sum over rows of dy[r, c].
+  virtual void BiasGrad(const float* dy, std::int64_t rows, std::int64_t cols, float* db) = 0;
+  virtual void ActForward(Activation act, const float* pre, float* out, std::size_t n) = 0;
+  // dpre = dout * act'(pre).
+  virtual void ActBackward(Activation act, const float* pre, const float* dout, float* dpre,
+                           std::size_t n) = 0;
+  // Per-sample losses summed over `rows`; writes dlogits = scale * dLoss/dlogits
+  // of the summed loss. Cross-entropy: targets[r] holds the class index;
+  // MSE: targets is [rows, cols] and the sample loss is mean((y - t)^2).
+  virtual double LossAndGrad(LossKind loss, const float* logits, const float* targets,
+                             std::int64_t rows, std::int64_t cols, float scale, float* dlogits) = 0;
+  virtual double SumSquares(const float* x, std::size_t n) = 0;
+  virtual void AdamW(float* param, const float* grad, float* m, float* v, std::size_t n,
+                     const AdamWStep& step) = 0;
+
+  // --- communication (float sums over the group of this rank)
+  virtual void Allreduce(float* x, std::size_t n, Group g) = 0;
+  // Starts a sum all-reduce in place; finished by WaitAllreduces().
+  virtual void StartAllreduce(float* x, std::size_t n, Group g) = 0;
+  virtual void WaitAllreduces() = 0;
+  // Host doubles, summed over the group.
+  virtual void AllreduceHost(double* x, std::size_t n, Group g) = 0;
+  // Point-to-point along the pipeline group; peer is a stage index.
+  virtual void Send(const float* x, std::size_t n, int peer_stage, int tag) = 0;
+  virtual void Recv(float* x, std::size_t n, int peer_stage, int tag) = 0;
+  virtual void WaitSends() = 0;
+  // Blocks until queued device work is done (for timing); no-op on CPU.
+  virtual void Synchronize() = 0;
+  // The first error of an asynchronous device or communication call (sticky);
+  // OK on the CPU backend, whose calls cannot fail.
+  virtual Status status() const { return Status::Ok(); }
+};
+
+// The CPU backend over `grid` (borrowed; must outlive the backend). A null
+// grid gives a backend whose communication calls are no-ops (single process).
+std::unique_ptr<Backend> MakeCpuBackend(const ProcessGrid* grid);
+
+// The CUDA backend, when built (HPCML_HAVE_CUDA); an Unavailable status
+// otherwise or when no GPU is visible. Collective over grid->world().
+Result<std::unique_ptr<Backend>> MakeCudaBackend(const ProcessGrid* grid);
+bool CudaBackendBuilt();
+
+}  // namespace hpcml::trainer

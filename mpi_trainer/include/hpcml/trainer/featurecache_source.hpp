@@ -1,0 +1,36 @@
+// BatchSource over a feature-cache version (hpcml::featurecache::Loader).
+//
+// Replica r of R reads shard r of R with batches of global_batch / R rows
+// (drop_last, so every batch is full and every replica does the same number
+// of steps per epoch). Classification (num_classes > 0): the label of each
+// row must be an integer in [0, num_classes), else Next() fails naming the
+// file and the source row. Regression (num_classes == 0): the label is the
+// single regression target. Positions are the loader's Position strings.
+// Available when hpcml-train was built with the featurecache library
+// (FeatureCacheAvailable()).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "hpcml/common/status.hpp"
+#include "hpcml/trainer/data.hpp"
+
+namespace hpcml::trainer {
+
+struct FeatureCacheConfig {
+  std::string path;     // the feature set file (.h5)
+  std::string version;  // "", "latest" or "v3"
+  std::int64_t num_classes = 0;
+  std::uint64_t seed = 0;  // shuffle seed
+  bool shuffle = true;
+};
+
+bool FeatureCacheAvailable();
+
+Result<std::unique_ptr<BatchSource>> OpenFeatureCache(const FeatureCacheConfig& config,
+                                                      std::int64_t global_batch, int replica,
+                                                      int replicas);
+
+}  // namespace hpcml::trainer

@@ -1,0 +1,109 @@
+// The MLP as held by one rank: the layers of its pipeline stage, each weight
+// either whole or the rank's tensor-parallel shard.
+//
+// Parameters live in one flat backend buffer (gradients in a second one of
+// the same layout), layer by layer, weight [out_local, in_local] row-major
+// then bias. params() enumerates them with their global shapes and the slice
+// this rank owns, which is what checkpoints and the HDF5 export need.
+//
+// Initialisation contract: the global weight of layer l is drawn from
+// DeriveSeed(seed, l) element by element (counter = row * in + col), scaled
+// by 1/sqrt(in); biases start at 0. A rank computes only its slice, and every
+// layout starts from the same model.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hpcml/common/status.hpp"
+#include "hpcml/trainer/backend.hpp"
+#include "hpcml/trainer/plan.hpp"
+
+namespace hpcml::trainer {
+
+struct ParamInfo {
+  std::string name;  // "layer2.weight", "layer2.bias"
+  int layer = 0;
+  bool is_bias = false;
+  std::vector<std::int64_t> global_shape;   // {out, in} or {out}
+  std::int64_t row_begin = 0, row_end = 0;  // owned rows of the global tensor
+  std::int64_t col_begin = 0, col_end = 1;  // owned columns (biases: 0..1)
+  bool tp_replicated = false;               // identical on every rank of the tensor group
+  std::size_t offset = 0, size = 0;         // in the flat parameter/gradient buffers
+};
+
+// Where this rank sits: its stage and tensor-parallel coordinates.
+struct Placement {
+  int stage = 0;
+  int tp = 1;
+  int tp_idx = 0;
+};
+
+class Model {
+ public:
+  // `backend` is borrowed and must outlive the model.
+  static Result<std::unique_ptr<Model>> Create(const ModelConfig& config, const ModelPlan& plan,
+                                               const Placement& where, Backend* backend);
+
+  const ModelConfig& config() const { return config_; }
+  const std::vector<ParamInfo>& params() const { return params_; }
+  float* param_data() const { return params_buf_.data(); }
+  float* grad_data() const { return grads_buf_.data(); }
+  std::size_t num_params() const { return params_buf_.size(); }
+  int first_layer() const { return first_; }
+  int num_local_layers() const { return static_cast<int>(layers_.size()); }
+  // [offset, offset + size) of local layer i's weight and bias in the flat buffers.
+  std::size_t layer_offset(int i) const { return layers_[static_cast<size_t>(i)].w_off; }
+  std::size_t layer_size(int i) const;
+
+  std::int64_t input_width() const;   // features entering the stage (replicated)
+  std::int64_t output_width() const;  // features leaving the stage (replicated)
+
+  // Activation storage for `microbatches` microbatches of `rows` rows.
+  void Reserve(int microbatches, std::int64_t rows);
+  void ZeroGrad();
+
+  // Forward pass of microbatch `mb`; `input` [rows, input_width()] must stay
+  // valid until Backward(mb) returns.
+  void Forward(int mb, const float* input);
+  const float* Output(int mb) const;  // [rows, output_width()]
+
+  // Backward pass of `mb` given dLoss/dOutput; accumulates gradients.
+  // `layer_done(i)` is called once local layer i's gradients for this
+  // microbatch are complete (for overlapping data-parallel reduction).
+  void Backward(int mb, const float* dout, bool need_dinput,
+                const std::function<void(int)>& layer_done = {});
+  const float* InputGrad(int mb) const;  // [rows, input_width()], valid until next Backward(mb)
+
+ private:
+  struct Layer {
+    LayerPlan plan;
+    std::int64_t in_l = 0, out_l = 0;  // local dimensions
+    std::size_t w_off = 0, b_off = 0;
+  };
+  struct MicroState {
+    const float* input = nullptr;
+    std::vector<Buffer> z, a;  // per local layer; a empty when no activation
+    Buffer dinput;
+  };
+
+  Model(ModelConfig config, Backend* backend) : config_(std::move(config)), backend_(backend) {}
+  const float* LayerOut(const MicroState& st, int i) const;
+
+  ModelConfig config_;
+  Backend* backend_;
+  Placement where_;
+  int first_ = 0;
+  std::vector<Layer> layers_;
+  std::vector<ParamInfo> params_;
+  Buffer params_buf_, grads_buf_;
+  std::int64_t rows_ = 0;
+  std::vector<MicroState> states_;
+  Buffer dz_, dx_;
+};
+
+}  // namespace hpcml::trainer

@@ -1,0 +1,125 @@
+// The step loop: one global batch per step, run through the pipeline
+// schedule over the stages, gradients averaged over the data-parallel
+// replicas, clipped by their global norm, applied with AdamW.
+//
+// Semantics independent of the layout: the loss of a step is the mean over
+// the global batch (the same samples in every layout, see BatchSource), so
+// for a fixed seed every grid computes the same losses up to float rounding.
+//
+// A Trainer is driven from every rank of the grid in lock step; all its
+// methods are collective over the grid's world. Not thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "hpcml/common/status.hpp"
+#include "hpcml/trainer/backend.hpp"
+#include "hpcml/trainer/data.hpp"
+#include "hpcml/trainer/grid.hpp"
+#include "hpcml/trainer/model.hpp"
+#include "hpcml/trainer/plan.hpp"
+
+namespace hpcml::trainer {
+
+// Linear warm-up from 0 to `peak` over `warmup` steps, then cosine decay to
+// `min` at step `total`; constant `min` after that. Steps are 1-based.
+struct LrSchedule {
+  double peak = 1e-3;
+  double min = 0.0;
+  std::int64_t warmup = 0;
+  std::int64_t total = 1;
+  double At(std::int64_t step) const;
+};
+
+struct TrainConfig {
+  std::int64_t global_batch = 32;
+  int microbatches = 1;
+  ScheduleKind schedule = ScheduleKind::k1F1B;
+  LrSchedule lr;
+  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
+  float weight_decay = 0.0f;                        // applied to weights, not biases
+  float clip = 0.0f;                                // global gradient-norm limit; 0 = off
+  std::size_t bucket_bytes = std::size_t{1} << 20;  // data-parallel all-reduce bucket
+  bool overlap_dp = true;  // start bucket all-reduces during the last backward
+};
+
+struct StepStats {
+  std::int64_t step = 0;   // 1-based number of the step just done
+  double loss = 0.0;       // mean loss over the global batch
+  double grad_norm = 0.0;  // before clipping
+  double lr = 0.0;
+  double step_time_s = 0.0;  // wall time of the step on this rank
+  double bubble = 0.0;       // mean over stages of 1 - busy/schedule time
+  double samples_per_s = 0.0;
+};
+
+class Trainer {
+ public:
+  // `grid` may be null for a single process (no MPI calls at all). The grid,
+  // backend and source are borrowed and must outlive the trainer. Fails when
+  // the batch does not split into replicas and microbatches, or the model
+  // does not fit the layout (see PlanModel).
+  static Result<std::unique_ptr<Trainer>> Create(const TrainConfig& config,
+                                                 const ModelConfig& model_config,
+                                                 const ProcessGrid* grid, Backend* backend,
+                                                 BatchSource* source);
+
+  // One optimisation step on the next batch.
+  Result<StepStats> Step();
+  // Forward and backward on the next batch without updating the weights;
+  // the gradients (averaged over replicas) stay in model().grad_data().
+  // Returns the mean loss over the global batch.
+  Result<double> ForwardBackward();
+
+  // Steps until `steps` have been done; `after_step` runs on every rank
+  // between steps (logging, checkpoints) and stops the loop by returning
+  // a non-OK status, which Run returns. It must return the same verdict on
+  // every rank (use AgreeOnStatus when the decision is local to one rank).
+  Status Run(std::int64_t steps, const std::function<Status(const StepStats&)>& after_step);
+
+  Model& model() { return *model_; }
+  const ModelPlan& plan() const { return plan_; }
+  const TrainConfig& config() const { return config_; }
+  std::int64_t step() const { return step_; }
+  // For resuming (issue 7): the number of steps already done.
+  void set_step(std::int64_t step) { step_ = step; }
+  // The optimizer moments, same layout as the parameters.
+  float* adam_m() const { return m_.data(); }
+  float* adam_v() const { return v_.data(); }
+
+ private:
+  Trainer() = default;
+  // Reads the batch, runs the schedule and the data-parallel reduction.
+  // Outputs this rank's contributions to the world sums.
+  Status RunBatch(double* loss_sum, double* busy_fraction);
+  bool contributes_loss() const;
+
+  TrainConfig config_;
+  const ProcessGrid* grid_ = nullptr;
+  Backend* backend_ = nullptr;
+  BatchSource* source_ = nullptr;
+  GridShape shape_;
+  int dp_idx_ = 0, pp_idx_ = 0, tp_idx_ = 0;
+  ModelPlan plan_;
+  std::unique_ptr<Model> model_;
+  std::int64_t local_rows_ = 0, mb_rows_ = 0;
+  std::vector<float> host_features_, host_targets_;
+  Buffer features_, targets_;
+  std::vector<Buffer> recv_act_, dlogits_;
+  Buffer recv_grad_;
+  Buffer m_, v_;
+  // Data-parallel buckets: [begin, end) of the flat gradient buffer, started
+  // when local layer `start_layer` finishes its last backward.
+  struct Bucket {
+    std::size_t begin = 0, end = 0;
+    int start_layer = 0;
+  };
+  std::vector<Bucket> buckets_;
+  std::int64_t step_ = 0;
+};
+
+}  // namespace hpcml::trainer

@@ -1,0 +1,97 @@
+#include "hpcml/trainer/featurecache_source.hpp"
+
+#include <cmath>
+#include <cstring>
+
+#include "hpcml/featurecache/loader.hpp"
+
+namespace hpcml::trainer {
+namespace {
+
+namespace fc = hpcml::featurecache;
+
+class FeatureCacheSource final : public BatchSource {
+ public:
+  FeatureCacheSource(FeatureCacheConfig config, fc::Loader loader, std::int64_t rows)
+      : c_(std::move(config)), loader_(std::move(loader)), rows_(rows) {}
+
+  std::int64_t feature_dim() const override {
+    return static_cast<std::int64_t>(loader_.features());
+  }
+  std::int64_t target_dim() const override { return 1; }
+  std::int64_t num_classes() const override { return c_.num_classes; }
+
+  Status Next(std::int64_t rows, float* features, float* targets) override {
+    if (rows != rows_) {
+      return InvalidArgument("{}: asked for {} rows, the loader serves batches of {}", c_.path,
+                             rows, rows_);
+    }
+    HPCML_ASSIGN_OR_RETURN(fc::Batch b, loader_.Next());
+    if (static_cast<std::int64_t>(b.rows()) != rows_) {
+      return Internal("{}: short batch of {} rows (expected {})", c_.path, b.rows(), rows_);
+    }
+    if (features != nullptr) std::memcpy(features, b.x().data(), b.x().size_bytes());
+    if (targets != nullptr) {
+      auto y = b.y();
+      for (size_t i = 0; i < y.size(); ++i) {
+        const float v = y[i];
+        if (c_.num_classes > 0 &&
+            (!(v >= 0.0f) || v != std::floor(v) || v >= static_cast<float>(c_.num_classes))) {
+          return Corrupt("{} {}: row {} has label {}, not a class in [0, {}) (--outputs)", c_.path,
+                         loader_.info().name, b.row_ids()[i], v, c_.num_classes);
+        }
+        targets[i] = v;
+      }
+    }
+    return Status::Ok();
+  }
+
+  std::string SavePosition() const override { return loader_.Save().ToString(); }
+
+  Status RestorePosition(std::string_view position) override {
+    HPCML_ASSIGN_OR_RETURN(fc::Position p, fc::Position::Parse(position));
+    return loader_.Restore(p);
+  }
+
+ private:
+  FeatureCacheConfig c_;
+  fc::Loader loader_;
+  std::int64_t rows_;
+};
+
+}  // namespace
+
+bool FeatureCacheAvailable() {
+  return true;
+}
+
+Result<std::unique_ptr<BatchSource>> OpenFeatureCache(const FeatureCacheConfig& config,
+                                                      std::int64_t global_batch, int replica,
+                                                      int replicas) {
+  if (replicas < 1 || replica < 0 || replica >= replicas || global_batch % replicas != 0) {
+    return InvalidArgument("--batch {} cannot be split over {} replicas", global_batch, replicas);
+  }
+  const std::int64_t rows = global_batch / replicas;
+  fc::LoaderOptions opt;
+  opt.rank = static_cast<std::uint32_t>(replica);
+  opt.world = static_cast<std::uint32_t>(replicas);
+  opt.batch_rows = static_cast<std::uint64_t>(rows);
+  opt.seed = config.seed;
+  opt.shuffle = config.shuffle;
+  opt.drop_last = true;
+  HPCML_ASSIGN_OR_RETURN(fc::Loader loader, fc::Loader::Open(config.path, config.version, opt));
+  if (!loader.has_labels()) {
+    return InvalidArgument("{} {}: the version has no labels; training needs them", config.path,
+                           loader.info().name);
+  }
+  if (loader.batches_per_epoch() == 0) {
+    return InvalidArgument(
+        "{} {}: {} rows are too few for batches of {} rows on each of {} "
+        "replicas",
+        config.path, loader.info().name, loader.rows(), rows, replicas);
+  }
+  return std::unique_ptr<BatchSource>(
+      std::make_unique<FeatureCacheSource>(config, std::move(loader), rows));
+}
+
+}  // namespace hpcml::trainer

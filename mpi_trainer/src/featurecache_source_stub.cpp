@@ -1,0 +1,18 @@
+// Built when the featurecache library is not part of the build.
+#include "hpcml/trainer/featurecache_source.hpp"
+
+namespace hpcml::trainer {
+
+bool FeatureCacheAvailable() {
+  return false;
+}
+
+Result<std::unique_ptr<BatchSource>> OpenFeatureCache(const FeatureCacheConfig& config,
+                                                      std::int64_t, int, int) {
+  return Unavailable(
+      "--data {}: this hpcml-train was built without the featurecache library; "
+      "use --synthetic",
+      config.path);
+}
+
+}  // namespace hpcml::trainer

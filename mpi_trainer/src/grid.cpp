@@ -1,0 +1,91 @@
+#include "hpcml/trainer/grid.hpp"
+
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace hpcml::trainer {
+
+std::string GridShape::ToString() const {
+  return fmt::format("{}x{}x{}", dp, pp, tp);
+}
+
+int RankOf(const GridShape& shape, int dp_idx, int pp_idx, int tp_idx) {
+  return (dp_idx * shape.pp + pp_idx) * shape.tp + tp_idx;
+}
+
+int MpiComm::rank() const {
+  int r = -1;
+  if (comm_ != MPI_COMM_NULL) MPI_Comm_rank(comm_, &r);
+  return r;
+}
+
+int MpiComm::size() const {
+  int s = 0;
+  if (comm_ != MPI_COMM_NULL) MPI_Comm_size(comm_, &s);
+  return s;
+}
+
+void MpiComm::reset(MPI_Comm comm) noexcept {
+  if (comm_ != MPI_COMM_NULL && comm_ != MPI_COMM_WORLD && comm_ != MPI_COMM_SELF) {
+    MPI_Comm_free(&comm_);
+  }
+  comm_ = comm;
+}
+
+Result<ProcessGrid> ProcessGrid::Create(MPI_Comm world, const GridShape& shape) {
+  int world_size = 0, rank = 0;
+  MPI_Comm_size(world, &world_size);
+  MPI_Comm_rank(world, &rank);
+  if (shape.dp < 1 || shape.pp < 1 || shape.tp < 1) {
+    return InvalidArgument("grid {}: every dimension (--dp, --pp, --tp) must be at least 1",
+                           shape.ToString());
+  }
+  if (shape.size() != world_size) {
+    return InvalidArgument("grid {} (dp x pp x tp) needs {} ranks but the job has {}",
+                           shape.ToString(), shape.size(), world_size);
+  }
+  ProcessGrid g;
+  g.shape_ = shape;
+  g.rank_ = rank;
+  g.tp_idx_ = rank % shape.tp;
+  g.pp_idx_ = (rank / shape.tp) % shape.pp;
+  g.dp_idx_ = rank / (shape.tp * shape.pp);
+
+  MPI_Comm c = MPI_COMM_NULL;
+  MPI_Comm_dup(world, &c);
+  g.world_.reset(c);
+  // Colours identify the group, keys order ranks inside it by the index
+  // along the group's axis.
+  MPI_Comm_split(g.world_.get(), g.dp_idx_ * shape.pp + g.pp_idx_, g.tp_idx_, &c);
+  g.tp_.reset(c);
+  MPI_Comm_split(g.world_.get(), g.dp_idx_ * shape.tp + g.tp_idx_, g.pp_idx_, &c);
+  g.pp_.reset(c);
+  MPI_Comm_split(g.world_.get(), g.pp_idx_ * shape.tp + g.tp_idx_, g.dp_idx_, &c);
+  g.dp_.reset(c);
+  return g;
+}
+
+Status AgreeOnStatus(MPI_Comm comm, const Status& local) {
+  int size = 0, rank = 0;
+  MPI_Comm_size(comm, &size);
+  MPI_Comm_rank(comm, &rank);
+  int mine = local.ok() ? size : rank;
+  int first = size;
+  MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm);
+  if (first == size) return Status::Ok();
+  // The first failing rank tells everyone what went wrong.
+  int code = static_cast<int>(local.code());
+  std::string text = local.message();
+  std::int64_t len = static_cast<std::int64_t>(text.size());
+  MPI_Bcast(&code, 1, MPI_INT, first, comm);
+  MPI_Bcast(&len, 1, MPI_INT64_T, first, comm);
+  text.resize(static_cast<size_t>(len));
+  MPI_Bcast(text.data(), static_cast<int>(len), MPI_CHAR, first, comm);
+  if (first != 0 && size > 1) text = fmt::format("rank {}: {}", first, text);
+  return Status(static_cast<StatusCode>(code), text);
+}
+
+}  // namespace hpcml::trainer

@@ -1,0 +1,210 @@
+#include "hpcml/trainer/model_io.hpp"
+
+#include <hdf5.h>
+#include <mpi.h>
+
+#include <filesystem>
+
+#include "hpcml/common/h5.hpp"
+
+namespace hpcml::trainer {
+namespace {
+
+constexpr int kGatherTag = 7301;
+
+// Copies an owned slice into the full row-major tensor.
+void Place(const ParamInfo& p, const float* slice, std::vector<float>& full) {
+  const std::int64_t cols = p.is_bias ? 1 : p.global_shape[1];
+  const std::int64_t w = p.col_end - p.col_begin;
+  for (std::int64_t r = p.row_begin; r < p.row_end; ++r) {
+    for (std::int64_t c = p.col_begin; c < p.col_end; ++c) {
+      full[static_cast<size_t>(r * cols + c)] = slice[(r - p.row_begin) * w + (c - p.col_begin)];
+    }
+  }
+}
+
+Status WriteAttrString(hid_t obj, const char* name, const std::string& value) {
+  HPCML_ASSIGN_OR_RETURN(hid_t t, h5::Check(H5Tcopy(H5T_C_S1), "H5Tcopy"));
+  h5::Datatype type(t);
+  HPCML_RETURN_IF_ERROR(h5::CheckErr(H5Tset_size(type.get(), value.size() + 1), "H5Tset_size"));
+  HPCML_ASSIGN_OR_RETURN(hid_t s, h5::Check(H5Screate(H5S_SCALAR), "H5Screate"));
+  h5::Dataspace space(s);
+  HPCML_ASSIGN_OR_RETURN(
+      hid_t a,
+      h5::Check(H5Acreate2(obj, name, type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT), name));
+  h5::Attribute attr(a);
+  return h5::CheckErr(H5Awrite(attr.get(), type.get(), value.c_str()), name);
+}
+
+}  // namespace
+
+Result<std::vector<FullTensor>> GatherModel(const Model& model, const ProcessGrid* grid,
+                                            Backend& backend, WhichTensor which) {
+  const float* base = which == WhichTensor::kParams ? model.param_data() : model.grad_data();
+  std::vector<float> local(model.num_params());
+  backend.ToHost(local.data(), base, local.size());
+  const int rank = grid ? grid->rank() : 0;
+  const GridShape shape = grid ? grid->shape() : GridShape{};
+  const int dp_idx = grid ? grid->dp_idx() : 0, tp_idx = grid ? grid->tp_idx() : 0;
+
+  // Everyone learns the global layout from the model config; senders send
+  // their slices in layer order, rank 0 receives in the same order, so
+  // blocking sends cannot deadlock.
+  std::vector<FullTensor> out;
+  if (rank != 0) {
+    if (dp_idx == 0) {
+      for (const ParamInfo& p : model.params()) {
+        if (p.tp_replicated && tp_idx != 0) continue;
+        MPI_Send(local.data() + p.offset, static_cast<int>(p.size), MPI_FLOAT, 0, kGatherTag,
+                 grid->world());
+      }
+    }
+    return out;
+  }
+  const ModelConfig& mc = model.config();
+  HPCML_ASSIGN_OR_RETURN(ModelPlan plan, PlanModel(mc, shape));
+  std::vector<float> slice;
+  for (const LayerPlan& lp : plan.layers) {
+    for (int is_bias = 0; is_bias < 2; ++is_bias) {
+      FullTensor t;
+      t.name = fmt::format("layer{}.{}", lp.index, is_bias ? "bias" : "weight");
+      t.shape =
+          is_bias ? std::vector<std::int64_t>{lp.out} : std::vector<std::int64_t>{lp.out, lp.in};
+      t.data.assign(static_cast<size_t>(is_bias ? lp.out : lp.out * lp.in), 0.0f);
+      const bool replicated = is_bias ? lp.split != Split::kColumn : lp.split == Split::kReplicated;
+      const int owners = replicated ? 1 : shape.tp;
+      for (int tp = 0; tp < owners; ++tp) {
+        // The owner's ParamInfo, rebuilt here from the plan (same rules as Model).
+        ParamInfo p;
+        p.is_bias = is_bias != 0;
+        p.global_shape = t.shape;
+        p.row_end = lp.out;
+        p.col_end = is_bias ? 1 : lp.in;
+        if (lp.split == Split::kColumn) {
+          const std::int64_t w = lp.out / shape.tp;
+          p.row_begin = w * tp;
+          p.row_end = p.row_begin + w;
+        } else if (lp.split == Split::kRow && !is_bias) {
+          const std::int64_t w = lp.in / shape.tp;
+          p.col_begin = w * tp;
+          p.col_end = p.col_begin + w;
+        }
+        const auto n = static_cast<size_t>((p.row_end - p.row_begin) * (p.col_end - p.col_begin));
+        const int src = grid ? RankOf(shape, 0, lp.stage, tp) : 0;
+        if (src == 0) {
+          const ParamInfo* mine = nullptr;
+          for (const ParamInfo& q : model.params()) {
+            if (q.name == t.name) mine = &q;
+          }
+          if (mine == nullptr) return Internal("rank 0 lacks {}", t.name);
+          Place(p, local.data() + mine->offset, t.data);
+        } else {
+          slice.resize(n);
+          MPI_Recv(slice.data(), static_cast<int>(n), MPI_FLOAT, src, kGatherTag, grid->world(),
+                   MPI_STATUS_IGNORE);
+          Place(p, slice.data(), t.data);
+        }
+      }
+      out.push_back(std::move(t));
+    }
+  }
+  return out;
+}
+
+Status SaveModelHdf5(const std::string& path, const ModelConfig& config,
+                     const std::vector<FullTensor>& tensors) {
+  h5::SilenceErrorPrinting();
+  // Written beside the target and renamed, so a reader never sees half a model.
+  const std::string tmp = path + ".tmp";
+  {
+    HPCML_ASSIGN_OR_RETURN(
+        hid_t f, h5::Check(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT),
+                           fmt::format("{}: cannot create", tmp)));
+    h5::File file(f);
+    HPCML_RETURN_IF_ERROR(WriteAttrString(file.get(), "format", "hpcml-mlp-1"));
+    HPCML_RETURN_IF_ERROR(
+        WriteAttrString(file.get(), "activation", std::string(Name(config.activation))));
+    HPCML_RETURN_IF_ERROR(WriteAttrString(file.get(), "loss", std::string(Name(config.loss))));
+    std::vector<std::int64_t> dims{config.input_dim};
+    dims.insert(dims.end(), config.hidden.begin(), config.hidden.end());
+    dims.push_back(config.output_dim);
+    {
+      hsize_t n = dims.size();
+      HPCML_ASSIGN_OR_RETURN(hid_t s, h5::Check(H5Screate_simple(1, &n, nullptr), "H5Screate"));
+      h5::Dataspace space(s);
+      HPCML_ASSIGN_OR_RETURN(hid_t a, h5::Check(H5Acreate2(file.get(), "dims", H5T_STD_I64LE,
+                                                           space.get(), H5P_DEFAULT, H5P_DEFAULT),
+                                                "dims"));
+      h5::Attribute attr(a);
+      HPCML_RETURN_IF_ERROR(
+          h5::CheckErr(H5Awrite(attr.get(), H5T_NATIVE_INT64, dims.data()), "dims"));
+    }
+    for (const FullTensor& t : tensors) {
+      const auto dot = t.name.find('.');
+      const std::string group = "/" + t.name.substr(0, dot);
+      const std::string dset = group + "/" + t.name.substr(dot + 1);
+      if (H5Lexists(file.get(), group.c_str(), H5P_DEFAULT) <= 0) {
+        HPCML_ASSIGN_OR_RETURN(hid_t g, h5::Check(H5Gcreate2(file.get(), group.c_str(), H5P_DEFAULT,
+                                                             H5P_DEFAULT, H5P_DEFAULT),
+                                                  group));
+        h5::Group owner(g);
+      }
+      std::vector<hsize_t> shape(t.shape.begin(), t.shape.end());
+      HPCML_ASSIGN_OR_RETURN(hid_t s, h5::Check(H5Screate_simple(static_cast<int>(shape.size()),
+                                                                 shape.data(), nullptr),
+                                                "H5Screate_simple"));
+      h5::Dataspace space(s);
+      HPCML_ASSIGN_OR_RETURN(
+          hid_t d, h5::Check(H5Dcreate2(file.get(), dset.c_str(), H5T_IEEE_F32LE, space.get(),
+                                        H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                             dset));
+      h5::Dataset ds(d);
+      HPCML_RETURN_IF_ERROR(h5::CheckErr(
+          H5Dwrite(ds.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, t.data.data()),
+          dset));
+    }
+    HPCML_RETURN_IF_ERROR(h5::CheckErr(H5Fflush(file.get(), H5F_SCOPE_GLOBAL), tmp));
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) return IoError("{}: cannot rename to {}: {}", tmp, path, ec.message());
+  return Status::Ok();
+}
+
+Result<std::vector<FullTensor>> LoadModelHdf5(const std::string& path) {
+  h5::SilenceErrorPrinting();
+  HPCML_ASSIGN_OR_RETURN(hid_t f, h5::Check(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT),
+                                            fmt::format("{}: cannot open", path)));
+  h5::File file(f);
+  std::vector<FullTensor> out;
+  for (int l = 0;; ++l) {
+    const std::string group = fmt::format("/layer{}", l);
+    if (H5Lexists(file.get(), group.c_str(), H5P_DEFAULT) <= 0) break;
+    for (const char* part : {"weight", "bias"}) {
+      const std::string dset = group + "/" + part;
+      HPCML_ASSIGN_OR_RETURN(hid_t d, h5::Check(H5Dopen2(file.get(), dset.c_str(), H5P_DEFAULT),
+                                                fmt::format("{}: {}", path, dset)));
+      h5::Dataset ds(d);
+      HPCML_ASSIGN_OR_RETURN(hid_t s, h5::Check(H5Dget_space(ds.get()), dset));
+      h5::Dataspace space(s);
+      hsize_t dims[2] = {0, 0};
+      const int rank = H5Sget_simple_extent_dims(space.get(), dims, nullptr);
+      if (rank < 1 || rank > 2) return Corrupt("{}: {} has rank {}", path, dset, rank);
+      FullTensor t;
+      t.name = fmt::format("layer{}.{}", l, part);
+      size_t n = 1;
+      for (int i = 0; i < rank; ++i) {
+        t.shape.push_back(static_cast<std::int64_t>(dims[i]));
+        n *= dims[i];
+      }
+      t.data.resize(n);
+      HPCML_RETURN_IF_ERROR(h5::CheckErr(
+          H5Dread(ds.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, t.data.data()), dset));
+      out.push_back(std::move(t));
+    }
+  }
+  if (out.empty()) return Corrupt("{}: no layers found", path);
+  return out;
+}
+
+}  // namespace hpcml::trainer

@@ -1,0 +1,284 @@
+#include "hpcml/trainer/trainer.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <numbers>
+
+namespace hpcml::trainer {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+}  // namespace
+
+double LrSchedule::At(std::int64_t step) const {
+  if (warmup > 0 && step <= warmup) {
+    return peak * static_cast<double>(step) / static_cast<double>(warmup);
+  }
+  if (step >= total || total <= warmup) return step >= total ? min : peak;
+  const double progress = static_cast<double>(step - warmup) / static_cast<double>(total - warmup);
+  return min + 0.5 * (peak - min) * (1.0 + std::cos(std::numbers::pi * progress));
+}
+
+Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainConfig& config,
+                                                 const ModelConfig& model_config,
+                                                 const ProcessGrid* grid, Backend* backend,
+                                                 BatchSource* source) {
+  std::unique_ptr<Trainer> t(new Trainer());
+  t->config_ = config;
+  t->grid_ = grid;
+  t->backend_ = backend;
+  t->source_ = source;
+  if (grid != nullptr) {
+    t->shape_ = grid->shape();
+    t->dp_idx_ = grid->dp_idx();
+    t->pp_idx_ = grid->pp_idx();
+    t->tp_idx_ = grid->tp_idx();
+  }
+  const GridShape& s = t->shape_;
+  if (config.global_batch < 1 || config.microbatches < 1) {
+    return InvalidArgument("--batch and --microbatches must be >= 1");
+  }
+  if (config.global_batch % s.dp != 0) {
+    return InvalidArgument("--batch {} is not divisible by --dp {}", config.global_batch, s.dp);
+  }
+  t->local_rows_ = config.global_batch / s.dp;
+  if (t->local_rows_ % config.microbatches != 0) {
+    return InvalidArgument(
+        "the per-replica batch {} (--batch {} / --dp {}) is not divisible by --microbatches {}",
+        t->local_rows_, config.global_batch, s.dp, config.microbatches);
+  }
+  t->mb_rows_ = t->local_rows_ / config.microbatches;
+  HPCML_ASSIGN_OR_RETURN(t->plan_, PlanModel(model_config, s));
+
+  const bool first = t->pp_idx_ == 0, last = t->pp_idx_ == s.pp - 1;
+  if (first || last) {
+    if (source == nullptr) return InvalidArgument("the first and last stages need a data source");
+    if (source->feature_dim() != model_config.input_dim) {
+      return InvalidArgument("the data has {} features but the model expects {}",
+                             source->feature_dim(), model_config.input_dim);
+    }
+    if (model_config.loss == LossKind::kCrossEntropy &&
+        (source->num_classes() != model_config.output_dim || source->target_dim() != 1)) {
+      return InvalidArgument("cross-entropy with {} classes needs class labels with {} classes",
+                             model_config.output_dim, model_config.output_dim);
+    }
+    if (model_config.loss == LossKind::kMse &&
+        (source->num_classes() != 0 || source->target_dim() != model_config.output_dim)) {
+      return InvalidArgument("MSE with {} outputs needs {} regression targets per sample",
+                             model_config.output_dim, model_config.output_dim);
+    }
+  }
+  HPCML_ASSIGN_OR_RETURN(
+      t->model_,
+      Model::Create(model_config, t->plan_, Placement{t->pp_idx_, s.tp, t->tp_idx_}, backend));
+  Model& m = *t->model_;
+  m.Reserve(config.microbatches, t->mb_rows_);
+  const int nmb = config.microbatches;
+  const auto rows = static_cast<std::size_t>(t->mb_rows_);
+  if (first) {
+    t->host_features_.resize(static_cast<std::size_t>(t->local_rows_ * model_config.input_dim));
+    t->features_ = backend->Alloc(t->host_features_.size());
+  } else {
+    for (int i = 0; i < nmb; ++i) {
+      t->recv_act_.push_back(backend->Alloc(rows * static_cast<std::size_t>(m.input_width())));
+    }
+  }
+  if (last) {
+    t->host_targets_.resize(static_cast<std::size_t>(t->local_rows_ * source->target_dim()));
+    t->targets_ = backend->Alloc(t->host_targets_.size());
+    for (int i = 0; i < nmb; ++i) {
+      t->dlogits_.push_back(backend->Alloc(rows * static_cast<std::size_t>(m.output_width())));
+    }
+  } else {
+    t->recv_grad_ = backend->Alloc(rows * static_cast<std::size_t>(m.output_width()));
+  }
+  t->m_ = backend->Alloc(m.num_params());
+  t->v_ = backend->Alloc(m.num_params());
+
+  // Buckets from the last layer backwards, each at least bucket_bytes
+  // (a layer is never split: its gradients complete together).
+  if (s.dp > 1) {
+    Bucket cur;
+    bool open = false;
+    for (int i = m.num_local_layers() - 1; i >= 0; --i) {
+      if (!open) {
+        cur.end = m.layer_offset(i) + m.layer_size(i);
+        open = true;
+      }
+      cur.begin = m.layer_offset(i);
+      cur.start_layer = i;
+      if ((cur.end - cur.begin) * sizeof(float) >= config.bucket_bytes || i == 0) {
+        t->buckets_.push_back(cur);
+        open = false;
+      }
+    }
+  }
+  return t;
+}
+
+bool Trainer::contributes_loss() const {
+  return pp_idx_ == shape_.pp - 1 && tp_idx_ == 0;
+}
+
+Status Trainer::RunBatch(double* loss_sum, double* busy_fraction) {
+  const bool first = pp_idx_ == 0, last = pp_idx_ == shape_.pp - 1;
+  const ModelConfig& mc = model_->config();
+  Status read;
+  if (first || last) {
+    read = source_->Next(local_rows_, first ? host_features_.data() : nullptr,
+                         last ? host_targets_.data() : nullptr);
+  }
+  // A rank that cannot read must not leave its peers waiting in the schedule.
+  if (grid_ != nullptr) {
+    HPCML_RETURN_IF_ERROR(AgreeOnStatus(grid_->world(), read));
+  } else {
+    HPCML_RETURN_IF_ERROR(read);
+  }
+  if (first) backend_->ToDevice(features_.data(), host_features_.data(), host_features_.size());
+  if (last) backend_->ToDevice(targets_.data(), host_targets_.data(), host_targets_.size());
+
+  model_->ZeroGrad();
+  const int nmb = config_.microbatches;
+  const auto in_w = static_cast<std::size_t>(model_->input_width());
+  const auto out_w = static_cast<std::size_t>(model_->output_width());
+  const auto rows = static_cast<std::size_t>(mb_rows_);
+  const std::int64_t tdim = last ? source_->target_dim() : 0;
+  // Mean over the global batch: every sample's loss is scaled by 1/B.
+  const float scale = 1.0f / static_cast<float>(config_.global_batch);
+  double loss = 0.0, busy = 0.0;
+
+  std::size_t next_bucket = 0;
+  auto on_layer = [&](int layer) {
+    while (next_bucket < buckets_.size() && buckets_[next_bucket].start_layer == layer) {
+      const Bucket& b = buckets_[next_bucket++];
+      backend_->StartAllreduce(model_->grad_data() + b.begin, b.end - b.begin, Group::kData);
+    }
+  };
+  const bool overlap = shape_.dp > 1 && config_.overlap_dp;
+
+  backend_->Synchronize();
+  const auto t0 = Clock::now();
+  for (const PipeOp& op : BuildSchedule(config_.schedule, shape_.pp, pp_idx_, nmb)) {
+    const int mb = op.microbatch;
+    if (op.forward) {
+      const float* input;
+      if (first) {
+        input = features_.data() + static_cast<std::size_t>(mb) * rows * in_w;
+      } else {
+        float* buf = recv_act_[static_cast<std::size_t>(mb)].data();
+        backend_->Recv(buf, rows * in_w, pp_idx_ - 1, 2 * mb);
+        input = buf;
+      }
+      const auto c0 = Clock::now();
+      model_->Forward(mb, input);
+      if (last) {
+        loss += backend_->LossAndGrad(
+            mc.loss, model_->Output(mb),
+            targets_.data() + static_cast<std::size_t>(mb) * rows * static_cast<std::size_t>(tdim),
+            mb_rows_, mc.output_dim, scale, dlogits_[static_cast<std::size_t>(mb)].data());
+      }
+      backend_->Synchronize();
+      busy += Seconds(c0, Clock::now());
+      if (!last) backend_->Send(model_->Output(mb), rows * out_w, pp_idx_ + 1, 2 * mb);
+    } else {
+      const float* dout;
+      if (last) {
+        dout = dlogits_[static_cast<std::size_t>(mb)].data();
+      } else {
+        backend_->Recv(recv_grad_.data(), rows * out_w, pp_idx_ + 1, 2 * mb + 1);
+        dout = recv_grad_.data();
+      }
+      const auto c0 = Clock::now();
+      const bool final_mb = mb == nmb - 1;
+      model_->Backward(mb, dout, !first,
+                       overlap && final_mb ? on_layer : std::function<void(int)>());
+      backend_->Synchronize();
+      busy += Seconds(c0, Clock::now());
+      if (!first) backend_->Send(model_->InputGrad(mb), rows * in_w, pp_idx_ - 1, 2 * mb + 1);
+    }
+  }
+  backend_->WaitSends();
+  const double wall = Seconds(t0, Clock::now());
+
+  if (shape_.dp > 1) {
+    if (!overlap) {
+      for (const Bucket& b : buckets_) {
+        backend_->StartAllreduce(model_->grad_data() + b.begin, b.end - b.begin, Group::kData);
+      }
+    }
+    backend_->WaitAllreduces();
+  }
+  *loss_sum = loss;
+  *busy_fraction = wall > 0.0 ? std::min(1.0, busy / wall) : 1.0;
+  return Status::Ok();
+}
+
+Result<double> Trainer::ForwardBackward() {
+  double loss = 0.0, busy = 0.0;
+  HPCML_RETURN_IF_ERROR(RunBatch(&loss, &busy));
+  double v = contributes_loss() ? loss : 0.0;
+  if (grid_ != nullptr) backend_->AllreduceHost(&v, 1, Group::kWorld);
+  return v / static_cast<double>(config_.global_batch);
+}
+
+Result<StepStats> Trainer::Step() {
+  const auto t0 = Clock::now();
+  double loss = 0.0, busy = 0.0;
+  HPCML_RETURN_IF_ERROR(RunBatch(&loss, &busy));
+
+  // World sums: squared gradient norm (each parameter counted once: the
+  // first replica, tensor rank 0 for replicated tensors), loss, bubble.
+  double sums[3] = {0.0, 0.0, 0.0};
+  if (dp_idx_ == 0) {
+    for (const ParamInfo& p : model_->params()) {
+      if (p.tp_replicated && tp_idx_ != 0) continue;
+      sums[0] += backend_->SumSquares(model_->grad_data() + p.offset, p.size);
+    }
+    if (tp_idx_ == 0) sums[2] = (1.0 - busy) / static_cast<double>(shape_.pp);
+  }
+  if (contributes_loss()) sums[1] = loss;
+  if (grid_ != nullptr) backend_->AllreduceHost(sums, 3, Group::kWorld);
+
+  StepStats st;
+  st.step = ++step_;
+  st.grad_norm = std::sqrt(sums[0]);
+  st.loss = sums[1] / static_cast<double>(config_.global_batch);
+  st.bubble = sums[2];
+  st.lr = config_.lr.At(st.step);
+  AdamWStep a;
+  a.lr = static_cast<float>(st.lr);
+  a.beta1 = config_.beta1;
+  a.beta2 = config_.beta2;
+  a.eps = config_.eps;
+  a.step = st.step;
+  if (config_.clip > 0.0f && st.grad_norm > static_cast<double>(config_.clip)) {
+    a.grad_scale = static_cast<float>(static_cast<double>(config_.clip) / (st.grad_norm + 1e-6));
+  }
+  for (const ParamInfo& p : model_->params()) {
+    a.weight_decay = p.is_bias ? 0.0f : config_.weight_decay;
+    backend_->AdamW(model_->param_data() + p.offset, model_->grad_data() + p.offset,
+                    m_.data() + p.offset, v_.data() + p.offset, p.size, a);
+  }
+  backend_->Synchronize();
+  HPCML_RETURN_IF_ERROR(backend_->status());
+  st.step_time_s = Seconds(t0, Clock::now());
+  st.samples_per_s =
+      st.step_time_s > 0.0 ? static_cast<double>(config_.global_batch) / st.step_time_s : 0.0;
+  return st;
+}
+
+Status Trainer::Run(std::int64_t steps, const std::function<Status(const StepStats&)>& after_step) {
+  while (step_ < steps) {
+    HPCML_ASSIGN_OR_RETURN(StepStats st, Step());
+    if (after_step) HPCML_RETURN_IF_ERROR(after_step(st));
+  }
+  return Status::Ok();
+}
+
+}  // namespace hpcml::trainer

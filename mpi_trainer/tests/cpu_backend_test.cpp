@@ -1,0 +1,143 @@
+// CPU backend math against straightforward loops (no MPI: null grid).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "hpcml/trainer/backend.hpp"
+#include "hpcml/trainer/random.hpp"
+
+namespace hpcml::trainer {
+namespace {
+
+std::vector<float> Random(size_t n, std::uint64_t seed) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<float>(GaussianAt(seed, i));
+  return v;
+}
+
+TEST(CpuBackendTest, GemmMatchesNaiveForEveryTransposition) {
+  auto be = MakeCpuBackend(nullptr);
+  const int m = 5, n = 7, k = 3;
+  for (int ta = 0; ta < 2; ++ta) {
+    for (int tb = 0; tb < 2; ++tb) {
+      std::vector<float> a = Random(m * k, 1), b = Random(k * n, 2), c = Random(m * n, 3);
+      std::vector<float> want = c;
+      for (int i = 0; i < m; ++i) {
+        for (int j = 0; j < n; ++j) {
+          double s = 0;
+          for (int p = 0; p < k; ++p) {
+            double av = ta ? a[static_cast<size_t>(p * m + i)] : a[static_cast<size_t>(i * k + p)];
+            double bv = tb ? b[static_cast<size_t>(j * k + p)] : b[static_cast<size_t>(p * n + j)];
+            s += av * bv;
+          }
+          want[static_cast<size_t>(i * n + j)] =
+              static_cast<float>(2.0 * s + 0.5 * c[static_cast<size_t>(i * n + j)]);
+        }
+      }
+      be->Gemm(ta != 0, tb != 0, m, n, k, 2.0f, a.data(), ta ? m : k, b.data(), tb ? k : n, 0.5f,
+               c.data(), n);
+      for (size_t i = 0; i < c.size(); ++i) EXPECT_NEAR(c[i], want[i], 1e-5) << ta << tb << i;
+    }
+  }
+}
+
+TEST(CpuBackendTest, BiasAddAndGrad) {
+  auto be = MakeCpuBackend(nullptr);
+  std::vector<float> y{1, 2, 3, 4, 5, 6}, b{10, 20, 30}, db{1, 1, 1};
+  be->AddBias(y.data(), b.data(), 2, 3);
+  EXPECT_EQ(y, (std::vector<float>{11, 22, 33, 14, 25, 36}));
+  be->BiasGrad(y.data(), 2, 3, db.data());
+  EXPECT_EQ(db, (std::vector<float>{26, 48, 70}));
+}
+
+TEST(CpuBackendTest, ActivationDerivativesMatchFiniteDifferences) {
+  auto be = MakeCpuBackend(nullptr);
+  std::vector<float> x{-2.0f, -0.7f, -0.1f, 0.3f, 1.1f, 2.5f};
+  for (Activation act : {Activation::kRelu, Activation::kGelu, Activation::kTanh}) {
+    std::vector<float> ones(x.size(), 1.0f), d(x.size()), lo(x.size()), hi(x.size());
+    be->ActBackward(act, x.data(), ones.data(), d.data(), x.size());
+    const float h = 1e-3f;
+    std::vector<float> xl = x, xh = x;
+    for (auto& v : xl) v -= h;
+    for (auto& v : xh) v += h;
+    be->ActForward(act, xl.data(), lo.data(), x.size());
+    be->ActForward(act, xh.data(), hi.data(), x.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+      EXPECT_NEAR(d[i], (hi[i] - lo[i]) / (2 * h), 2e-3) << Name(act) << " at " << x[i];
+    }
+  }
+  std::vector<float> out(1);
+  float v = 1.0f;
+  be->ActForward(Activation::kGelu, &v, out.data(), 1);
+  EXPECT_NEAR(out[0], 0.841192f, 1e-5);  // tanh-approximate GELU(1)
+}
+
+TEST(CpuBackendTest, CrossEntropyLossAndGradient) {
+  auto be = MakeCpuBackend(nullptr);
+  std::vector<float> z{1.0f, 2.0f, 3.0f, 0.0f, 0.0f, 0.0f}, t{2.0f, 0.0f}, dz(6);
+  double loss = be->LossAndGrad(LossKind::kCrossEntropy, z.data(), t.data(), 2, 3, 0.5f, dz.data());
+  const double lse = std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0));
+  EXPECT_NEAR(loss, (lse - 3.0) + std::log(3.0), 1e-6);
+  EXPECT_NEAR(dz[2], 0.5 * (std::exp(3.0 - lse) - 1.0), 1e-6);
+  EXPECT_NEAR(dz[0], 0.5 * std::exp(1.0 - lse), 1e-6);
+  EXPECT_NEAR(dz[3], 0.5 * (1.0 / 3.0 - 1.0), 1e-6);
+  // An out-of-range label poisons the loss instead of reading out of bounds.
+  std::vector<float> bad{3.0f, 0.0f};
+  EXPECT_TRUE(std::isnan(
+      be->LossAndGrad(LossKind::kCrossEntropy, z.data(), bad.data(), 2, 3, 1.0f, dz.data())));
+}
+
+TEST(CpuBackendTest, MseLossAndGradient) {
+  auto be = MakeCpuBackend(nullptr);
+  std::vector<float> y{1.0f, 2.0f}, t{0.0f, 4.0f}, dy(2);
+  double loss = be->LossAndGrad(LossKind::kMse, y.data(), t.data(), 1, 2, 1.0f, dy.data());
+  EXPECT_NEAR(loss, (1.0 + 4.0) / 2.0, 1e-9);
+  EXPECT_NEAR(dy[0], 2.0 * 1.0 / 2.0, 1e-6);
+  EXPECT_NEAR(dy[1], 2.0 * -2.0 / 2.0, 1e-6);
+}
+
+TEST(CpuBackendTest, AdamWStepMatchesTheFormula) {
+  auto be = MakeCpuBackend(nullptr);
+  std::vector<float> p{1.0f, -2.0f}, g{0.5f, -0.25f}, m(2, 0.0f), v(2, 0.0f);
+  AdamWStep st;
+  st.lr = 0.1f;
+  st.weight_decay = 0.01f;
+  st.grad_scale = 0.5f;
+  for (int step = 1; step <= 2; ++step) {
+    st.step = step;
+    be->AdamW(p.data(), g.data(), m.data(), v.data(), 2, st);
+  }
+  // Reference in double.
+  double pr[2] = {1.0, -2.0}, mr[2] = {0, 0}, vr[2] = {0, 0};
+  for (int step = 1; step <= 2; ++step) {
+    for (int i = 0; i < 2; ++i) {
+      double gi = 0.5 * (i == 0 ? 0.5 : -0.25);
+      mr[i] = 0.9 * mr[i] + 0.1 * gi;
+      vr[i] = 0.999 * vr[i] + 0.001 * gi * gi;
+      double mh = mr[i] / (1 - std::pow(0.9, step)), vh = vr[i] / (1 - std::pow(0.999, step));
+      pr[i] = pr[i] * (1 - 0.1 * 0.01) - 0.1 * mh / (std::sqrt(vh) + 1e-8);
+    }
+  }
+  EXPECT_NEAR(p[0], pr[0], 1e-5);
+  EXPECT_NEAR(p[1], pr[1], 1e-5);
+}
+
+TEST(CpuBackendTest, BuffersAreZeroedAndCommunicationIsANoOpWithoutGrid) {
+  auto be = MakeCpuBackend(nullptr);
+  Buffer b = be->Alloc(4);
+  ASSERT_EQ(b.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(b.data()[i], 0.0f);
+  be->Fill(b.data(), 4, 2.0f);
+  be->Allreduce(b.data(), 4, Group::kWorld);
+  be->StartAllreduce(b.data(), 4, Group::kData);
+  be->WaitAllreduces();
+  EXPECT_EQ(b.data()[3], 2.0f);
+  EXPECT_DOUBLE_EQ(be->SumSquares(b.data(), 4), 16.0);
+  Buffer moved = std::move(b);
+  EXPECT_EQ(b.data(), nullptr);
+  EXPECT_EQ(moved.size(), 4u);
+}
+
+}  // namespace
+}  // namespace hpcml::trainer

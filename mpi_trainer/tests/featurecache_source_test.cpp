@@ -1,0 +1,127 @@
+// The feature-cache adapter against real feature-set files written with
+// hpcml::featurecache's writer.
+#include "hpcml/trainer/featurecache_source.hpp"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <set>
+#include <vector>
+
+#include "hpcml/featurecache/writer.hpp"
+
+namespace hpcml::trainer {
+namespace {
+
+namespace fc = hpcml::featurecache;
+
+class FeatureCacheSourceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    unsetenv("HPCML_ZONE");  // outside a guarded job: no residency checks
+    dir_ = std::filesystem::temp_directory_path() / ("hpcml_fcsrc_" + std::to_string(getpid()));
+    std::filesystem::create_directories(dir_);
+    path_ = (dir_ / "set.h5").string();
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  // `rows` rows of 3 features: f0 = row index, f1 = -row, f2 = 0.5;
+  // label = row % classes; optionally no labels.
+  void Write(std::uint64_t rows, int classes, bool labels = true) {
+    auto w = fc::FeatureSetWriter::Begin(path_, fc::WriterOptions{"ae", 30});
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    fc::NewVersion spec;
+    spec.feature_names = {"f0", "f1", "f2"};
+    spec.feature_types = {"float", "float", "float"};
+    spec.label_name = labels ? "y" : "";
+    spec.operation = "ingest";
+    spec.transform = "{\"op\":\"test\"}";
+    spec.classification = "internal";
+    spec.chunk_rows = 8;
+    ASSERT_TRUE(w->StartVersion(spec).ok());
+    std::vector<float> x, y;
+    std::vector<std::int64_t> e, t;
+    for (std::uint64_t r = 0; r < rows; ++r) {
+      x.insert(x.end(), {static_cast<float>(r), -static_cast<float>(r), 0.5f});
+      y.push_back(static_cast<float>(r % static_cast<std::uint64_t>(classes)));
+      e.push_back(static_cast<std::int64_t>(r));
+      t.push_back(1700000000 + static_cast<std::int64_t>(r));
+    }
+    ASSERT_TRUE(w->Append(x.data(), labels ? y.data() : nullptr, e.data(), t.data(), rows).ok());
+    auto info = w->Commit();
+    ASSERT_TRUE(info.ok()) << info.status().ToString();
+  }
+
+  std::filesystem::path dir_;
+  std::string path_;
+};
+
+TEST_F(FeatureCacheSourceTest, ReplicasReadDisjointShardsWithMatchingLabels) {
+  Write(64, 3);
+  std::set<int> seen;
+  for (int r = 0; r < 2; ++r) {
+    FeatureCacheConfig c{path_, "", 3, 7, true};
+    auto s = OpenFeatureCache(c, 16, r, 2);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    EXPECT_EQ((*s)->feature_dim(), 3);
+    EXPECT_EQ((*s)->num_classes(), 3);
+    for (int step = 0; step < 4; ++step) {  // one epoch: 32 rows per replica
+      std::vector<float> x(8 * 3), y(8);
+      ASSERT_TRUE((*s)->Next(8, x.data(), y.data()).ok());
+      for (int i = 0; i < 8; ++i) {
+        const int row = static_cast<int>(x[static_cast<size_t>(i * 3)]);
+        EXPECT_EQ(x[static_cast<size_t>(i * 3 + 1)], -static_cast<float>(row));
+        EXPECT_EQ(y[static_cast<size_t>(i)], static_cast<float>(row % 3));
+        EXPECT_TRUE(seen.insert(row).second) << "row " << row << " read twice";
+      }
+    }
+  }
+  EXPECT_EQ(seen.size(), 64u);
+}
+
+TEST_F(FeatureCacheSourceTest, PositionsRoundTrip) {
+  Write(64, 3);
+  auto s = OpenFeatureCache(FeatureCacheConfig{path_, "v1", 3, 1, true}, 8, 0, 1);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  std::vector<float> x(24), y(8), again(24);
+  ASSERT_TRUE((*s)->Next(8, x.data(), y.data()).ok());
+  const std::string pos = (*s)->SavePosition();
+  ASSERT_TRUE((*s)->Next(8, x.data(), nullptr).ok());
+  ASSERT_TRUE((*s)->RestorePosition(pos).ok());
+  ASSERT_TRUE((*s)->Next(8, again.data(), nullptr).ok());
+  EXPECT_EQ(x, again);
+  EXPECT_FALSE((*s)->RestorePosition("garbage").ok());
+}
+
+TEST_F(FeatureCacheSourceTest, LabelOutsideTheClassesNamesFileAndRow) {
+  Write(16, 5);
+  auto s = OpenFeatureCache(FeatureCacheConfig{path_, "", 2, 1, false}, 16, 0, 1);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  std::vector<float> x(48), y(16);
+  Status st = (*s)->Next(16, x.data(), y.data());
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.code(), StatusCode::kCorrupt);
+  EXPECT_NE(st.message().find(path_), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("not a class in [0, 2)"), std::string::npos) << st.message();
+}
+
+TEST_F(FeatureCacheSourceTest, OpenErrorsAreClear) {
+  auto missing = OpenFeatureCache(FeatureCacheConfig{path_ + ".nope", "", 2, 1, true}, 8, 0, 1);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("set.h5.nope"), std::string::npos)
+      << missing.status().message();
+  Write(16, 2, /*labels=*/false);
+  auto nolabels = OpenFeatureCache(FeatureCacheConfig{path_, "", 2, 1, true}, 8, 0, 1);
+  ASSERT_FALSE(nolabels.ok());
+  EXPECT_NE(nolabels.status().message().find("no labels"), std::string::npos);
+  auto noversion = OpenFeatureCache(FeatureCacheConfig{path_, "v9", 2, 1, true}, 8, 0, 1);
+  ASSERT_FALSE(noversion.ok());
+  EXPECT_NE(noversion.status().message().find("v9"), std::string::npos)
+      << noversion.status().message();
+  auto toosmall = OpenFeatureCache(FeatureCacheConfig{path_, "", 2, 1, true}, 64, 0, 2);
+  EXPECT_FALSE(toosmall.ok());
+}
+
+}  // namespace
+}  // namespace hpcml::trainer

@@ -1,0 +1,168 @@
+// The model on one process: gradients against central finite differences,
+// and the layout-independent initialisation.
+#include "hpcml/trainer/model.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "hpcml/trainer/random.hpp"
+
+namespace hpcml::trainer {
+namespace {
+
+struct Case {
+  Activation act;
+  LossKind loss;
+};
+
+class ModelGradTest : public ::testing::TestWithParam<Case> {};
+
+// Loss of the whole model on a fixed batch: sum over samples / rows.
+double Loss(Model& m, Backend& be, const std::vector<float>& x, const std::vector<float>& t,
+            std::int64_t rows, std::vector<float>* dlogits) {
+  m.Forward(0, x.data());
+  std::vector<float> dz(static_cast<size_t>(rows * m.output_width()));
+  double l = be.LossAndGrad(m.config().loss, m.Output(0), t.data(), rows, m.output_width(),
+                            1.0f / static_cast<float>(rows), dz.data());
+  if (dlogits) *dlogits = dz;
+  return l / static_cast<double>(rows);
+}
+
+TEST_P(ModelGradTest, GradientsMatchFiniteDifferences) {
+  ModelConfig c;
+  c.input_dim = 4;
+  c.hidden = {6, 5};
+  c.output_dim = 3;
+  c.activation = GetParam().act;
+  c.loss = GetParam().loss;
+  c.seed = 5;
+  auto plan = PlanModel(c, GridShape{});
+  ASSERT_TRUE(plan.ok());
+  auto be = MakeCpuBackend(nullptr);
+  auto model = Model::Create(c, *plan, Placement{}, be.get());
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  Model& m = **model;
+  const std::int64_t rows = 3;
+  m.Reserve(1, rows);
+  std::vector<float> x(static_cast<size_t>(rows * 4)), t;
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(GaussianAt(11, i));
+  if (c.loss == LossKind::kCrossEntropy) {
+    t = {0.0f, 2.0f, 1.0f};
+  } else {
+    for (int i = 0; i < rows * 3; ++i)
+      t.push_back(static_cast<float>(GaussianAt(12, static_cast<std::uint64_t>(i))));
+  }
+  // Bias the pre-activations away from ReLU's kink so differences are smooth.
+  for (const ParamInfo& p : m.params()) {
+    if (p.is_bias) be->Fill(m.param_data() + p.offset, p.size, 0.1f);
+  }
+  std::vector<float> dz;
+  Loss(m, *be, x, t, rows, &dz);
+  m.ZeroGrad();
+  m.Backward(0, dz.data(), true);
+  std::vector<float> analytic(m.grad_data(), m.grad_data() + m.num_params());
+  std::vector<float> dinput(m.InputGrad(0), m.InputGrad(0) + rows * 4);
+
+  const float h = 1e-2f;
+  int checked = 0;
+  for (size_t i = 0; i < m.num_params(); ++i) {
+    float* p = m.param_data() + i;
+    const float keep = *p;
+    *p = keep + h;
+    double up = Loss(m, *be, x, t, rows, nullptr);
+    *p = keep - h;
+    double down = Loss(m, *be, x, t, rows, nullptr);
+    *p = keep;
+    double fd = (up - down) / (2.0 * static_cast<double>(h));
+    EXPECT_NEAR(analytic[i], fd, 2e-3 + 2e-2 * std::abs(fd)) << "parameter " << i;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 4 * 6 + 6 + 6 * 5 + 5 + 5 * 3 + 3);
+  // Input gradient too (what a later stage sends back).
+  for (size_t i = 0; i < x.size(); ++i) {
+    std::vector<float> xp = x, xm = x;
+    xp[i] += h;
+    xm[i] -= h;
+    double fd =
+        (Loss(m, *be, xp, t, rows, nullptr) - Loss(m, *be, xm, t, rows, nullptr)) / (2.0 * h);
+    EXPECT_NEAR(dinput[i], fd, 2e-3 + 2e-2 * std::abs(fd)) << "input " << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllActivationsAndLosses, ModelGradTest,
+                         ::testing::Values(Case{Activation::kTanh, LossKind::kCrossEntropy},
+                                           Case{Activation::kGelu, LossKind::kCrossEntropy},
+                                           Case{Activation::kRelu, LossKind::kMse},
+                                           Case{Activation::kGelu, LossKind::kMse}),
+                         [](const ::testing::TestParamInfo<Case>& i) {
+                           return std::string(Name(i.param.act)) + "_" +
+                                  std::string(Name(i.param.loss));
+                         });
+
+TEST(ModelTest, ShardsAreSlicesOfTheSameGlobalInitialisation) {
+  ModelConfig c;
+  c.input_dim = 6;
+  c.hidden = {8, 4};
+  c.output_dim = 3;
+  auto be = MakeCpuBackend(nullptr);
+  auto serial_plan = PlanModel(c, GridShape{});
+  auto tp_plan = PlanModel(c, GridShape{1, 1, 2});
+  ASSERT_TRUE(serial_plan.ok() && tp_plan.ok());
+  auto whole = Model::Create(c, *serial_plan, Placement{}, be.get());
+  ASSERT_TRUE(whole.ok());
+  for (int tp_idx = 0; tp_idx < 2; ++tp_idx) {
+    auto shard = Model::Create(c, *tp_plan, Placement{0, 2, tp_idx}, be.get());
+    ASSERT_TRUE(shard.ok());
+    const auto& wp = (*whole)->params();
+    const auto& sp = (*shard)->params();
+    ASSERT_EQ(wp.size(), sp.size());
+    for (size_t k = 0; k < sp.size(); ++k) {
+      const ParamInfo& s = sp[k];
+      const ParamInfo& w = wp[k];
+      ASSERT_EQ(s.name, w.name);
+      ASSERT_EQ(s.global_shape, w.global_shape);
+      const std::int64_t cols = s.is_bias ? 1 : s.global_shape[1];
+      const std::int64_t width = s.col_end - s.col_begin;
+      for (std::int64_t r = s.row_begin; r < s.row_end; ++r) {
+        for (std::int64_t col = s.col_begin; col < s.col_end; ++col) {
+          EXPECT_EQ(
+              (*shard)->param_data()[s.offset + static_cast<size_t>((r - s.row_begin) * width +
+                                                                    col - s.col_begin)],
+              (*whole)->param_data()[w.offset + static_cast<size_t>(r * cols + col)]);
+        }
+      }
+    }
+    // Layer 0 is column-split (rows), layer 1 row-split (columns).
+    EXPECT_EQ(sp[0].row_end - sp[0].row_begin, 4);
+    EXPECT_EQ(sp[2].col_end - sp[2].col_begin, 4);
+    EXPECT_FALSE(sp[0].tp_replicated);
+    EXPECT_TRUE(sp[3].tp_replicated);  // row-parallel bias
+    EXPECT_TRUE(sp[4].tp_replicated);  // replicated last layer
+  }
+  // A different seed gives a different model.
+  c.seed = 2;
+  auto other = Model::Create(c, *serial_plan, Placement{}, be.get());
+  ASSERT_TRUE(other.ok());
+  EXPECT_NE((*other)->param_data()[0], (*whole)->param_data()[0]);
+}
+
+TEST(ModelTest, StagesHoldTheirLayers) {
+  ModelConfig c;
+  c.input_dim = 6;
+  c.hidden = {8, 8, 8};
+  c.output_dim = 3;
+  auto plan = PlanModel(c, GridShape{1, 2, 1});
+  ASSERT_TRUE(plan.ok());
+  auto be = MakeCpuBackend(nullptr);
+  auto s1 = Model::Create(c, *plan, Placement{1, 1, 0}, be.get());
+  ASSERT_TRUE(s1.ok());
+  EXPECT_EQ((*s1)->first_layer(), plan->stage_begin[1]);
+  EXPECT_EQ((*s1)->input_width(), 8);
+  EXPECT_EQ((*s1)->output_width(), 3);
+  EXPECT_FALSE(Model::Create(c, *plan, Placement{2, 1, 0}, be.get()).ok());
+}
+
+}  // namespace
+}  // namespace hpcml::trainer

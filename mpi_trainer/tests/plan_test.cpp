@@ -1,0 +1,145 @@
+#include "hpcml/trainer/plan.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+
+namespace hpcml::trainer {
+namespace {
+
+ModelConfig Mlp(std::vector<std::int64_t> hidden, std::int64_t in = 8, std::int64_t out = 4) {
+  ModelConfig c;
+  c.input_dim = in;
+  c.hidden = std::move(hidden);
+  c.output_dim = out;
+  return c;
+}
+
+TEST(PlanTest, SerialKeepsEveryLayerWholeOnOneStage) {
+  auto plan = PlanModel(Mlp({16, 16}), GridShape{});
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  ASSERT_EQ(plan->layers.size(), 3u);
+  for (const LayerPlan& l : plan->layers) {
+    EXPECT_EQ(l.split, Split::kReplicated);
+    EXPECT_EQ(l.stage, 0);
+  }
+  EXPECT_TRUE(plan->layers[0].activation);
+  EXPECT_FALSE(plan->layers[2].activation);
+  EXPECT_EQ(plan->stage_begin, (std::vector<int>{0, 3}));
+  EXPECT_EQ(plan->layers[0].in, 8);
+  EXPECT_EQ(plan->layers[2].out, 4);
+}
+
+TEST(PlanTest, TensorParallelPairsColumnThenRowAndLeavesOddLastLayerReplicated) {
+  auto plan = PlanModel(Mlp({16, 16}), GridShape{1, 1, 2});
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_EQ(plan->layers[0].split, Split::kColumn);
+  EXPECT_EQ(plan->layers[1].split, Split::kRow);
+  EXPECT_EQ(plan->layers[2].split, Split::kReplicated);
+}
+
+TEST(PlanTest, StageBoundariesNeverCutAPair) {
+  auto plan = PlanModel(Mlp({16, 16, 16}), GridShape{1, 2, 2});
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  // Pairs (0,1), (2,3): the only cut is at 2.
+  EXPECT_EQ(plan->stage_begin, (std::vector<int>{0, 2, 4}));
+}
+
+TEST(PlanTest, StagesAreBalancedByCost) {
+  // Layer costs: 8*64, 64*8, 8*8, 8*8, 8*4: the first two dominate.
+  auto plan = PlanModel(Mlp({64, 8, 8, 8}), GridShape{1, 2, 1});
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->stage_begin, (std::vector<int>{0, 1, 5}));
+}
+
+TEST(PlanTest, RejectsTensorParallelismThatDoesNotDivideAWidth) {
+  auto plan = PlanModel(Mlp({15, 16}), GridShape{1, 1, 2});
+  ASSERT_FALSE(plan.ok());
+  EXPECT_NE(plan.status().message().find("--tp 2 does not divide the width 15"), std::string::npos)
+      << plan.status().message();
+}
+
+TEST(PlanTest, RejectsMoreStagesThanLayers) {
+  auto plan = PlanModel(Mlp({16}), GridShape{1, 3, 1});
+  ASSERT_FALSE(plan.ok());
+  EXPECT_NE(plan.status().message().find("--pp 3"), std::string::npos) << plan.status().message();
+  // With tp = 2, four layers form two pairs: three stages do not fit.
+  EXPECT_FALSE(PlanModel(Mlp({16, 16, 16}), GridShape{1, 3, 2}).ok());
+  EXPECT_TRUE(PlanModel(Mlp({16, 16, 16}), GridShape{1, 4, 1}).ok());
+}
+
+TEST(PlanTest, RejectsBadModelConfig) {
+  EXPECT_FALSE(PlanModel(Mlp({16}, 0), GridShape{}).ok());
+  EXPECT_FALSE(PlanModel(Mlp({0}), GridShape{}).ok());
+  EXPECT_FALSE(PlanModel(Mlp({16}, 8, 1), GridShape{}).ok());  // cross-entropy needs 2 classes
+}
+
+TEST(PlanTest, PartitionByCostMinimisesTheLargestRun) {
+  EXPECT_EQ(PartitionByCost({1, 1, 1, 1}, 2), (std::vector<int>{0, 2, 4}));
+  EXPECT_EQ(PartitionByCost({4, 1, 1, 1, 1}, 2), (std::vector<int>{0, 1, 5}));
+  EXPECT_EQ(PartitionByCost({1, 2, 3}, 3), (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(PartitionByCost({5}, 1), (std::vector<int>{0, 1}));
+}
+
+TEST(PlanTest, ParsesNames) {
+  EXPECT_EQ(*ParseActivation("gelu"), Activation::kGelu);
+  EXPECT_EQ(*ParseLoss("mse"), LossKind::kMse);
+  EXPECT_EQ(*ParseSchedule("1f1b"), ScheduleKind::k1F1B);
+  EXPECT_FALSE(ParseActivation("sigmoid").ok());
+  EXPECT_FALSE(ParseLoss("l1").ok());
+  EXPECT_FALSE(ParseSchedule("zb").ok());
+}
+
+// Every microbatch runs forward once and backward once, forward first, and
+// backwards in microbatch order.
+void CheckScheduleWellFormed(const std::vector<PipeOp>& ops, int m) {
+  ASSERT_EQ(ops.size(), static_cast<size_t>(2 * m));
+  std::set<int> fwd;
+  int next_bwd = 0;
+  for (const PipeOp& op : ops) {
+    if (op.forward) {
+      EXPECT_TRUE(fwd.insert(op.microbatch).second);
+    } else {
+      EXPECT_TRUE(fwd.count(op.microbatch));
+      EXPECT_EQ(op.microbatch, next_bwd++);
+    }
+  }
+}
+
+TEST(ScheduleTest, GpipeRunsAllForwardsFirst) {
+  auto ops = BuildSchedule(ScheduleKind::kGpipe, 4, 1, 3);
+  CheckScheduleWellFormed(ops, 3);
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(ops[static_cast<size_t>(i)].forward);
+}
+
+TEST(ScheduleTest, OneFOneBLimitsMicrobatchesInFlight) {
+  for (int p : {1, 2, 4}) {
+    for (int s = 0; s < p; ++s) {
+      for (int m : {1, 2, 3, 8}) {
+        auto ops = BuildSchedule(ScheduleKind::k1F1B, p, s, m);
+        CheckScheduleWellFormed(ops, m);
+        int in_flight = 0, peak = 0;
+        for (const PipeOp& op : ops) {
+          in_flight += op.forward ? 1 : -1;
+          peak = std::max(peak, in_flight);
+        }
+        EXPECT_LE(peak, std::min(p - s, m)) << "p=" << p << " s=" << s << " m=" << m;
+      }
+    }
+  }
+  // Last stage alternates strictly: F0 B0 F1 B1.
+  EXPECT_EQ(BuildSchedule(ScheduleKind::k1F1B, 2, 1, 2),
+            (std::vector<PipeOp>{{true, 0}, {false, 0}, {true, 1}, {false, 1}}));
+  // First of two stages: one warm-up forward.
+  EXPECT_EQ(BuildSchedule(ScheduleKind::k1F1B, 2, 0, 2),
+            (std::vector<PipeOp>{{true, 0}, {true, 1}, {false, 0}, {false, 1}}));
+}
+
+TEST(ScheduleTest, IdealBubble) {
+  EXPECT_DOUBLE_EQ(IdealBubble(1, 4), 0.0);
+  EXPECT_DOUBLE_EQ(IdealBubble(4, 4), 3.0 / 7.0);
+}
+
+}  // namespace
+}  // namespace hpcml::trainer

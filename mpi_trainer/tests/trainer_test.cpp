@@ -1,0 +1,233 @@
+// The step loop on one process (no MPI): learning-rate schedule, validation,
+// and the whole training math against an independent numpy reference.
+#include "hpcml/trainer/trainer.hpp"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "hpcml/trainer/model_io.hpp"
+
+namespace hpcml::trainer {
+namespace {
+
+TEST(LrScheduleTest, WarmupThenCosineThenMin) {
+  LrSchedule s{1.0, 0.1, 4, 14};
+  EXPECT_DOUBLE_EQ(s.At(1), 0.25);
+  EXPECT_DOUBLE_EQ(s.At(4), 1.0);
+  EXPECT_NEAR(s.At(9), 0.1 + 0.45, 1e-12);  // halfway through the decay
+  EXPECT_DOUBLE_EQ(s.At(14), 0.1);
+  EXPECT_DOUBLE_EQ(s.At(20), 0.1);
+  EXPECT_GT(s.At(5), s.At(6));
+  LrSchedule no_warmup{2.0, 0.0, 0, 10};
+  EXPECT_NEAR(no_warmup.At(1), 0.5 * 2.0 * (1 + std::cos(M_PI * 0.1)), 1e-12);
+}
+
+struct Setup {
+  std::unique_ptr<Backend> backend = MakeCpuBackend(nullptr);
+  std::unique_ptr<BatchSource> source;
+  std::unique_ptr<Trainer> trainer;
+};
+
+Result<std::unique_ptr<Setup>> Make(const ModelConfig& mc, const TrainConfig& tc) {
+  auto s = std::make_unique<Setup>();
+  SyntheticConfig sc;
+  sc.features = mc.input_dim;
+  sc.outputs = mc.output_dim;
+  sc.classification = mc.loss == LossKind::kCrossEntropy;
+  HPCML_ASSIGN_OR_RETURN(s->source, MakeSyntheticSource(sc, tc.global_batch, 0, 1));
+  HPCML_ASSIGN_OR_RETURN(s->trainer,
+                         Trainer::Create(tc, mc, nullptr, s->backend.get(), s->source.get()));
+  return s;
+}
+
+ModelConfig SmallModel() {
+  ModelConfig mc;
+  mc.input_dim = 6;
+  mc.hidden = {8, 8};
+  mc.output_dim = 3;
+  mc.seed = 3;
+  return mc;
+}
+
+TEST(TrainerTest, RejectsBatchesThatDoNotSplit) {
+  TrainConfig tc;
+  tc.global_batch = 10;
+  tc.microbatches = 4;
+  auto s = Make(SmallModel(), tc);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("--microbatches 4"), std::string::npos)
+      << s.status().message();
+  tc.microbatches = 0;
+  EXPECT_FALSE(Make(SmallModel(), tc).ok());
+}
+
+TEST(TrainerTest, RejectsDataThatDoesNotFitTheModel) {
+  ModelConfig mc = SmallModel();
+  TrainConfig tc;
+  auto be = MakeCpuBackend(nullptr);
+  SyntheticConfig sc;
+  sc.features = 5;  // model expects 6
+  sc.outputs = 3;
+  auto src = MakeSyntheticSource(sc, tc.global_batch, 0, 1);
+  ASSERT_TRUE(src.ok());
+  auto t = Trainer::Create(tc, mc, nullptr, be.get(), src->get());
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("5 features"), std::string::npos);
+  mc.loss = LossKind::kMse;  // classification labels for a regression model
+  mc.input_dim = 5;
+  EXPECT_FALSE(Trainer::Create(tc, mc, nullptr, be.get(), src->get()).ok());
+}
+
+TEST(TrainerTest, LossGoesDownOnTheTeacherTask) {
+  TrainConfig tc;
+  tc.global_batch = 32;
+  tc.microbatches = 2;
+  tc.lr = {1e-2, 1e-3, 5, 60};
+  tc.clip = 1.0f;
+  auto s = Make(SmallModel(), tc);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  double first = 0, last = 0;
+  ASSERT_TRUE((*s)->trainer
+                  ->Run(60,
+                        [&](const StepStats& st) {
+                          if (st.step <= 5) first += st.loss / 5;
+                          if (st.step > 55) last += st.loss / 5;
+                          EXPECT_GT(st.samples_per_s, 0.0);
+                          return Status::Ok();
+                        })
+                  .ok());
+  EXPECT_EQ((*s)->trainer->step(), 60);
+  EXPECT_LT(last, 0.7 * first) << "first " << first << " last " << last;
+}
+
+TEST(TrainerTest, HookStopsTheLoop) {
+  auto s = Make(SmallModel(), TrainConfig{});
+  ASSERT_TRUE(s.ok());
+  Status st = (*s)->trainer->Run(10, [](const StepStats& x) {
+    return x.step == 3 ? FailedPrecondition("stop at {}", x.step) : Status::Ok();
+  });
+  EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ((*s)->trainer->step(), 3);
+}
+
+struct RefCase {
+  const char* activation;
+  const char* loss;
+};
+
+class NumpyReferenceTest : public ::testing::TestWithParam<RefCase> {};
+
+// The trainer's losses over several steps (clipping active, warm-up and
+// cosine decay, weight decay, two microbatches) against numpy in float64.
+TEST_P(NumpyReferenceTest, LossesMatchIndependentReference) {
+  if (access("/usr/bin/python3", X_OK) != 0) GTEST_SKIP() << "/usr/bin/python3 missing";
+  if (std::system("/usr/bin/python3 -c 'import numpy' 2>/dev/null") != 0) {
+    GTEST_SKIP() << "python3-numpy missing";
+  }
+  ModelConfig mc;
+  mc.input_dim = 5;
+  mc.hidden = {7, 4};
+  mc.output_dim = 3;
+  mc.seed = 17;
+  mc.activation = *ParseActivation(GetParam().activation);
+  mc.loss = *ParseLoss(GetParam().loss);
+  TrainConfig tc;
+  tc.global_batch = 8;
+  tc.microbatches = 2;
+  tc.lr = {0.05, 0.005, 2, 6};
+  tc.weight_decay = 0.1f;
+  tc.clip = 0.3f;
+  const int steps = 6;
+
+  auto s = Make(mc, tc);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  Trainer& t = *(*s)->trainer;
+  nlohmann::json j;
+  auto init = GatherModel(t.model(), nullptr, *(*s)->backend, WhichTensor::kParams);
+  ASSERT_TRUE(init.ok());
+  for (const FullTensor& ft : *init) {
+    if (ft.shape.size() == 2) {
+      nlohmann::json w = nlohmann::json::array();
+      for (std::int64_t r = 0; r < ft.shape[0]; ++r) {
+        w.push_back(std::vector<float>(ft.data.begin() + r * ft.shape[1],
+                                       ft.data.begin() + (r + 1) * ft.shape[1]));
+      }
+      j["weights"].push_back(w);
+    } else {
+      j["biases"].push_back(ft.data);
+    }
+  }
+  // The same batches, from a second source with the same seed.
+  SyntheticConfig sc;
+  sc.features = mc.input_dim;
+  sc.outputs = mc.output_dim;
+  sc.classification = mc.loss == LossKind::kCrossEntropy;
+  auto twin = MakeSyntheticSource(sc, tc.global_batch, 0, 1);
+  ASSERT_TRUE(twin.ok());
+  for (int i = 0; i < steps; ++i) {
+    std::vector<float> x(static_cast<size_t>(tc.global_batch * mc.input_dim));
+    std::vector<float> y(static_cast<size_t>(tc.global_batch * (*twin)->target_dim()));
+    ASSERT_TRUE((*twin)->Next(tc.global_batch, x.data(), y.data()).ok());
+    nlohmann::json xb = nlohmann::json::array();
+    for (std::int64_t r = 0; r < tc.global_batch; ++r) {
+      xb.push_back(
+          std::vector<float>(x.begin() + r * mc.input_dim, x.begin() + (r + 1) * mc.input_dim));
+    }
+    j["batches"].push_back({{"x", xb}, {"t", y}});
+  }
+  j["activation"] = GetParam().activation;
+  j["loss"] = GetParam().loss;
+  j["lr"] = tc.lr.peak;
+  j["min_lr"] = tc.lr.min;
+  j["warmup"] = tc.lr.warmup;
+  j["total"] = tc.lr.total;
+  j["weight_decay"] = tc.weight_decay;
+  j["clip"] = tc.clip;
+  j["beta1"] = tc.beta1;
+  j["beta2"] = tc.beta2;
+  j["eps"] = tc.eps;
+
+  std::vector<double> ours;
+  std::vector<double> norms;
+  for (int i = 0; i < steps; ++i) {
+    auto st = t.Step();
+    ASSERT_TRUE(st.ok());
+    ours.push_back(st->loss);
+    norms.push_back(st->grad_norm);
+  }
+  // Clipping must have been active at least once, or this would not test it.
+  EXPECT_GT(*std::max_element(norms.begin(), norms.end()), static_cast<double>(tc.clip));
+
+  const auto base =
+      std::filesystem::temp_directory_path() / ("hpcml_numpy_ref_" + std::to_string(getpid()));
+  const std::string in = base.string() + ".json", out = base.string() + ".out";
+  std::ofstream(in) << j.dump();
+  const std::string cmd =
+      std::string("/usr/bin/python3 ") + HPCML_NUMPY_REFERENCE + " " + in + " > " + out;
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  std::ifstream res(out);
+  auto ref = nlohmann::json::parse(res).get<std::vector<double>>();
+  std::filesystem::remove(in);
+  std::filesystem::remove(out);
+  ASSERT_EQ(ref.size(), ours.size());
+  for (size_t i = 0; i < ours.size(); ++i) {
+    EXPECT_NEAR(ours[i], ref[i], 1e-4 * std::abs(ref[i])) << "step " << i + 1;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Configs, NumpyReferenceTest,
+                         ::testing::Values(RefCase{"gelu", "ce"}, RefCase{"tanh", "mse"},
+                                           RefCase{"relu", "ce"}),
+                         [](const ::testing::TestParamInfo<RefCase>& i) {
+                           return std::string(i.param.activation) + "_" + i.param.loss;
+                         });
+
+}  // namespace
+}  // namespace hpcml::trainer

@@ -1,0 +1,25 @@
+// libFuzzer target: the policy parser (TOML text -> Policy or an error) and,
+// when a policy parses, dataset matching against paths taken from the input.
+// Any crash, sanitizer report or exception escaping is a bug.
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "hpcml/spank/decision.hpp"
+#include "hpcml/spank/policy.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  std::string_view text(reinterpret_cast<const char*>(data), size);
+  auto policy = hpcml::guard::ParsePolicy(text, "fuzz.toml");
+  if (!policy.ok()) return 0;
+  hpcml::guard::Request req;
+  req.user = "u";
+  req.node_zone = policy->zones().begin()->first;
+  for (const auto& e : policy->datasets()) {
+    req.datasets.push_back(e.path);
+    req.datasets.push_back(e.path + "/x");
+    (void)policy->MatchDataset(e.path + "y");
+  }
+  (void)hpcml::guard::Decide(*policy, req);
+  return 0;
+}

@@ -1,0 +1,70 @@
+// Parsers for what reaches the guard from outside: the plugstack.conf
+// arguments (written by the admin) and the option values of srun, sbatch and
+// salloc (written by the user, possibly hostile). Pure functions, no Slurm
+// dependency, thread-safe; fuzzed by spank/fuzz/options_fuzzer.cpp.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hpcml/common/status.hpp"
+
+namespace hpcml::guard {
+
+// Limits on user input: a request beyond them is an error, never truncated.
+inline constexpr std::size_t kMaxDatasets = 256;
+inline constexpr std::size_t kMaxPathLength = 4096;
+inline constexpr std::size_t kMaxNameLength = 64;
+// All datasets comma-joined: they travel in one environment variable, and
+// Linux refuses an execve with a single string over 128 KiB.
+inline constexpr std::size_t kMaxDatasetsBytes = 64 * 1024;
+
+// The plugstack.conf arguments:
+//   policy=/abs/path.toml   required
+//   zone=NAME               required: this node's zone
+//   audit=/abs/path.jsonl   optional (default kDefaultAuditPath)
+//   cluster=NAME            optional: cluster name for submit-side audit lines
+//   audit_sync=yes|no       optional (default no): fdatasync every audit line
+struct PluginConfig {
+  static constexpr const char* kDefaultAuditPath = "/var/log/hpcml/audit.jsonl";
+  std::string policy_path;
+  std::string zone;
+  std::string audit_path = kDefaultAuditPath;
+  std::string cluster;
+  bool audit_sync = false;
+};
+
+// Unknown, repeated, empty or malformed arguments are errors naming the
+// argument; so is a missing policy= or zone=.
+Result<PluginConfig> ParsePluginArgs(const std::vector<std::string_view>& args);
+
+// Zone, role and classification names: 1..kMaxNameLength characters of
+// [A-Za-z0-9._-]. `what` names the option in the error ("--data-zone").
+Status ValidateName(std::string_view what, std::string_view value);
+
+// One --dataset value: a comma-separated list of paths. Empty entries,
+// control characters and over-long paths are errors. A relative path is made
+// absolute against `cwd` (lexically, nothing is resolved here) when `cwd` is
+// given, and is an error otherwise. New paths are appended to `out` unless
+// already present; more than kMaxDatasets paths or kMaxDatasetsBytes in
+// total is an error.
+Status AppendDatasets(std::string_view value, const std::optional<std::string>& cwd,
+                      std::vector<std::string>* out);
+
+// The datasets as one option value / environment value: comma-joined.
+std::string JoinDatasets(const std::vector<std::string>& paths);
+
+}  // namespace hpcml::guard
+
+namespace hpcml::guard {
+
+// The GPU count in a Slurm TRES string ("cpu=2,mem=1G,gres/gpu=2,gres/gpu:h100=2"
+// -> 2): the value of the untyped "gres/gpu" entry, 0 if there is none. A
+// malformed count is an error.
+Result<std::uint32_t> GpusFromTres(std::string_view tres);
+
+}  // namespace hpcml::guard

@@ -1,0 +1,104 @@
+// The guard's policy: zones, datasets, roles and bindings, read from a
+// root-owned TOML file (format in docs/guard.md). Parsing is strict: an unknown
+// key, a wrong type or a dangling reference is an error naming the file, the
+// line and the key. A Policy is immutable after parsing and safe to share
+// between threads.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "hpcml/common/status.hpp"
+
+namespace hpcml::guard {
+
+struct DatasetEntry {
+  // Normalised absolute path. For a prefix entry ("/data/ae/fraud-*" in the
+  // file) the path without the '*', matched as a string prefix; otherwise
+  // matched as the path itself or anything below it.
+  std::string path;
+  bool string_prefix = false;
+  std::string zone;
+  std::string classification;
+  int line = 0;  // in the policy file, for messages
+};
+
+struct Role {
+  std::string name;
+  std::set<std::string> zones;
+  std::set<std::string> classifications;
+  std::uint32_t max_gpus = 0;
+  // Absent: any partition.
+  std::optional<std::set<std::string>> partitions;
+  int line = 0;
+};
+
+enum class BindingKind { kUser, kGroup, kAccount };
+
+struct Binding {
+  BindingKind kind = BindingKind::kUser;
+  std::string name;
+  std::vector<std::string> roles;
+  int line = 0;
+};
+
+enum class UnknownDatasets { kDeny, kAllow };
+
+class Policy {
+ public:
+  // Where it came from (a path), used in messages.
+  const std::string& source() const { return source_; }
+  const std::map<std::string, std::string>& zones() const { return zones_; }  // name -> description
+  const std::vector<DatasetEntry>& datasets() const { return datasets_; }
+  const std::map<std::string, Role>& roles() const { return roles_; }
+  const std::vector<Binding>& bindings() const { return bindings_; }
+  const std::optional<std::string>& default_role() const { return default_role_; }
+  UnknownDatasets unknown_datasets() const { return unknown_datasets_; }
+
+  // The most specific entry containing `canonical` (an absolute, resolved
+  // path), or nullptr. Cost: O(path depth), independent of the entry count.
+  const DatasetEntry* MatchDataset(std::string_view canonical) const;
+
+  // Whether a binding gives `role` to this user, one of these groups or this
+  // account. An unknown account (nullopt, the submit-side advisory check)
+  // counts as bound when any account binding names the role.
+  bool IsBound(const std::string& role, const std::string& user,
+               const std::vector<std::string>& groups,
+               const std::optional<std::string>& account) const;
+
+ private:
+  friend Result<Policy> ParsePolicy(std::string_view text, std::string_view source);
+  void BuildIndexes();
+
+  std::string source_;
+  std::map<std::string, std::string> zones_;
+  std::vector<DatasetEntry> datasets_;
+  std::map<std::string, Role> roles_;
+  std::vector<Binding> bindings_;
+  std::optional<std::string> default_role_;
+  UnknownDatasets unknown_datasets_ = UnknownDatasets::kDeny;
+
+  // Indexes built once after parsing.
+  std::unordered_map<std::string, std::size_t> exact_;  // path -> datasets_ index
+  std::unordered_map<std::string, std::vector<std::size_t>> prefix_by_dir_;
+  std::unordered_map<std::string, std::set<std::string>> user_roles_, group_roles_, account_roles_;
+  std::set<std::string> account_bound_roles_;
+};
+
+// Parses policy text; `source` names it in errors ("<source>:<line>: ...").
+Result<Policy> ParsePolicy(std::string_view text, std::string_view source);
+
+// Opens `path`, checks that the file and every directory above it are owned by
+// root and not writable by group or others (a world-writable directory with
+// the sticky bit, such as /tmp, is accepted), then parses it. The checks are
+// made on the opened descriptor, so the file checked is the file read.
+// `required_owner` is 0 in production; tests pass their own uid.
+Result<Policy> LoadPolicyFile(const std::string& path, unsigned required_owner = 0);
+
+}  // namespace hpcml::guard

@@ -1,0 +1,199 @@
+#include "hpcml/spank/audit.hpp"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <ctime>
+
+#include <fmt/format.h>
+#include <openssl/evp.h>
+#include <nlohmann/json.hpp>
+
+#include "hpcml/common/unique_fd.hpp"
+
+namespace hpcml::guard {
+namespace {
+
+const std::string kZeroHash(64, '0');
+
+std::string NowUtc() {
+  auto now = std::chrono::system_clock::now();
+  std::time_t secs = std::chrono::system_clock::to_time_t(now);
+  auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+  struct tm tm {};
+  ::gmtime_r(&secs, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+  return fmt::format("{}.{:03d}Z", buf, ms);
+}
+
+// The last line of the open file (without its newline), read backwards in
+// growing chunks; "" for an empty file.
+Result<std::string> ReadLastLine(int fd, off_t size, const std::string& path) {
+  if (size == 0) return std::string();
+  std::size_t chunk = 4096;
+  for (;;) {
+    off_t start = size > static_cast<off_t>(chunk) ? size - static_cast<off_t>(chunk) : 0;
+    std::string buf(static_cast<std::size_t>(size - start), '\0');
+    std::size_t got = 0;
+    while (got < buf.size()) {
+      ssize_t n = ::pread(fd, buf.data() + got, buf.size() - got, start + static_cast<off_t>(got));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return ErrnoError("read " + path, n < 0 ? errno : EIO);
+      got += static_cast<std::size_t>(n);
+    }
+    std::string_view view(buf);
+    if (!view.empty() && view.back() == '\n') view.remove_suffix(1);
+    std::size_t nl = view.rfind('\n');
+    if (nl != std::string_view::npos) return std::string(view.substr(nl + 1));
+    if (start == 0) return std::string(view);
+    chunk *= 4;
+  }
+}
+
+Status WriteAll(int fd, std::string_view data, const std::string& path) {
+  while (!data.empty()) {
+    ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoError("write " + path, errno);
+    }
+    data.remove_prefix(static_cast<std::size_t>(n));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::string Sha256Hex(std::string_view data) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_Digest(data.data(), data.size(), md, &len, EVP_sha256(), nullptr);
+  std::string out;
+  out.reserve(2 * len);
+  for (unsigned int i = 0; i < len; ++i) fmt::format_to(std::back_inserter(out), "{:02x}", md[i]);
+  return out;
+}
+
+std::string FormatAuditLine(const AuditRecord& rec, std::uint64_t seq,
+                            const std::string& prev_hash) {
+  nlohmann::ordered_json j;
+  j["seq"] = seq;
+  j["time"] = NowUtc();
+  j["context"] = rec.context;
+  j["cluster"] = rec.cluster;
+  j["node"] = rec.node;
+  j["job_id"] = rec.job_id;
+  j["step_id"] = rec.step_id;
+  j["uid"] = rec.uid;
+  j["user"] = rec.user;
+  j["role"] = rec.role;
+  j["zone"] = rec.zone;
+  j["datasets"] = rec.datasets;
+  j["decision"] = rec.allow ? "allow" : "deny";
+  j["reason"] = rec.reason;
+  j["prev"] = prev_hash;
+  // Invalid UTF-8 (a hostile path) is replaced rather than thrown on.
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+Result<std::string> AppendAudit(const std::string& path, const AuditRecord& record, bool sync) {
+  HPCML_ASSIGN_OR_RETURN(UniqueFd fd, OpenFd(path, O_RDWR | O_APPEND | O_CREAT | O_NOFOLLOW, 0640));
+  // Exclusive for the read of the last line and the write: the next writer
+  // sees this line complete.
+  while (::flock(fd.get(), LOCK_EX) != 0) {
+    if (errno != EINTR) return ErrnoError("flock " + path, errno);
+  }
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) return ErrnoError("fstat " + path, errno);
+  if (!S_ISREG(st.st_mode)) return IoError("audit log {}: not a regular file", path);
+  HPCML_ASSIGN_OR_RETURN(std::string last, ReadLastLine(fd.get(), st.st_size, path));
+  std::uint64_t seq = 0;
+  std::string prev = kZeroHash;
+  if (!last.empty()) {
+    prev = Sha256Hex(last);
+    // An unreadable last line still chains (verify reports it); numbering
+    // goes on from the line count in that case.
+    auto j = nlohmann::json::parse(last, nullptr, false);
+    if (j.is_object() && j.contains("seq") && j["seq"].is_number_unsigned())
+      seq = j["seq"].get<std::uint64_t>() + 1;
+  }
+  std::string line = FormatAuditLine(record, seq, prev);
+  std::string out = line + "\n";
+  // A torn last line (crash mid-write) must not swallow this one.
+  if (st.st_size > 0) {
+    char tail = 0;
+    if (::pread(fd.get(), &tail, 1, st.st_size - 1) == 1 && tail != '\n') out = "\n" + out;
+  }
+  HPCML_RETURN_IF_ERROR(WriteAll(fd.get(), out, path));
+  if (sync && ::fdatasync(fd.get()) != 0) return ErrnoError("fdatasync " + path, errno);
+  HPCML_RETURN_IF_ERROR(fd.Close());  // releases the lock
+  return line;
+}
+
+VerifyReport VerifyAuditText(std::string_view text) {
+  VerifyReport rep;
+  auto bad = [&](std::size_t line, std::string reason) {
+    rep.intact = false;
+    rep.bad_line = line;
+    rep.reason = std::move(reason);
+    return rep;
+  };
+  std::string prev_hash = kZeroHash;
+  std::uint64_t expected_seq = 0;
+  std::size_t pos = 0, line_no = 0;
+  while (pos < text.size()) {
+    std::size_t nl = text.find('\n', pos);
+    ++line_no;
+    rep.lines = line_no;
+    if (nl == std::string_view::npos) return bad(line_no, "no newline at the end: a torn write");
+    std::string_view line = text.substr(pos, nl - pos);
+    pos = nl + 1;
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_object()) return bad(line_no, "not a JSON object");
+    if (!j.contains("seq") || !j["seq"].is_number_unsigned() || !j.contains("prev") ||
+        !j["prev"].is_string())
+      return bad(line_no, "missing 'seq' or 'prev'");
+    auto seq = j["seq"].get<std::uint64_t>();
+    if (seq != expected_seq)
+      return bad(line_no, fmt::format("sequence number {}, expected {}: a line was removed or "
+                                      "lines were reordered",
+                                      seq, expected_seq));
+    if (j["prev"].get<std::string>() != prev_hash) {
+      if (line_no == 1) return bad(1, "the first line does not start the chain");
+      return bad(line_no - 1, fmt::format("its SHA-256 does not match the one recorded in line {}: "
+                                          "line {} was edited",
+                                          line_no, line_no - 1));
+    }
+    prev_hash = Sha256Hex(line);
+    ++expected_seq;
+  }
+  rep.intact = true;
+  rep.head = prev_hash;
+  return rep;
+}
+
+Result<VerifyReport> VerifyAuditLog(const std::string& path) {
+  HPCML_ASSIGN_OR_RETURN(UniqueFd fd, OpenFd(path, O_RDONLY));
+  // Shared lock: a verify during appends sees whole lines only.
+  while (::flock(fd.get(), LOCK_SH) != 0) {
+    if (errno != EINTR) return ErrnoError("flock " + path, errno);
+  }
+  std::string text;
+  char buf[1 << 16];
+  for (;;) {
+    ssize_t n = ::read(fd.get(), buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return ErrnoError("read " + path, errno);
+    if (n == 0) break;
+    text.append(buf, static_cast<std::size_t>(n));
+  }
+  return VerifyAuditText(text);
+}
+
+}  // namespace hpcml::guard

@@ -1,0 +1,109 @@
+#include "hpcml/spank/decision.hpp"
+
+#include <fmt/format.h>
+
+namespace hpcml::guard {
+namespace {
+
+Decision Deny(std::string role, std::string zone, std::string reason) {
+  return Decision{false, std::move(role), std::move(zone), std::move(reason)};
+}
+
+std::string Join(const std::set<std::string>& s) {
+  return s.empty() ? std::string("none") : fmt::format("{}", fmt::join(s, ", "));
+}
+
+}  // namespace
+
+Decision DenyForError(const Status& error) {
+  return Deny("", "", error.message());
+}
+
+Decision Decide(const Policy& policy, const Request& req) {
+  // 1. The role: requested, else the policy's default; the user must be bound to it.
+  std::string role_name;
+  if (req.role) {
+    role_name = *req.role;
+  } else if (policy.default_role()) {
+    role_name = *policy.default_role();
+  } else {
+    return Deny("", "", "no --ml-role given and the policy has no [defaults] role");
+  }
+  auto role_it = policy.roles().find(role_name);
+  if (role_it == policy.roles().end())
+    return Deny(role_name, "",
+                fmt::format("role '{}' is not defined in {}", role_name, policy.source()));
+  const Role& role = role_it->second;
+  if (!policy.IsBound(role_name, req.user, req.groups, req.account))
+    return Deny(
+        role_name, "",
+        fmt::format("user '{}' (uid {}{}) is not bound to role '{}'", req.user, req.uid,
+                    req.account ? fmt::format(", account '{}'", *req.account) : "", role_name));
+
+  // 2. The zone: the node's; a requested zone must equal it. On the submit
+  // side (no node zone) the requested zone, if any, stands in.
+  std::string zone;
+  if (req.node_zone) {
+    zone = *req.node_zone;
+    if (!policy.zones().count(zone))
+      return Deny(
+          role_name, zone,
+          fmt::format("this node's zone '{}' is not declared in {}", zone, policy.source()));
+    if (req.zone && *req.zone != zone)
+      return Deny(role_name, zone,
+                  fmt::format("requested zone '{}' is not this node's zone '{}'", *req.zone, zone));
+  } else if (req.zone) {
+    zone = *req.zone;
+    if (!policy.zones().count(zone))
+      return Deny(role_name, zone,
+                  fmt::format("zone '{}' is not declared in {}", zone, policy.source()));
+  }
+  if (!zone.empty() && !role.zones.count(zone))
+    return Deny(role_name, zone,
+                fmt::format("role '{}' may not run in zone '{}' (allowed: {}; {}:{})", role_name,
+                            zone, Join(role.zones), policy.source(), role.line));
+
+  // 3. Resources from the job record.
+  if (req.gpus && *req.gpus > role.max_gpus)
+    return Deny(role_name, zone,
+                fmt::format("the job has {} GPUs; role '{}' allows at most {} ({}:{})", *req.gpus,
+                            role_name, role.max_gpus, policy.source(), role.line));
+  if (req.partition && role.partitions) {
+    std::string_view parts = *req.partition;
+    while (!parts.empty()) {
+      std::size_t comma = parts.find(',');
+      std::string part(parts.substr(0, comma));
+      if (!role.partitions->count(part))
+        return Deny(
+            role_name, zone,
+            fmt::format("partition '{}' is not allowed for role '{}' (allowed: {}; {}:{})", part,
+                        role_name, Join(*role.partitions), policy.source(), role.line));
+      parts = comma == std::string_view::npos ? std::string_view() : parts.substr(comma + 1);
+    }
+  }
+
+  // 4. Every dataset: inside an entry of this zone with a classification the role allows.
+  for (const std::string& path : req.datasets) {
+    const DatasetEntry* e = policy.MatchDataset(path);
+    if (!e) {
+      if (policy.unknown_datasets() == UnknownDatasets::kAllow) continue;
+      return Deny(
+          role_name, zone,
+          fmt::format("dataset '{}' matches no [[datasets]] entry in {}", path, policy.source()));
+    }
+    if (!zone.empty() && e->zone != zone)
+      return Deny(role_name, zone,
+                  fmt::format("dataset '{}' is in zone '{}' ({}:{}), not in zone '{}'", path,
+                              e->zone, policy.source(), e->line, zone));
+    if (!role.classifications.count(e->classification))
+      return Deny(role_name, zone,
+                  fmt::format("dataset '{}' is classified '{}' ({}:{}); role '{}' allows: {}", path,
+                              e->classification, policy.source(), e->line, role_name,
+                              Join(role.classifications)));
+  }
+  return Decision{true, role_name, zone,
+                  fmt::format("role '{}' in zone '{}' with {} dataset(s)", role_name,
+                              zone.empty() ? "?" : zone, req.datasets.size())};
+}
+
+}  // namespace hpcml::guard

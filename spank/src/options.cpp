@@ -1,0 +1,155 @@
+#include "hpcml/spank/options.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace hpcml::guard {
+namespace {
+
+bool HasControlChar(std::string_view s) {
+  return std::any_of(s.begin(), s.end(), [](char c) {
+    auto u = static_cast<unsigned char>(c);
+    return u < 0x20 || u == 0x7f;
+  });
+}
+
+Status CheckAbsolutePath(std::string_view key, std::string_view value) {
+  if (value.empty() || value.front() != '/')
+    return InvalidArgument("plugin argument '{}': '{}' is not an absolute path", key, value);
+  if (value.size() > kMaxPathLength || HasControlChar(value))
+    return InvalidArgument("plugin argument '{}': malformed path", key);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ValidateName(std::string_view what, std::string_view value) {
+  if (value.empty()) return InvalidArgument("{}: empty name", what);
+  if (value.size() > kMaxNameLength)
+    return InvalidArgument("{}: name longer than {} characters", what, kMaxNameLength);
+  for (char c : value) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '_' || c == '-';
+    if (!ok)
+      return InvalidArgument("{}: '{}' has a character other than letters, digits, '.', '_', '-'",
+                             what, HasControlChar(value) ? std::string("<control>") : value);
+  }
+  return Status::Ok();
+}
+
+Result<PluginConfig> ParsePluginArgs(const std::vector<std::string_view>& args) {
+  PluginConfig config;
+  bool have_policy = false, have_zone = false, have_audit = false, have_cluster = false,
+       have_sync = false;
+  for (std::string_view arg : args) {
+    std::size_t eq = arg.find('=');
+    if (eq == std::string_view::npos || eq == 0)
+      return InvalidArgument("plugin argument '{}': expected key=value", arg);
+    std::string_view key = arg.substr(0, eq);
+    std::string_view value = arg.substr(eq + 1);
+    auto once = [&](bool* seen) -> Status {
+      if (*seen) return InvalidArgument("plugin argument '{}' given twice", key);
+      *seen = true;
+      if (value.empty()) return InvalidArgument("plugin argument '{}': empty value", key);
+      return Status::Ok();
+    };
+    if (key == "policy") {
+      HPCML_RETURN_IF_ERROR(once(&have_policy));
+      HPCML_RETURN_IF_ERROR(CheckAbsolutePath(key, value));
+      config.policy_path = value;
+    } else if (key == "zone") {
+      HPCML_RETURN_IF_ERROR(once(&have_zone));
+      HPCML_RETURN_IF_ERROR(ValidateName("plugin argument 'zone'", value));
+      config.zone = value;
+    } else if (key == "audit") {
+      HPCML_RETURN_IF_ERROR(once(&have_audit));
+      HPCML_RETURN_IF_ERROR(CheckAbsolutePath(key, value));
+      config.audit_path = value;
+    } else if (key == "cluster") {
+      HPCML_RETURN_IF_ERROR(once(&have_cluster));
+      HPCML_RETURN_IF_ERROR(ValidateName("plugin argument 'cluster'", value));
+      config.cluster = value;
+    } else if (key == "audit_sync") {
+      HPCML_RETURN_IF_ERROR(once(&have_sync));
+      if (value != "yes" && value != "no")
+        return InvalidArgument("plugin argument 'audit_sync': expected yes or no");
+      config.audit_sync = value == "yes";
+    } else {
+      return InvalidArgument(
+          "unknown plugin argument '{}' (expected policy=, zone=, audit=, audit_sync=, cluster=)",
+          HasControlChar(key) ? std::string("<control>") : std::string(key));
+    }
+  }
+  if (!have_policy) return InvalidArgument("missing plugin argument policy=/path/to/policy.toml");
+  if (!have_zone) return InvalidArgument("missing plugin argument zone=<this node's zone>");
+  return config;
+}
+
+Status AppendDatasets(std::string_view value, const std::optional<std::string>& cwd,
+                      std::vector<std::string>* out) {
+  if (value.empty()) return InvalidArgument("--dataset: empty value");
+  std::size_t start = 0;
+  while (start <= value.size()) {
+    std::size_t comma = value.find(',', start);
+    if (comma == std::string_view::npos) comma = value.size();
+    std::string_view item = value.substr(start, comma - start);
+    if (item.empty()) return InvalidArgument("--dataset: empty path in '{}'", value);
+    if (HasControlChar(item)) return InvalidArgument("--dataset: control character in a path");
+    std::string path;
+    if (item.front() == '/') {
+      path = item;
+    } else if (cwd && !cwd->empty() && cwd->front() == '/') {
+      path = *cwd;
+      if (path.back() != '/') path += '/';
+      path += item;
+    } else {
+      return InvalidArgument("--dataset: '{}' is not an absolute path", item);
+    }
+    if (path.size() > kMaxPathLength)
+      return InvalidArgument("--dataset: path longer than {} bytes", kMaxPathLength);
+    if (std::find(out->begin(), out->end(), path) == out->end()) {
+      if (out->size() >= kMaxDatasets)
+        return InvalidArgument("--dataset: more than {} datasets", kMaxDatasets);
+      std::size_t bytes = path.size();
+      for (const std::string& p : *out) bytes += p.size() + 1;
+      if (bytes > kMaxDatasetsBytes)
+        return InvalidArgument("--dataset: the paths add up to more than {} bytes",
+                               kMaxDatasetsBytes);
+      out->push_back(std::move(path));
+    }
+    start = comma + 1;
+  }
+  return Status::Ok();
+}
+
+std::string JoinDatasets(const std::vector<std::string>& paths) {
+  return fmt::format("{}", fmt::join(paths, ","));
+}
+
+}  // namespace hpcml::guard
+
+namespace hpcml::guard {
+
+Result<std::uint32_t> GpusFromTres(std::string_view tres) {
+  constexpr std::string_view kKey = "gres/gpu=";
+  std::size_t pos = 0;
+  while (pos <= tres.size()) {
+    std::size_t comma = tres.find(',', pos);
+    if (comma == std::string_view::npos) comma = tres.size();
+    std::string_view item = tres.substr(pos, comma - pos);
+    if (item.substr(0, kKey.size()) == kKey) {
+      std::string_view num = item.substr(kKey.size());
+      if (num.empty() || num.size() > 9 ||
+          num.find_first_not_of("0123456789") != std::string_view::npos)
+        return InvalidArgument("malformed GPU count in TRES '{}'", tres);
+      std::uint32_t v = 0;
+      for (char c : num) v = v * 10 + static_cast<std::uint32_t>(c - '0');
+      return v;
+    }
+    pos = comma + 1;
+  }
+  return std::uint32_t{0};
+}
+
+}  // namespace hpcml::guard

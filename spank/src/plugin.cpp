@@ -1,0 +1,491 @@
+// hpcml_guard.so: the thin C-ABI SPANK shim around the policy engine.
+//
+// Where it decides (Slurm 22.05, see /work/shared/DESIGN.md):
+// - allocator (sbatch, salloc) and local (srun) context, init_post_opt: an
+//   early advisory check in the user's own process; a denial there is a
+//   friendly error, nothing more (the user controls that process).
+// - remote context (slurmstepd, root), init_post_opt: the authoritative
+//   decision, made once per step on each node (one slurmctld lookup), logged,
+//   and only *stored*: failing init_post_opt or user_init drains the node.
+//   task_init_privileged delivers a denial (the task exits 1, the node stays
+//   idle) or sets HPCML_ZONE, HPCML_ROLE and HPCML_DATASETS for the task.
+// Every callback catches everything: no exception crosses into Slurm, and in
+// remote context every failure becomes a denial, never a drained node.
+
+#include <grp.h>
+#include <pwd.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <slurm/slurm.h>
+// spank.h declares the slurm_spank_* callbacks outside its extern "C" block.
+extern "C" {
+#include <slurm/spank.h>
+}
+
+#include "hpcml/spank/audit.hpp"
+#include "hpcml/spank/canonical.hpp"
+#include "hpcml/spank/decision.hpp"
+#include "hpcml/spank/options.hpp"
+#include "hpcml/spank/policy.hpp"
+
+// Everything else is hidden (-fvisibility=hidden, version script).
+#define HPCML_GUARD_EXPORT __attribute__((visibility("default")))
+
+extern "C" {
+HPCML_GUARD_EXPORT extern const char plugin_name[];
+HPCML_GUARD_EXPORT extern const char plugin_type[];
+HPCML_GUARD_EXPORT extern const unsigned int plugin_version;
+}
+const char plugin_name[] = "hpcml_guard";
+const char plugin_type[] = "spank";
+const unsigned int plugin_version = SLURM_VERSION_NUMBER;
+
+namespace {
+
+using namespace hpcml;
+using namespace hpcml::guard;
+
+// The name srun/sbatch give the --dataset value in the job environment:
+// _SLURM_SPANK_OPTION_<plugin>_<option>.
+constexpr const char* kDatasetEnv = "_SLURM_SPANK_OPTION_hpcml_guard_dataset";
+
+enum OptionId { kOptZone = 1, kOptDataset = 2, kOptRole = 3 };
+
+// Per-process state: one slurmstepd runs one step, one srun/sbatch one
+// submission. Written only from Slurm's callbacks, which run on one thread.
+struct GuardState {
+  Status args = InvalidArgument("plugin arguments were not parsed");
+  PluginConfig config;
+  std::vector<std::string> datasets;
+  std::optional<std::string> zone;
+  std::optional<std::string> role;
+  std::string option_error;  // first bad option value seen in remote context
+  bool decided = false;
+  Decision decision;
+  std::string datasets_env;  // canonical datasets, comma-joined
+};
+
+GuardState& State() {
+  static GuardState* state = new GuardState();  // never destroyed: outlives every callback
+  return *state;
+}
+
+bool IsRemote() {
+  return spank_context() == S_CTX_REMOTE;
+}
+bool IsSubmitSide() {
+  spank_context_t ctx = spank_context();
+  return ctx == S_CTX_LOCAL || ctx == S_CTX_ALLOCATOR;
+}
+
+std::string ShortHostname() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "unknown";
+  std::string h(buf);
+  return h.substr(0, h.find('.'));
+}
+
+std::optional<std::string> UserName(uid_t uid) {
+  std::vector<char> buf(16384);
+  struct passwd pw {
+  }, *res = nullptr;
+  if (::getpwuid_r(uid, &pw, buf.data(), buf.size(), &res) != 0 || !res) return std::nullopt;
+  return std::string(pw.pw_name);
+}
+
+std::vector<std::string> GroupNames(const std::vector<gid_t>& gids) {
+  std::vector<std::string> names;
+  std::vector<char> buf(65536);
+  for (gid_t g : gids) {
+    struct group gr {
+    }, *res = nullptr;
+    if (::getgrgid_r(g, &gr, buf.data(), buf.size(), &res) == 0 && res)
+      names.emplace_back(gr.gr_name);
+  }
+  return names;
+}
+
+Status ApplyOption(int id, const char* optarg, bool remote) {
+  GuardState& s = State();
+  std::string_view value = optarg ? optarg : "";
+  switch (id) {
+    case kOptZone:
+      HPCML_RETURN_IF_ERROR(ValidateName("--data-zone", value));
+      s.zone = std::string(value);
+      return Status::Ok();
+    case kOptRole:
+      HPCML_RETURN_IF_ERROR(ValidateName("--ml-role", value));
+      s.role = std::string(value);
+      return Status::Ok();
+    case kOptDataset: {
+      std::optional<std::string> cwd;
+      if (!remote) {
+        char buf[4096];
+        if (::getcwd(buf, sizeof buf)) cwd = buf;
+      }
+      return AppendDatasets(value, cwd, &s.datasets);
+    }
+    default:
+      return InvalidArgument("unknown option id {}", id);
+  }
+}
+
+int OnOption(int id, const char* optarg, int remote) noexcept {
+  try {
+    Status st = ApplyOption(id, optarg, remote != 0);
+    if (st.ok()) return 0;
+    if (remote) {
+      // Never fail in slurmstepd: remember it, deny in task_init_privileged.
+      if (State().option_error.empty()) State().option_error = st.message();
+      return 0;
+    }
+    slurm_error("hpcml-guard: %s", st.message().c_str());
+    return -1;
+  } catch (...) {
+    if (remote) {
+      State().option_error = "internal error while reading an option";
+      return 0;
+    }
+    return -1;
+  }
+}
+
+Status RegisterOptions(spank_t sp) {
+  static char zone_name[] = "data-zone", zone_arg[] = "ZONE",
+              zone_usage[] = "Run in data residency zone ZONE (must be the node's zone).";
+  static char ds_name[] = "dataset", ds_arg[] = "PATH[,PATH...]",
+              ds_usage[] = "Datasets the job reads (repeatable); checked against the zone policy.";
+  static char role_name[] = "ml-role", role_arg[] = "ROLE",
+              role_usage[] = "Run with ML role ROLE (default: the policy's default role).";
+  struct spank_option opts[] = {
+      {zone_name, zone_arg, zone_usage, 1, kOptZone, OnOption},
+      {ds_name, ds_arg, ds_usage, 1, kOptDataset, OnOption},
+      {role_name, role_arg, role_usage, 1, kOptRole, OnOption},
+  };
+  for (auto& opt : opts) {
+    spank_err_t rc = spank_option_register(sp, &opt);
+    if (rc != ESPANK_SUCCESS)
+      return Internal("cannot register --{}: {}", opt.name, spank_strerror(rc));
+  }
+  return Status::Ok();
+}
+
+// The audit line goes to syslog always and to the file when we may write it
+// (root: slurmstepd, or root submitting). A user's srun/sbatch cannot write
+// the root-owned log; its advisory decisions are in syslog only.
+Status Audit(const AuditRecord& rec, bool write_file) {
+  Status file_status;
+  std::string line;
+  if (write_file) {
+    auto appended = AppendAudit(State().config.audit_path, rec, State().config.audit_sync);
+    if (appended.ok()) {
+      line = *appended;
+    } else {
+      file_status = appended.status();
+    }
+  }
+  if (line.empty()) line = FormatAuditLine(rec, 0, std::string(64, '0'));
+  syslog(LOG_AUTHPRIV | (rec.allow ? LOG_INFO : LOG_WARNING), "hpcml-guard: %s", line.c_str());
+  return file_status;
+}
+
+struct JobFacts {
+  std::string account, partition, cluster;
+  std::uint32_t gpus = 0;
+};
+
+// Account, partition and GPU count from slurmctld's job record (libslurm, one
+// RPC): never from the job's environment, which the user controls.
+Result<JobFacts> LoadJobFacts(std::uint32_t job_id, uid_t uid) {
+  job_info_msg_t* msg = nullptr;
+  if (slurm_load_job(&msg, job_id, SHOW_ALL) != SLURM_SUCCESS || !msg)
+    return Unavailable("cannot load job {} from slurmctld: {}", job_id,
+                       slurm_strerror(slurm_get_errno()));
+  std::unique_ptr<job_info_msg_t, void (*)(job_info_msg_t*)> owner(msg, slurm_free_job_info_msg);
+  for (std::uint32_t i = 0; i < msg->record_count; ++i) {
+    const slurm_job_info_t& job = msg->job_array[i];
+    if (job.job_id != job_id) continue;
+    if (job.user_id != uid)
+      return PermissionDenied("job {} belongs to uid {}, the step runs as uid {}", job_id,
+                              job.user_id, uid);
+    if (!job.account || !*job.account)
+      return Unavailable("job {}: slurmctld reports no account", job_id);
+    JobFacts f;
+    f.account = job.account;
+    f.partition = job.partition ? job.partition : "";
+    f.cluster = job.cluster ? job.cluster : "";
+    const char* tres = job.tres_alloc_str ? job.tres_alloc_str : job.tres_req_str;
+    HPCML_ASSIGN_OR_RETURN(f.gpus, GpusFromTres(tres ? tres : ""));
+    return f;
+  }
+  return NotFound("job {} not found in slurmctld's answer", job_id);
+}
+
+std::string StepName(std::uint32_t step) {
+  switch (step) {
+    case SLURM_BATCH_SCRIPT:
+      return "batch";
+    case SLURM_EXTERN_CONT:
+      return "extern";
+    case SLURM_INTERACTIVE_STEP:
+      return "interactive";
+    default:
+      return std::to_string(step);
+  }
+}
+
+// The resolved datasets, in request order, each once. A path that did not
+// resolve, or whose canonical form has a comma (HPCML_DATASETS is
+// comma-separated), is an error naming it.
+Result<std::vector<std::string>> CanonicalDatasets(const std::vector<std::string>& requested,
+                                                   const std::vector<Result<std::string>>& resolved,
+                                                   const std::string& user) {
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < resolved.size(); ++i) {
+    const auto& r = resolved[i];
+    if (!r.ok())
+      return InvalidArgument("dataset '{}' cannot be resolved as user '{}': {}", requested[i], user,
+                             r.status().message());
+    if (r->find(',') != std::string::npos)
+      return InvalidArgument("dataset '{}' resolves to '{}', which contains a comma", requested[i],
+                             *r);
+    if (std::find(out.begin(), out.end(), *r) == out.end()) out.push_back(*r);
+  }
+  return out;
+}
+
+// The authoritative decision in slurmstepd. Everything trusted comes from
+// Slurm (spank items, slurmctld) or the admin (plugin arguments, policy).
+Decision DecideOnNode(spank_t sp, AuditRecord* rec) {
+  GuardState& s = State();
+  rec->context = "node";
+  rec->node = ShortHostname();
+  rec->zone = s.config.zone;
+  rec->datasets = s.datasets;
+  std::uint32_t job_id = 0, step_id = 0;
+  uid_t uid = 0;
+  gid_t gid = 0;
+  gid_t* gids = nullptr;
+  int ngids = 0;
+  if (spank_get_item(sp, S_JOB_ID, &job_id) != ESPANK_SUCCESS ||
+      spank_get_item(sp, S_JOB_STEPID, &step_id) != ESPANK_SUCCESS ||
+      spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS ||
+      spank_get_item(sp, S_JOB_GID, &gid) != ESPANK_SUCCESS)
+    return DenyForError(Internal("cannot read the job's ids from slurmstepd"));
+  rec->job_id = std::to_string(job_id);
+  rec->step_id = StepName(step_id);
+  rec->uid = uid;
+  if (!s.args.ok()) return DenyForError(s.args);
+  if (!s.option_error.empty()) return DenyForError(InvalidArgument("{}", s.option_error));
+
+  auto user = UserName(uid);
+  if (!user) return DenyForError(NotFound("no passwd entry for uid {}", uid));
+  rec->user = *user;
+  UserCredentials creds{uid, gid, {}};
+  if (spank_get_item(sp, S_JOB_SUPPLEMENTARY_GIDS, &gids, &ngids) == ESPANK_SUCCESS && gids &&
+      ngids > 0) {
+    creds.groups.assign(gids, gids + ngids);
+  } else {
+    // A credential without groups: ask NSS on this node.
+    int n = 64;
+    creds.groups.resize(static_cast<std::size_t>(n));
+    if (::getgrouplist(user->c_str(), gid, creds.groups.data(), &n) < 0) {
+      creds.groups.resize(static_cast<std::size_t>(n));
+      ::getgrouplist(user->c_str(), gid, creds.groups.data(), &n);
+    }
+    creds.groups.resize(static_cast<std::size_t>(n));
+  }
+
+  auto facts = LoadJobFacts(job_id, uid);
+  if (!facts.ok()) return DenyForError(facts.status());
+  rec->cluster = facts->cluster;
+  auto policy = LoadPolicyFile(s.config.policy_path);
+  if (!policy.ok()) return DenyForError(policy.status());
+
+  auto resolved = CanonicalPathsAsUser(creds, s.datasets);
+  if (!resolved.ok()) return DenyForError(resolved.status());
+  Request req;
+  req.uid = uid;
+  req.user = *user;
+  std::vector<gid_t> all_gids = creds.groups;
+  all_gids.push_back(gid);
+  req.groups = GroupNames(all_gids);
+  req.account = facts->account;
+  req.partition = facts->partition;
+  req.gpus = facts->gpus;
+  req.node_zone = s.config.zone;
+  req.role = s.role;
+  req.zone = s.zone;
+  auto canonical = CanonicalDatasets(s.datasets, *resolved, *user);
+  if (!canonical.ok()) return DenyForError(canonical.status());
+  req.datasets = std::move(canonical).value();
+  rec->datasets = req.datasets;
+  Decision d = Decide(*policy, req);
+  if (d.allow) s.datasets_env = JoinDatasets(req.datasets);
+  return d;
+}
+
+// The advisory check in srun/sbatch/salloc: what can be known before a job
+// exists (no account, partition or GPU count yet; no node zone).
+Decision DecideOnSubmit(AuditRecord* rec) {
+  GuardState& s = State();
+  rec->context = "submit";
+  rec->node = ShortHostname();
+  rec->cluster = s.config.cluster;
+  rec->uid = ::getuid();
+  rec->datasets = s.datasets;
+  if (s.zone) rec->zone = *s.zone;
+  auto user = UserName(::getuid());
+  if (!user) return DenyForError(NotFound("no passwd entry for uid {}", ::getuid()));
+  rec->user = *user;
+  auto policy = LoadPolicyFile(s.config.policy_path);
+  if (!policy.ok()) return DenyForError(policy.status());
+  Request req;
+  req.uid = ::getuid();
+  req.user = *user;
+  int n = ::getgroups(0, nullptr);
+  std::vector<gid_t> gids(static_cast<std::size_t>(n > 0 ? n : 0));
+  if (n > 0) n = ::getgroups(n, gids.data());
+  gids.resize(static_cast<std::size_t>(n > 0 ? n : 0));
+  gids.push_back(::getgid());
+  req.groups = GroupNames(gids);
+  req.role = s.role;
+  req.zone = s.zone;
+  std::vector<Result<std::string>> resolved;
+  for (const std::string& p : s.datasets) resolved.push_back(CanonicalPath(p));  // as this user
+  auto canonical = CanonicalDatasets(s.datasets, resolved, *user);
+  if (!canonical.ok()) return DenyForError(canonical.status());
+  req.datasets = std::move(canonical).value();
+  rec->datasets = req.datasets;
+  return Decide(*policy, req);
+}
+
+std::vector<std::string_view> Args(int ac, char** av) {
+  std::vector<std::string_view> args;
+  for (int i = 0; i < ac; ++i) args.emplace_back(av[i] ? av[i] : "");
+  return args;
+}
+
+}  // namespace
+
+extern "C" {
+
+HPCML_GUARD_EXPORT int slurm_spank_init(spank_t sp, int ac, char** av) {
+  bool submit = false;
+  try {
+    spank_context_t ctx = spank_context();
+    if (ctx != S_CTX_LOCAL && ctx != S_CTX_ALLOCATOR && ctx != S_CTX_REMOTE) return 0;
+    submit = ctx != S_CTX_REMOTE;
+    GuardState& s = State();
+    auto config = ParsePluginArgs(Args(ac, av));
+    if (config.ok()) {
+      s.config = *config;
+      s.args = Status::Ok();
+    } else {
+      s.args = config.status().WithContext("plugstack.conf arguments of hpcml_guard.so");
+    }
+    Status reg = RegisterOptions(sp);
+    if (!reg.ok() && s.args.ok()) s.args = std::move(reg);
+    if (!s.args.ok()) {
+      slurm_error("hpcml-guard: %s", s.args.message().c_str());
+      return submit ? -1 : 0;  // remote: denied later, never drain the node
+    }
+    return 0;
+  } catch (...) {
+    State().args = Internal("internal error in slurm_spank_init");
+    return submit ? -1 : 0;
+  }
+}
+
+HPCML_GUARD_EXPORT int slurm_spank_init_post_opt(spank_t sp, int, char**) {
+  if (IsRemote()) {
+    try {
+      std::uint32_t step = 0;
+      if (spank_get_item(sp, S_JOB_STEPID, &step) == ESPANK_SUCCESS && step == SLURM_EXTERN_CONT)
+        return 0;  // runs no user task
+      AuditRecord rec;
+      Decision d = DecideOnNode(sp, &rec);
+      rec.allow = d.allow;
+      rec.role = d.role;
+      if (!d.zone.empty()) rec.zone = d.zone;
+      rec.reason = d.reason;
+      Status logged = Audit(rec, true);
+      if (!logged.ok() && d.allow) {
+        // No record, no run: an unlogged allow would defeat the audit.
+        d = DenyForError(logged.WithContext("audit log"));
+      }
+      GuardState& s = State();
+      s.decision = std::move(d);
+      s.decided = true;
+      if (!s.decision.allow)
+        slurm_info("hpcml-guard: job %s step %s denied: %s", rec.job_id.c_str(),
+                   rec.step_id.c_str(), s.decision.reason.c_str());
+    } catch (...) {
+      State().decided = false;  // task_init_privileged denies
+    }
+    return 0;
+  }
+  if (!IsSubmitSide()) return 0;
+  try {
+    GuardState& s = State();
+    if (!s.args.ok()) return -1;
+    // Slurm forwards only the last value of a repeated option: forward them
+    // all, to this step (srun's environment, sbatch's job environment) and to
+    // the steps inside the job (the SPANK job environment, which Slurm hands
+    // down as SLURM_SPANK__SLURM_SPANK_OPTION_*).
+    if (!s.datasets.empty()) {
+      std::string joined = JoinDatasets(s.datasets);
+      ::setenv(kDatasetEnv, joined.c_str(), 1);
+      (void)spank_job_control_setenv(sp, kDatasetEnv, joined.c_str(), 1);
+    }
+    AuditRecord rec;
+    Decision d = DecideOnSubmit(&rec);
+    rec.allow = d.allow;
+    rec.role = d.role;
+    rec.reason = d.reason;
+    (void)Audit(rec, ::geteuid() == 0);  // advisory: a failed log line blocks nothing
+    if (!d.allow) {
+      slurm_error("hpcml-guard: denied: %s", d.reason.c_str());
+      return -1;
+    }
+    return 0;
+  } catch (...) {
+    slurm_error("hpcml-guard: internal error in the submit-side check");
+    return -1;
+  }
+}
+
+HPCML_GUARD_EXPORT int slurm_spank_task_init_privileged(spank_t sp, int, char**) {
+  try {
+    if (!IsRemote()) return 0;
+    GuardState& s = State();
+    if (!s.decided) {
+      slurm_error("hpcml-guard: denied: no decision was made for this step");
+      return -1;
+    }
+    if (!s.decision.allow) {
+      slurm_error("hpcml-guard: denied: %s", s.decision.reason.c_str());
+      return -1;
+    }
+    if (spank_setenv(sp, "HPCML_ZONE", s.decision.zone.c_str(), 1) != ESPANK_SUCCESS ||
+        spank_setenv(sp, "HPCML_ROLE", s.decision.role.c_str(), 1) != ESPANK_SUCCESS ||
+        spank_setenv(sp, "HPCML_DATASETS", s.datasets_env.c_str(), 1) != ESPANK_SUCCESS) {
+      slurm_error("hpcml-guard: denied: cannot set HPCML_* in the task environment");
+      return -1;
+    }
+    return 0;
+  } catch (...) {
+    return -1;  // the task fails, the node stays up
+  }
+}
+
+}  // extern "C"

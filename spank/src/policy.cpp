@@ -1,0 +1,412 @@
+#include "hpcml/spank/policy.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <initializer_list>
+#include <limits>
+
+#include <fmt/format.h>
+#include <toml++/toml.h>
+
+#include "hpcml/common/unique_fd.hpp"
+#include "hpcml/spank/options.hpp"
+
+namespace hpcml::guard {
+namespace {
+
+// Error helper bound to the file: "<source>:<line>: <message>".
+class Reporter {
+ public:
+  explicit Reporter(std::string_view source) : source_(source) {}
+  template <typename... Args>
+  Status Error(int line, fmt::format_string<Args...> f, Args&&... args) const {
+    return InvalidArgument("{}:{}: {}", source_, line, fmt::format(f, std::forward<Args>(args)...));
+  }
+
+ private:
+  std::string source_;
+};
+
+int LineOf(const toml::node& node) {
+  return static_cast<int>(node.source().begin.line);
+}
+
+// Every key of `table` must be in `allowed`.
+Status CheckKeys(const Reporter& r, const toml::table& table, std::string_view where,
+                 std::initializer_list<std::string_view> allowed) {
+  for (auto&& [key, value] : table) {
+    if (std::find(allowed.begin(), allowed.end(), key.str()) != allowed.end()) continue;
+    std::string expected;
+    for (std::string_view a : allowed) expected += (expected.empty() ? "" : ", ") + std::string(a);
+    return r.Error(static_cast<int>(key.source().begin.line),
+                   "{}: unknown key '{}' (expected one of: {})", where, key.str(), expected);
+  }
+  return Status::Ok();
+}
+
+Result<std::string> GetString(const Reporter& r, const toml::table& t, int table_line,
+                              std::string_view where, std::string_view key, bool required) {
+  const toml::node* n = t.get(key);
+  if (!n) {
+    if (required) return r.Error(table_line, "{}: missing key '{}'", where, key);
+    return std::string();
+  }
+  const auto* s = n->as_string();
+  if (!s) return r.Error(LineOf(*n), "{} key '{}': expected a string", where, key);
+  if (s->get().empty()) return r.Error(LineOf(*n), "{} key '{}': empty string", where, key);
+  return s->get();
+}
+
+// A string array; `name_like` validates each element as a name.
+Result<std::vector<std::string>> GetStringArray(const Reporter& r, const toml::node& n,
+                                                std::string_view where, std::string_view key,
+                                                bool name_like) {
+  const auto* arr = n.as_array();
+  if (!arr) return r.Error(LineOf(n), "{} key '{}': expected an array of strings", where, key);
+  std::vector<std::string> out;
+  for (const toml::node& e : *arr) {
+    const auto* s = e.as_string();
+    if (!s) return r.Error(LineOf(e), "{} key '{}': expected an array of strings", where, key);
+    if (name_like) {
+      Status st = ValidateName(fmt::format("{} key '{}'", where, key), s->get());
+      if (!st.ok()) return r.Error(LineOf(e), "{}", st.message());
+    } else if (s->get().empty()) {
+      return r.Error(LineOf(e), "{} key '{}': empty string", where, key);
+    }
+    out.push_back(s->get());
+  }
+  return out;
+}
+
+// "/data/ae/", "/data/ae" -> "/data/ae"; "/data/ae/fraud-*" -> prefix
+// "/data/ae/fraud-". Rejects relative paths, '.', '..', '//' and '*'
+// anywhere but at the end, so an entry means exactly what it says.
+Status NormalisePolicyPath(std::string_view raw, std::string* path, bool* prefix) {
+  std::string p(raw);
+  *prefix = false;
+  if (!p.empty() && p.back() == '*') {
+    *prefix = true;
+    p.pop_back();
+  }
+  if (p.empty() || p.front() != '/') return InvalidArgument("'{}' is not an absolute path", raw);
+  if (p.find('*') != std::string::npos)
+    return InvalidArgument("'{}': '*' is only allowed at the end", raw);
+  if (p.size() > kMaxPathLength)
+    return InvalidArgument("path longer than {} bytes", kMaxPathLength);
+  std::size_t pos = 1;
+  while (pos < p.size()) {
+    std::size_t slash = p.find('/', pos);
+    std::size_t end = slash == std::string::npos ? p.size() : slash;
+    std::string_view comp(p.data() + pos, end - pos);
+    bool last = end == p.size();
+    if (comp.empty() && !(last || slash == p.size() - 1))
+      return InvalidArgument("'{}': empty path component ('//')", raw);
+    if (comp == "." || comp == "..")
+      return InvalidArgument("'{}': '.' and '..' are not allowed (write the canonical path)", raw);
+    pos = end + 1;
+  }
+  if (!*prefix)
+    while (p.size() > 1 && p.back() == '/') p.pop_back();
+  *path = std::move(p);
+  return Status::Ok();
+}
+
+std::string_view Parent(std::string_view p) {
+  std::size_t slash = p.rfind('/');
+  if (slash == 0 || slash == std::string_view::npos) return "/";
+  return p.substr(0, slash);
+}
+
+}  // namespace
+
+void Policy::BuildIndexes() {
+  for (std::size_t i = 0; i < datasets_.size(); ++i) {
+    const DatasetEntry& e = datasets_[i];
+    if (e.string_prefix) {
+      // A prefix "/a/b/c-" matches names in directory "/a/b" (or below them).
+      std::size_t slash = e.path.rfind('/');
+      std::string dir = slash == 0 ? "/" : e.path.substr(0, slash);
+      prefix_by_dir_[dir].push_back(i);
+    } else {
+      exact_.emplace(e.path, i);
+    }
+  }
+  for (const Binding& b : bindings_) {
+    auto& index = b.kind == BindingKind::kUser    ? user_roles_
+                  : b.kind == BindingKind::kGroup ? group_roles_
+                                                  : account_roles_;
+    index[b.name].insert(b.roles.begin(), b.roles.end());
+    if (b.kind == BindingKind::kAccount)
+      account_bound_roles_.insert(b.roles.begin(), b.roles.end());
+  }
+}
+
+const DatasetEntry* Policy::MatchDataset(std::string_view canonical) const {
+  if (canonical.empty() || canonical.front() != '/') return nullptr;
+  // Walk from the path itself up to "/": the first candidate with a match is
+  // the most specific one (a deeper candidate is always a longer entry).
+  std::string_view c = canonical;
+  std::string key;
+  for (;;) {
+    key.assign(c);
+    if (auto it = exact_.find(key); it != exact_.end()) return &datasets_[it->second];
+    if (c == "/") return nullptr;
+    std::string_view parent = Parent(c);
+    key.assign(parent);
+    if (auto it = prefix_by_dir_.find(key); it != prefix_by_dir_.end()) {
+      const DatasetEntry* best = nullptr;
+      for (std::size_t i : it->second) {
+        const DatasetEntry& e = datasets_[i];
+        if (c.substr(0, e.path.size()) == e.path && (!best || e.path.size() > best->path.size()))
+          best = &e;
+      }
+      if (best) return best;
+    }
+    c = parent;
+  }
+}
+
+bool Policy::IsBound(const std::string& role, const std::string& user,
+                     const std::vector<std::string>& groups,
+                     const std::optional<std::string>& account) const {
+  auto has = [&](const auto& index, const std::string& name) {
+    auto it = index.find(name);
+    return it != index.end() && it->second.count(role) > 0;
+  };
+  if (has(user_roles_, user)) return true;
+  for (const std::string& g : groups)
+    if (has(group_roles_, g)) return true;
+  if (account) return has(account_roles_, *account);
+  return account_bound_roles_.count(role) > 0;
+}
+
+Result<Policy> ParsePolicy(std::string_view text, std::string_view source) {
+  Reporter r(source);
+  toml::table root;
+  try {
+    root = toml::parse(text, source);
+  } catch (const toml::parse_error& e) {
+    return r.Error(static_cast<int>(e.source().begin.line), "TOML syntax error: {}",
+                   e.description());
+  }
+  Policy p;
+  p.source_ = std::string(source);
+  HPCML_RETURN_IF_ERROR(
+      CheckKeys(r, root, "top level", {"zones", "datasets", "roles", "bindings", "defaults"}));
+
+  // [zones.<name>] description = "..."
+  if (const toml::node* zn = root.get("zones")) {
+    const auto* zones = zn->as_table();
+    if (!zones) return r.Error(LineOf(*zn), "'zones' must be a table ([zones.<name>])");
+    for (auto&& [key, value] : *zones) {
+      int line = static_cast<int>(key.source().begin.line);
+      Status st = ValidateName("zone name", key.str());
+      if (!st.ok()) return r.Error(line, "[zones.{}]: {}", key.str(), st.message());
+      const auto* zt = value.as_table();
+      if (!zt) return r.Error(line, "[zones.{}] must be a table", key.str());
+      std::string where = fmt::format("[zones.{}]", key.str());
+      HPCML_RETURN_IF_ERROR(CheckKeys(r, *zt, where, {"description"}));
+      HPCML_ASSIGN_OR_RETURN(std::string desc,
+                             GetString(r, *zt, line, where, "description", false));
+      p.zones_.emplace(std::string(key.str()), std::move(desc));
+    }
+  }
+  if (p.zones_.empty()) return r.Error(1, "no zones: declare at least one [zones.<name>]");
+
+  // [defaults] first: roles are checked against it below.
+  if (const toml::node* dn = root.get("defaults")) {
+    const auto* d = dn->as_table();
+    if (!d) return r.Error(LineOf(*dn), "'defaults' must be a table ([defaults])");
+    HPCML_RETURN_IF_ERROR(CheckKeys(r, *d, "[defaults]", {"role", "unknown_datasets"}));
+    HPCML_ASSIGN_OR_RETURN(std::string role,
+                           GetString(r, *d, LineOf(*dn), "[defaults]", "role", false));
+    if (!role.empty()) p.default_role_ = role;
+    HPCML_ASSIGN_OR_RETURN(std::string unknown,
+                           GetString(r, *d, LineOf(*dn), "[defaults]", "unknown_datasets", false));
+    if (unknown == "allow") {
+      p.unknown_datasets_ = UnknownDatasets::kAllow;
+    } else if (!unknown.empty() && unknown != "deny") {
+      return r.Error(LineOf(*d->get("unknown_datasets")),
+                     "[defaults] key 'unknown_datasets': '{}' (expected \"deny\" or \"allow\")",
+                     unknown);
+    }
+  }
+
+  auto array_of_tables = [&](std::string_view key) -> Result<const toml::array*> {
+    const toml::node* n = root.get(key);
+    if (!n) return static_cast<const toml::array*>(nullptr);
+    const auto* arr = n->as_array();
+    if (!arr || !arr->is_array_of_tables())
+      return r.Error(LineOf(*n), "'{}' must be an array of tables ([[{}]])", key, key);
+    return arr;
+  };
+
+  // [[datasets]] path, zone, classification
+  HPCML_ASSIGN_OR_RETURN(const toml::array* datasets, array_of_tables("datasets"));
+  if (datasets) {
+    std::unordered_map<std::string, int> seen;
+    for (const toml::node& n : *datasets) {
+      const toml::table& t = *n.as_table();
+      int line = LineOf(n);
+      HPCML_RETURN_IF_ERROR(CheckKeys(r, t, "[[datasets]]", {"path", "zone", "classification"}));
+      DatasetEntry e;
+      e.line = line;
+      HPCML_ASSIGN_OR_RETURN(std::string raw, GetString(r, t, line, "[[datasets]]", "path", true));
+      Status st = NormalisePolicyPath(raw, &e.path, &e.string_prefix);
+      if (!st.ok())
+        return r.Error(LineOf(*t.get("path")), "[[datasets]] key 'path': {}", st.message());
+      HPCML_ASSIGN_OR_RETURN(e.zone, GetString(r, t, line, "[[datasets]]", "zone", true));
+      if (!p.zones_.count(e.zone))
+        return r.Error(LineOf(*t.get("zone")), "[[datasets]] key 'zone': zone '{}' is not declared",
+                       e.zone);
+      HPCML_ASSIGN_OR_RETURN(e.classification,
+                             GetString(r, t, line, "[[datasets]]", "classification", true));
+      st = ValidateName("[[datasets]] key 'classification'", e.classification);
+      if (!st.ok()) return r.Error(LineOf(*t.get("classification")), "{}", st.message());
+      std::string key = (e.string_prefix ? "*" : "") + e.path;
+      if (auto [it, inserted] = seen.emplace(key, line); !inserted)
+        return r.Error(line, "[[datasets]] path '{}' already declared at line {}", raw, it->second);
+      p.datasets_.push_back(std::move(e));
+    }
+  }
+
+  // [[roles]] name, zones, classifications, max_gpus, partitions
+  HPCML_ASSIGN_OR_RETURN(const toml::array* roles, array_of_tables("roles"));
+  if (roles) {
+    for (const toml::node& n : *roles) {
+      const toml::table& t = *n.as_table();
+      int line = LineOf(n);
+      HPCML_RETURN_IF_ERROR(CheckKeys(
+          r, t, "[[roles]]", {"name", "zones", "classifications", "max_gpus", "partitions"}));
+      Role role;
+      role.line = line;
+      HPCML_ASSIGN_OR_RETURN(role.name, GetString(r, t, line, "[[roles]]", "name", true));
+      Status st = ValidateName("[[roles]] key 'name'", role.name);
+      if (!st.ok()) return r.Error(LineOf(*t.get("name")), "{}", st.message());
+      std::string where = fmt::format("[[roles]] '{}'", role.name);
+      const toml::node* zones = t.get("zones");
+      if (!zones) return r.Error(line, "{}: missing key 'zones'", where);
+      HPCML_ASSIGN_OR_RETURN(std::vector<std::string> zl,
+                             GetStringArray(r, *zones, where, "zones", true));
+      for (const std::string& z : zl)
+        if (!p.zones_.count(z))
+          return r.Error(LineOf(*zones), "{} key 'zones': zone '{}' is not declared", where, z);
+      role.zones.insert(zl.begin(), zl.end());
+      if (const toml::node* c = t.get("classifications")) {
+        HPCML_ASSIGN_OR_RETURN(std::vector<std::string> cl,
+                               GetStringArray(r, *c, where, "classifications", true));
+        role.classifications.insert(cl.begin(), cl.end());
+      }
+      const toml::node* g = t.get("max_gpus");
+      if (!g) return r.Error(line, "{}: missing key 'max_gpus'", where);
+      const auto* gi = g->as_integer();
+      if (!gi || gi->get() < 0 || gi->get() > 1000000)
+        return r.Error(LineOf(*g), "{} key 'max_gpus': expected an integer from 0 to 1000000",
+                       where);
+      role.max_gpus = static_cast<std::uint32_t>(gi->get());
+      if (const toml::node* pn = t.get("partitions")) {
+        HPCML_ASSIGN_OR_RETURN(std::vector<std::string> pl,
+                               GetStringArray(r, *pn, where, "partitions", false));
+        role.partitions.emplace(pl.begin(), pl.end());
+      }
+      std::string name = role.name;
+      if (auto it = p.roles_.find(name); it != p.roles_.end())
+        return r.Error(line, "[[roles]] '{}' already declared at line {}", name, it->second.line);
+      p.roles_.emplace(name, std::move(role));
+    }
+  }
+  if (p.default_role_ && !p.roles_.count(*p.default_role_))
+    return r.Error(LineOf(*root["defaults"]["role"].node()),
+                   "[defaults] key 'role': role '{}' is not declared", *p.default_role_);
+
+  // [[bindings]] exactly one of user/group/account, and roles
+  HPCML_ASSIGN_OR_RETURN(const toml::array* bindings, array_of_tables("bindings"));
+  if (bindings) {
+    for (const toml::node& n : *bindings) {
+      const toml::table& t = *n.as_table();
+      int line = LineOf(n);
+      HPCML_RETURN_IF_ERROR(CheckKeys(r, t, "[[bindings]]", {"user", "group", "account", "roles"}));
+      Binding b;
+      b.line = line;
+      int kinds = 0;
+      for (auto [key, kind] :
+           {std::pair{"user", BindingKind::kUser}, std::pair{"group", BindingKind::kGroup},
+            std::pair{"account", BindingKind::kAccount}}) {
+        if (!t.contains(key)) continue;
+        ++kinds;
+        b.kind = kind;
+        HPCML_ASSIGN_OR_RETURN(b.name, GetString(r, t, line, "[[bindings]]", key, true));
+      }
+      if (kinds != 1)
+        return r.Error(line, "[[bindings]]: give exactly one of 'user', 'group', 'account'");
+      const toml::node* rn = t.get("roles");
+      if (!rn) return r.Error(line, "[[bindings]]: missing key 'roles'");
+      HPCML_ASSIGN_OR_RETURN(b.roles, GetStringArray(r, *rn, "[[bindings]]", "roles", true));
+      if (b.roles.empty()) return r.Error(LineOf(*rn), "[[bindings]] key 'roles': empty");
+      for (const std::string& role : b.roles)
+        if (!p.roles_.count(role))
+          return r.Error(LineOf(*rn), "[[bindings]] key 'roles': role '{}' is not declared", role);
+      p.bindings_.push_back(std::move(b));
+    }
+  }
+  p.BuildIndexes();
+  return p;
+}
+
+namespace {
+
+// Owner and write bits of one object; `what` names it in the error.
+Status CheckSafe(const struct stat& st, const std::string& what, unsigned owner, bool is_dir) {
+  if (st.st_uid != 0 && st.st_uid != owner)
+    return PermissionDenied("{}: owned by uid {}, must be owned by root", what, st.st_uid);
+  bool sticky_dir = is_dir && (st.st_mode & S_ISVTX);
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !sticky_dir)
+    return PermissionDenied("{}: writable by group or others (mode {:o})", what,
+                            st.st_mode & 07777);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<Policy> LoadPolicyFile(const std::string& path, unsigned required_owner) {
+  HPCML_ASSIGN_OR_RETURN(UniqueFd fd, OpenFd(path, O_RDONLY | O_NOCTTY));
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) return ErrnoError("fstat " + path, errno);
+  if (!S_ISREG(st.st_mode)) return PermissionDenied("policy {}: not a regular file", path);
+  HPCML_RETURN_IF_ERROR(CheckSafe(st, "policy " + path, required_owner, false));
+  // Every directory above the file as opened: whoever can write one of
+  // them can swap the file.
+  char buf[64];
+  fmt::format_to_n(buf, sizeof buf - 1, "/proc/self/fd/{}", fd.get()).out[0] = '\0';
+  char real[4096];
+  ssize_t n = ::readlink(buf, real, sizeof real - 1);
+  if (n <= 0) return ErrnoError("policy " + path + ": readlink", errno);
+  std::string dir(real, static_cast<std::size_t>(n));
+  while (dir != "/") {
+    std::size_t slash = dir.rfind('/');
+    dir = slash == 0 ? "/" : dir.substr(0, slash);
+    struct stat ds {};
+    if (::stat(dir.c_str(), &ds) != 0) return ErrnoError("stat " + dir, errno);
+    HPCML_RETURN_IF_ERROR(
+        CheckSafe(ds, fmt::format("policy {}: directory {}", path, dir), required_owner, true));
+  }
+  std::string text;
+  for (;;) {
+    char chunk[1 << 16];
+    ssize_t got = ::read(fd.get(), chunk, sizeof chunk);
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoError("read " + path, errno);
+    }
+    if (got == 0) break;
+    text.append(chunk, static_cast<std::size_t>(got));
+    if (text.size() > (64u << 20)) return InvalidArgument("policy {}: larger than 64 MiB", path);
+  }
+  return ParsePolicy(text, path);
+}
+
+}  // namespace hpcml::guard

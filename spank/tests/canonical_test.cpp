@@ -1,0 +1,84 @@
+#include "hpcml/spank/canonical.hpp"
+
+#include <pwd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+namespace hpcml::guard {
+namespace {
+
+namespace fs = std::filesystem;
+
+class CanonicalTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() / ("guard_canonical_test." + std::to_string(::getpid()));
+    fs::create_directories(root_ / "allowed");
+    fs::create_directories(root_ / "forbidden");
+    std::ofstream(root_ / "forbidden" / "secret.h5") << "x";
+    std::ofstream(root_ / "allowed" / "ok.h5") << "x";
+    fs::create_symlink(root_ / "forbidden" / "secret.h5", root_ / "allowed" / "link.h5");
+    fs::create_directory_symlink("../forbidden", root_ / "allowed" / "dirlink");
+    ::chmod(root_.c_str(), 0755);
+  }
+  void TearDown() override { fs::remove_all(root_); }
+  std::string P(const std::string& rel) { return (root_ / rel).string(); }
+  fs::path root_;
+};
+
+TEST_F(CanonicalTest, ResolvesSymlinksAndDotDot) {
+  std::string real_root = fs::canonical(root_).string();
+  EXPECT_EQ(*CanonicalPath(P("allowed/ok.h5")), real_root + "/allowed/ok.h5");
+  EXPECT_EQ(*CanonicalPath(P("allowed/link.h5")), real_root + "/forbidden/secret.h5");
+  EXPECT_EQ(*CanonicalPath(P("allowed/dirlink/secret.h5")), real_root + "/forbidden/secret.h5");
+  EXPECT_EQ(*CanonicalPath(P("allowed/../forbidden/secret.h5")),
+            real_root + "/forbidden/secret.h5");
+  EXPECT_EQ(*CanonicalPath(P("allowed/./ok.h5")), real_root + "/allowed/ok.h5");
+}
+
+TEST_F(CanonicalTest, MissingPathIsAnErrorNamingIt) {
+  auto r = CanonicalPath(P("allowed/absent.h5"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("absent.h5"), std::string::npos);
+}
+
+TEST_F(CanonicalTest, AsUserSeesWhatTheUserSees) {
+  ASSERT_EQ(::geteuid(), 0u) << "the unit tests run as root";
+  struct passwd* nobody = ::getpwnam("nobody");
+  ASSERT_NE(nobody, nullptr);
+  ::chmod((root_ / "forbidden").c_str(), 0700);  // root only
+  UserCredentials user{nobody->pw_uid, nobody->pw_gid, {}};
+  std::vector<std::string> paths = {P("allowed/ok.h5"), P("allowed/link.h5"),
+                                    P("forbidden/secret.h5"), P("allowed/absent")};
+  auto r = CanonicalPathsAsUser(user, paths);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_EQ(r->size(), 4u);
+  std::string real_root = fs::canonical(root_).string();
+  ASSERT_TRUE((*r)[0].ok());
+  EXPECT_EQ(*(*r)[0], real_root + "/allowed/ok.h5");
+  // nobody cannot search forbidden/: neither the link nor the path resolves.
+  ASSERT_FALSE((*r)[1].ok());
+  EXPECT_NE((*r)[1].status().message().find("Permission denied"), std::string::npos);
+  EXPECT_FALSE((*r)[2].ok());
+  EXPECT_NE((*r)[3].status().message().find("No such file"), std::string::npos);
+  // Root, in-process, does resolve it: the difference is the user's view.
+  EXPECT_TRUE(CanonicalPath(P("allowed/link.h5")).ok());
+}
+
+TEST_F(CanonicalTest, AsRootMatchesInProcess) {
+  UserCredentials root{0, 0, {0}};
+  auto r = CanonicalPathsAsUser(root, {P("allowed/link.h5")});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(*(*r)[0], *CanonicalPath(P("allowed/link.h5")));
+  auto empty = CanonicalPathsAsUser(root, {});
+  ASSERT_TRUE(empty.ok());
+  EXPECT_TRUE(empty->empty());
+}
+
+}  // namespace
+}  // namespace hpcml::guard

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Allowed jobs run and see HPCML_ZONE, HPCML_ROLE and HPCML_DATASETS (canonical
+# paths): srun, repeated and relative --dataset, the default role, sbatch with
+# steps inside the job inheriting its request.
+source "$(dirname "$0")/guard_lib.sh"
+write_policy
+guard_install
+
+run_as $ALICE timeout 60 srun -n1 --data-zone=ae --ml-role=ml-engineer \
+  --dataset="$DATA/ae/public/a.h5" printenv HPCML_ZONE HPCML_ROLE HPCML_DATASETS
+expect_allowed "srun with an allowed dataset"
+assert_contains "$OUT" $'ae\nml-engineer\n'"$DATA/ae/public/a.h5" "task environment"
+
+# Repeated and relative --dataset values, '..' and a symlink inside the zone:
+# all forwarded, all canonical.
+ln -sfn "$DATA/ae/public/b.h5" "$DATA/ae/scratch/b-link.h5"
+set +e
+OUT=$(cd "$DATA/ae/public" && runuser -u $ALICE -- timeout 60 srun -n2 --ml-role=ml-engineer \
+  --dataset=a.h5,../scratch/b-link.h5 --dataset="$DATA/ae/public/../public/a.h5" \
+  printenv HPCML_DATASETS 2>&1)
+RC=$?
+set -e
+expect_allowed "srun with repeated, relative and linked datasets"
+assert_eq "$DATA/ae/public/a.h5,$DATA/ae/public/b.h5" "$(grep -m1 '^/' <<<"$OUT")" "HPCML_DATASETS"
+
+# No options at all: the default role, bound through the account.
+run_as $ALICE timeout 60 srun -n1 printenv HPCML_ROLE HPCML_DATASETS
+expect_allowed "srun without guard options"
+assert_contains "$OUT" "reader" "default role"
+
+# GPUs within the role's limit.
+run_as $ALICE timeout 60 srun -n1 --gres=gpu:h100:2 --ml-role=ml-engineer printenv HPCML_ROLE
+expect_allowed "srun with 2 GPUs as ml-engineer (max 4)"
+
+# sbatch: the batch step and the steps inside it.
+id=$(as $ALICE sbatch --parsable --output="$JOB_DIR/batch.out" --ml-role=ml-engineer \
+  --dataset="$DATA/ae/public/a.h5" --dataset="$DATA/ae/public/b.h5" \
+  --wrap 'echo batch=$HPCML_ROLE:$HPCML_DATASETS; srun printenv HPCML_DATASETS')
+assert_eq COMPLETED "$(wait_job "$id")" "state of allowed batch job $id"
+out=$(cat "$JOB_DIR/batch.out")
+assert_contains "$out" "batch=ml-engineer:$DATA/ae/public/a.h5,$DATA/ae/public/b.h5" "batch step environment"
+assert_contains "$out" $'\n'"$DATA/ae/public/a.h5,$DATA/ae/public/b.h5" "inner step inherits the job's datasets"
+assert_node_idle "after the allowed jobs"
+pass

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Forbidden requests fail with the reason visible to the user, early in
+# srun/sbatch where that is possible and on the node otherwise; the node is
+# idle after every denial.
+source "$(dirname "$0")/guard_lib.sh"
+write_policy
+guard_install
+
+# Submit side: a restricted dataset, a foreign zone, an unbound role.
+run_as $ALICE timeout 60 srun -n1 --ml-role=ml-engineer --dataset="$DATA/ae/restricted/secret.h5" true
+expect_denied "srun with a restricted dataset" "classified 'restricted'"
+run_as $ALICE timeout 60 sbatch --ml-role=ml-engineer --dataset="$DATA/ae/restricted/secret.h5" --wrap true
+expect_denied "sbatch with a restricted dataset" "classified 'restricted'"
+[ -z "$(squeue -h -u $ALICE)" ] || fail "a denied sbatch created a job: $(squeue -u $ALICE)"
+run_as $ALICE timeout 60 srun -n1 --ml-role=ml-engineer --dataset="$DATA/eu/b.h5" --data-zone=ae true
+expect_denied "srun with another zone's dataset" "is in zone 'eu'"
+run_as $ALICE timeout 60 srun -n1 --ml-role=admin true
+expect_denied "srun with an undefined role" "role 'admin' is not defined"
+run_as $ALICE timeout 60 srun -n1 --ml-role='bad role' true
+[ "$RC" -ne 0 ] || fail "a malformed --ml-role was accepted"
+assert_contains "$OUT" "--ml-role" "malformed option message"
+
+# Node side: what only the job record knows (GPUs, partition, account).
+run_as $ALICE timeout 60 srun -n1 --gres=gpu:h100:2 true
+expect_denied "2 GPUs with the default role (max 0)" "the job has 2 GPUs; role 'reader' allows at most 0"
+run_as $ALICE timeout 60 srun -n1 -p urgent --ml-role=ml-engineer true
+expect_denied "partition not allowed for the role" "partition 'urgent' is not allowed"
+run_as $ALICE timeout 60 srun -n1 --ml-role=ml-engineer --data-zone=eu true
+expect_denied "requested zone is not the node's" "requested zone 'eu' is not this node's zone 'ae'"
+
+# A user bound to no role: account hpcml-finance has no binding.
+run_as $BOB timeout 60 srun -n1 true
+expect_denied "unbound user, srun" "user '$BOB'"
+assert_contains "$OUT" "is not bound to role 'reader'" "unbound user reason"
+id=$(as $BOB sbatch --parsable --output="$JOB_DIR/bob.out" --wrap 'echo ran')
+assert_eq FAILED "$(wait_job "$id")" "state of the unbound user's batch job $id"
+assert_eq "1:0" "$(sacct_field "$id" ExitCode)" "exit code of job $id"
+out=$(cat "$JOB_DIR/bob.out")
+assert_contains "$out" "hpcml-guard: denied: user '$BOB'" "reason in the job's output"
+[[ $out != *ran* ]] || fail "the denied batch script ran"
+assert_node_idle "after the unbound user's batch job"
+pass

@@ -1,0 +1,174 @@
+# Shared by the guard_* cluster tests (bash). Source it from a test script:
+#   source "$(dirname "$0")/guard_lib.sh"
+# It installs hpcml_guard.so in the cluster's plugstack.conf (re-read by every
+# srun, sbatch and slurmstepd) and restores the file when the test exits.
+source "$HPCML_SOURCE_DIR/tests/cluster/lib.sh"
+TEST_NAME=$(basename "$0" .sh)
+
+: "${HPCML_BUILD_DIR:?HPCML_BUILD_DIR is set by ctest}"
+GUARD_SO=$HPCML_BUILD_DIR/spank/hpcml_guard.so
+AUDIT_BIN=$HPCML_BUILD_DIR/spank/hpcml-audit
+[ -f "$GUARD_SO" ] || fail "$GUARD_SO not built"
+if readelf -d "$GUARD_SO" | grep -q 'libasan\|libubsan'; then
+  # A sanitizer build of the plugin cannot be loaded into Debian's srun,
+  # sbatch and slurmstepd (the sanitizer runtime must come first).
+  echo "SKIP: $TEST_NAME: $GUARD_SO is a sanitizer build; run the cluster tests with the default or ci preset"
+  exit 77
+fi
+PLUGSTACK=$HPCML_CLUSTER_DIR/etc/plugstack.conf
+GUARD_ETC=$HPCML_CLUSTER_DIR/guard-etc  # root 0755: the policy's directory
+GUARD_LOG=$HPCML_CLUSTER_DIR/guard-log
+POLICY=$GUARD_ETC/policy.toml
+AUDIT=$GUARD_LOG/audit.jsonl
+DATA=$HPCML_CLUSTER_DIR/guard-data
+NODE=$(hostname -s)
+ALICE=hpcml-alice
+BOB=hpcml-bob
+
+install -d -m 0755 -o root -g root "$GUARD_ETC" "$GUARD_LOG" "$DATA"
+
+# The datasets: ae/public (internal), ae/restricted, eu; ae/scratch is
+# writable by everyone (users make symlinks there); ae/private is root-only.
+make_data() {
+  install -d -m 0755 "$DATA/ae/public" "$DATA/ae/restricted" "$DATA/eu"
+  install -d -m 1777 "$DATA/ae/scratch"
+  install -d -m 0700 "$DATA/ae/private"
+  local f
+  for f in ae/public/a.h5 ae/public/b.h5 ae/restricted/secret.h5 eu/b.h5 ae/private/p.h5; do
+    echo data >"$DATA/$f"
+    chmod 0644 "$DATA/$f"
+  done
+}
+make_data
+
+# write_policy: a root-owned 0644 policy over $DATA.
+write_policy() {
+  cat >"$POLICY.tmp" <<EOP
+[zones.ae]
+description = "UAE"
+[zones.eu]
+description = "EU"
+
+[[datasets]]
+path = "$DATA/ae/public"
+zone = "ae"
+classification = "internal"
+
+[[datasets]]
+path = "$DATA/ae/scratch"
+zone = "ae"
+classification = "internal"
+
+[[datasets]]
+path = "$DATA/ae/private"
+zone = "ae"
+classification = "internal"
+
+[[datasets]]
+path = "$DATA/ae/restricted"
+zone = "ae"
+classification = "restricted"
+
+[[datasets]]
+path = "$DATA/eu"
+zone = "eu"
+classification = "internal"
+
+[[roles]]
+name = "ml-engineer"
+zones = ["ae", "eu"]
+classifications = ["internal"]
+max_gpus = 4
+partitions = ["batch"]
+
+[[roles]]
+name = "reader"
+zones = ["ae"]
+classifications = ["internal"]
+max_gpus = 0
+
+[[bindings]]
+user = "$ALICE"
+roles = ["ml-engineer", "reader"]
+
+[[bindings]]
+account = "hpcml-ml"
+roles = ["reader"]
+
+[defaults]
+role = "reader"
+unknown_datasets = "deny"
+EOP
+  chown root:root "$POLICY.tmp"
+  chmod 0644 "$POLICY.tmp"
+  mv -f "$POLICY.tmp" "$POLICY"
+}
+
+# guard_install [plugin args...]: the guard line in plugstack.conf (default
+# arguments if none), restored on exit.
+guard_install() {
+  if [ ! -f "$PLUGSTACK.guard-saved" ]; then
+    cp -p "$PLUGSTACK" "$PLUGSTACK.guard-saved"
+    trap guard_restore EXIT
+    trap 'exit 143' TERM INT  # a ctest timeout still restores the file
+  fi
+  local args="policy=$POLICY zone=ae audit=$AUDIT cluster=hpcml"
+  [ $# -gt 0 ] && args="$*"
+  echo "required $GUARD_SO $args" >"$PLUGSTACK"
+}
+guard_restore() {
+  [ -f "$PLUGSTACK.guard-saved" ] && mv -f "$PLUGSTACK.guard-saved" "$PLUGSTACK"
+  return 0
+}
+
+# A slurm.conf a user could write: the same cluster without plugstack.conf,
+# so srun/sbatch skip the submit-side check and the node alone decides.
+bypass_conf() {
+  local d=$GUARD_ETC/bypass
+  install -d -m 0755 "$d"
+  echo "# no plugins" >"$d/plugstack.conf"
+  sed "s|^PlugStackConfig=.*|PlugStackConfig=$d/plugstack.conf|" "$SLURM_CONF" >"$d/slurm.conf"
+  chmod 0644 "$d/slurm.conf" "$d/plugstack.conf"
+  echo "$d/slurm.conf"
+}
+
+# as <user> <cmd...>: run as a test user from a directory they can write.
+as() {
+  local user=$1
+  shift
+  (cd "$JOB_DIR" && runuser -u "$user" -- "$@")
+}
+
+# run_as <user> <cmd...>: sets OUT (stdout+stderr) and RC.
+run_as() {
+  set +e
+  OUT=$(as "$@" 2>&1)
+  RC=$?
+  set -e
+}
+
+expect_denied() {  # expect_denied <what> <needle>: after run_as
+  [ "$RC" -ne 0 ] || fail "$1: expected a denial, got exit 0: $OUT"
+  assert_contains "$OUT" "hpcml-guard: denied" "$1"
+  [ -z "${2:-}" ] || assert_contains "$OUT" "$2" "$1"
+  assert_node_idle "$1"
+}
+expect_allowed() {  # expect_allowed <what>: after run_as
+  [ "$RC" -eq 0 ] || fail "$1: expected success, got exit $RC: $OUT"
+}
+
+# The node must come back idle (never drained) after a denial.
+assert_node_idle() {
+  local st deadline=$((SECONDS + 30))
+  while :; do
+    st=$(sinfo -h -N -n "$NODE" -o %t | head -n1)
+    case "$st" in
+      *drain* | *drng* | *down* | *fail*) fail "$1: node $NODE is '$st' ($(sinfo -h -N -n "$NODE" -o %E))" ;;
+      idle) return 0 ;;
+    esac
+    [ $SECONDS -lt $deadline ] || fail "$1: node $NODE is '$st', not idle, after 30 s"
+    sleep 0.5
+  done
+}
+
+JOB_DIR=$(job_dir)

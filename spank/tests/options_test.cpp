@@ -1,0 +1,114 @@
+#include "hpcml/spank/options.hpp"
+
+#include <gtest/gtest.h>
+
+namespace hpcml::guard {
+namespace {
+
+std::vector<std::string_view> V(std::initializer_list<std::string_view> l) {
+  return l;
+}
+
+TEST(PluginArgs, ParsesAllKeys) {
+  auto c = ParsePluginArgs(
+      V({"policy=/etc/hpcml/policy.toml", "zone=ae", "audit=/var/log/a.jsonl", "cluster=c1"}));
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->policy_path, "/etc/hpcml/policy.toml");
+  EXPECT_EQ(c->zone, "ae");
+  EXPECT_EQ(c->audit_path, "/var/log/a.jsonl");
+  EXPECT_EQ(c->cluster, "c1");
+}
+
+TEST(PluginArgs, AuditHasADefault) {
+  auto c = ParsePluginArgs(V({"policy=/p.toml", "zone=ae"}));
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->audit_path, PluginConfig::kDefaultAuditPath);
+  EXPECT_FALSE(c->audit_sync);
+  auto synced = ParsePluginArgs(V({"policy=/p.toml", "zone=ae", "audit_sync=yes"}));
+  ASSERT_TRUE(synced.ok());
+  EXPECT_TRUE(synced->audit_sync);
+}
+
+TEST(PluginArgs, RejectsBadArguments) {
+  struct Case {
+    std::vector<std::string_view> args;
+    std::string_view needle;
+  } cases[] = {
+      {V({"policy=/p", "zone=ae", "color=red"}), "unknown plugin argument 'color'"},
+      {V({"policy=/p", "zone=ae", "verbose"}), "expected key=value"},
+      {V({"policy=/p", "zone=ae", "=x"}), "expected key=value"},
+      {V({"policy=relative.toml", "zone=ae"}), "not an absolute path"},
+      {V({"policy=/p", "zone=ae", "zone=eu"}), "given twice"},
+      {V({"policy=/p", "zone=ae", "audit_sync=maybe"}), "expected yes or no"},
+      {V({"policy=/p", "zone="}), "empty value"},
+      {V({"policy=/p", "zone=a e"}), "character other than"},
+      {V({"zone=ae"}), "missing plugin argument policy="},
+      {V({"policy=/p"}), "missing plugin argument zone="},
+  };
+  for (const Case& c : cases) {
+    auto r = ParsePluginArgs(c.args);
+    ASSERT_FALSE(r.ok()) << c.needle;
+    EXPECT_NE(r.status().message().find(c.needle), std::string::npos) << r.status().message();
+  }
+}
+
+TEST(Names, ValidatesCharactersAndLength) {
+  EXPECT_TRUE(ValidateName("--ml-role", "ml-engineer_2.0").ok());
+  EXPECT_FALSE(ValidateName("--ml-role", "").ok());
+  EXPECT_FALSE(ValidateName("--ml-role", std::string(65, 'a')).ok());
+  EXPECT_FALSE(ValidateName("--ml-role", "a/b").ok());
+  auto st = ValidateName("--data-zone", "a\nb");
+  EXPECT_NE(st.message().find("--data-zone"), std::string::npos);
+}
+
+TEST(Datasets, SplitsCommasDeduplicatesAndAbsolutises) {
+  std::vector<std::string> out;
+  ASSERT_TRUE(AppendDatasets("/a,/b", std::nullopt, &out).ok());
+  ASSERT_TRUE(AppendDatasets("/b,rel/x", std::string("/home/u"), &out).ok());
+  EXPECT_EQ(out, (std::vector<std::string>{"/a", "/b", "/home/u/rel/x"}));
+  EXPECT_EQ(JoinDatasets(out), "/a,/b,/home/u/rel/x");
+}
+
+TEST(Datasets, RejectsMalformedValues) {
+  std::vector<std::string> out;
+  EXPECT_FALSE(AppendDatasets("", std::nullopt, &out).ok());
+  EXPECT_FALSE(AppendDatasets("/a,,/b", std::nullopt, &out).ok());
+  EXPECT_FALSE(AppendDatasets("/a,", std::nullopt, &out).ok());
+  EXPECT_FALSE(AppendDatasets("rel", std::nullopt, &out).ok());  // remote: no cwd
+  EXPECT_FALSE(AppendDatasets("/a\x01", std::nullopt, &out).ok());
+  EXPECT_FALSE(AppendDatasets("/" + std::string(kMaxPathLength, 'x'), std::nullopt, &out).ok());
+}
+
+TEST(Datasets, LimitsTheCount) {
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < kMaxDatasets; ++i)
+    ASSERT_TRUE(AppendDatasets("/d" + std::to_string(i), std::nullopt, &out).ok());
+  EXPECT_TRUE(AppendDatasets("/d0", std::nullopt, &out).ok());  // a repeat adds nothing
+  auto st = AppendDatasets("/one-more", std::nullopt, &out);
+  EXPECT_FALSE(st.ok());
+  EXPECT_EQ(out.size(), kMaxDatasets);
+}
+
+TEST(Datasets, LimitsTheTotalSize) {
+  std::vector<std::string> out;
+  std::string long_path = "/" + std::string(4000, 'x');
+  Status st;
+  for (int i = 0; st.ok() && i < 40; ++i)
+    st = AppendDatasets(long_path + std::to_string(i), std::nullopt, &out);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("bytes"), std::string::npos);
+  EXPECT_LE(JoinDatasets(out).size(), kMaxDatasetsBytes);
+}
+
+TEST(Tres, ReadsTheUntypedGpuCount) {
+  EXPECT_EQ(*GpusFromTres("cpu=1,mem=1G,node=1,billing=1,gres/gpu=2,gres/gpu:h100=2"), 2u);
+  EXPECT_EQ(*GpusFromTres("cpu=1,gres/gpu:h100=3,gres/gpu=3"), 3u);
+  EXPECT_EQ(*GpusFromTres("cpu=1,mem=1G"), 0u);
+  EXPECT_EQ(*GpusFromTres(""), 0u);
+  EXPECT_FALSE(GpusFromTres("gres/gpu=x").ok());
+  EXPECT_FALSE(GpusFromTres("gres/gpu=").ok());
+  EXPECT_FALSE(GpusFromTres("gres/gpu=99999999999").ok());
+}
+
+}  // namespace
+}  // namespace hpcml::guard
