@@ -552,6 +552,8 @@ int main(int argc, char** argv) {
         req.model.widths.push_back(o.outputs);
         req.model.global_batch = o.batch;
         req.model.microbatches = o.microbatches;
+        // Sustained FLOP/s per rank: an H100 in bf16, or one CPU core in fp32.
+        req.model.flops_per_device = o.backend == "cuda" ? 400e12 : 50e9;
         auto plan = topo::MakePlan(*cluster, req);
         st = plan.status();
         if (st.ok()) std::printf("%s", topo::FormatPlan(*cluster, *plan).c_str());

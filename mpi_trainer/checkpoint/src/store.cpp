@@ -223,6 +223,7 @@ std::string CheckpointDir::SetPath(std::int64_t step) const {
 Result<ShardInfo> CheckpointDir::WriteShard(std::int64_t step, int rank,
                                             const std::vector<TensorRef>& tensors,
                                             const nlohmann::json& rank_state) const {
+  h5::SilenceErrorPrinting();  // per thread: WriteShard may run on the async writer's thread
   std::string set = SetPath(step);
   std::error_code ec;
   fs::create_directories(set, ec);

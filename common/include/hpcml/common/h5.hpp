@@ -51,8 +51,10 @@ using Datatype = Owner<H5Tclose>;
 using Attribute = Owner<H5Aclose>;
 using PropList = Owner<H5Pclose>;
 
-// Turns off HDF5's printing of its error stack to stderr (process-wide);
-// errors are reported through Status instead. Idempotent.
+// Turns off HDF5's printing of its error stack to stderr for the calling
+// thread (thread-safe HDF5 keeps one error stack per thread: call it in
+// every thread that uses HDF5); errors are reported through Status instead.
+// Idempotent.
 void SilenceErrorPrinting();
 
 // The innermost messages of HDF5's current error stack, e.g.

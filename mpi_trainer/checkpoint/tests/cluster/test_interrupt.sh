@@ -9,7 +9,7 @@ mode=${1:?requeue or preempt}
 train=$HPCML_BUILD_DIR/mpi_trainer/hpcml-train
 [ -x "$train" ] || fail "$train not built"
 dir=$(job_dir)
-args="--dp 2 --synthetic --input-dim 64 --hidden 256,256 --outputs 8 --batch 256 --steps 400 --lr 2e-3 --log-interval 50"
+args="--dp 2 --synthetic --input-dim 64 --hidden 256,256 --outputs 8 --batch 256 --steps 2000 --lr 2e-3 --log-interval 500"
 
 final_loss() {  # final_loss <metrics file>: the loss of the last step, exactly as written
   /usr/bin/python3 -c 'import json,sys
@@ -38,7 +38,8 @@ exit \$rc
 JOB
 id=$(submit "$dir/job.sh")
 
-# Wait until it has trained past the first checkpoints.
+# Wait until it has trained past the first checkpoints (2000 steps leave
+# room to interrupt it even when a step takes only a few milliseconds).
 deadline=$((SECONDS + 120))
 until [ -f "$dir/metrics-0.jsonl" ] && [ "$(grep -c '"step"' "$dir/metrics-0.jsonl")" -ge 100 ]; do
   [ $SECONDS -lt $deadline ] || fail "job $id did not reach step 100: $(cat "$dir"/job-*.out)"

@@ -1,0 +1,86 @@
+// Streaming CSV reader (RFC 4180: quoted fields, "" escapes, CRLF or LF line
+// ends, newlines inside quotes) that knows where it is, so every error can
+// name the file, line and column. Memory is bounded by the longest record, not
+// the file. Also digests every byte it reads, so a source's SHA-256 costs no
+// second pass. Blank lines are skipped; a UTF-8 byte order mark is ignored.
+//
+// Not thread-safe. Field views stay valid until the next call to Next().
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hpcml/common/status.hpp"
+#include "hpcml/common/unique_fd.hpp"
+#include "hpcml/featurecache/sha256.hpp"
+
+namespace hpcml::featurecache {
+
+class CsvReader {
+ public:
+  static Result<CsvReader> Open(const std::string& path, char delimiter = ',');
+
+  // Reads the next record: true when one was read, false at the end.
+  Result<bool> Next();
+
+  const std::vector<std::string_view>& fields() const { return fields_; }
+  size_t size() const { return fields_.size(); }
+  std::string_view field(size_t i) const { return fields_[i]; }
+
+  // 1-based line on which the current record starts.
+  uint64_t line() const { return record_line_; }
+  const std::string& path() const { return path_; }
+  uint64_t bytes_read() const { return bytes_read_; }
+
+  // SHA-256 of every byte of the file. Only complete once Next() returned
+  // false; an error before that.
+  Result<std::string> Sha256Hex();
+
+  // "<path>: line N, column C: <message>" (column is 1-based: index + 1).
+  Status ErrorAt(size_t index, std::string_view message) const;
+  // "<path>: line N: <message>".
+  Status ErrorAtLine(std::string_view message) const;
+
+ private:
+  CsvReader(std::string path, UniqueFd fd, char delimiter);
+
+  struct Span {
+    bool arena;
+    size_t offset;
+    size_t length;
+  };
+  enum class Parse { kRecord, kNeedMore, kError };
+
+  Parse ParseRecord(size_t* consumed, uint64_t* newlines, std::string* error);
+  Status Fill();
+
+  std::string path_;
+  UniqueFd fd_;
+  char delim_;
+  std::vector<char> buf_;
+  size_t begin_ = 0;
+  size_t end_ = 0;
+  bool eof_ = false;
+  bool finished_ = false;
+  bool bom_checked_ = false;
+  uint64_t line_ = 1;
+  uint64_t record_line_ = 0;
+  uint64_t bytes_read_ = 0;
+  std::string arena_;
+  std::vector<Span> spans_;
+  std::vector<std::string_view> fields_;
+  Sha256 sha_;
+  std::string digest_;
+};
+
+// Cell parsers shared by ingest, asof and derive. Errors carry no location;
+// callers wrap them with CsvReader::ErrorAt. Surrounding spaces are ignored.
+// A float cell is a decimal or scientific number, or "nan" for a missing
+// value; infinities, empty cells and values outside float32's range are
+// refused. `integral` (optional) says whether the text was a plain integer.
+Result<float> ParseFloatCell(std::string_view text, bool* integral = nullptr);
+Result<int64_t> ParseIntCell(std::string_view text);
+
+}  // namespace hpcml::featurecache

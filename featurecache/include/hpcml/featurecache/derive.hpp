@@ -1,0 +1,37 @@
+// A new version computed from an existing one by a recorded transform
+// (`hpcml-fcache derive`): keep rows in a time range, select feature columns,
+// standardise columns ((x - mean) / std over the kept rows). The transform,
+// its parameters (including each mean and std) and the parent are recorded,
+// so the lineage says exactly how the data was made. Two streaming passes;
+// memory bounded.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hpcml/common/status.hpp"
+#include "hpcml/featurecache/format.hpp"
+
+namespace hpcml::featurecache {
+
+struct DeriveOptions {
+  std::string from = "latest";
+  std::vector<std::string> select;  // feature columns to keep, in this order; empty: all
+  bool standardize = false;
+  std::vector<std::string> standardize_columns;  // empty with standardize: every kept column
+  std::optional<int64_t> since;                  // keep timestamps >= since (microseconds)
+  std::optional<int64_t> until;                  // keep timestamps < until
+  std::string classification;                    // empty: the parent's; never lower than it
+  uint64_t chunk_rows = 0;                       // 0: the parent's
+  int compression = -1;                          // -1: the parent's
+  double lock_timeout_s = 600;
+};
+
+Result<VersionInfo> Derive(const std::string& feature_set_path, const DeriveOptions& options);
+
+// Shared with asof: the classification of a child, which may not be below
+// its parent's. Empty `requested` means the parent's.
+Result<std::string> ChildClassification(const std::string& parent, const std::string& requested);
+
+}  // namespace hpcml::featurecache

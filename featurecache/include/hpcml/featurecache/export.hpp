@@ -1,0 +1,27 @@
+// A version as CSV (`hpcml-fcache export`): header entity, timestamp
+// (ISO 8601 UTC), label (when present), then the features. Floats are written
+// in the shortest form that reads back to the same float32, so
+// export -> ingest round-trips the data exactly. Streams; memory bounded.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "hpcml/common/status.hpp"
+#include "hpcml/featurecache/feature_set.hpp"
+
+namespace hpcml::featurecache {
+
+struct ExportOptions {
+  std::string version = "latest";
+  uint64_t limit = 0;  // 0: every row
+};
+
+// Writes to the file descriptor `fd` (not closed); `fd_name` names it in errors.
+Status ExportCsv(const FeatureSet& fs, const ExportOptions& options, int fd,
+                 const std::string& fd_name);
+
+// Quotes a CSV field when it holds a comma, quote or line break.
+std::string CsvQuote(const std::string& field);
+
+}  // namespace hpcml::featurecache

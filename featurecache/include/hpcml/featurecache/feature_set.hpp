@@ -1,0 +1,90 @@
+// Read access to a feature set file: its versions, their metadata and rows.
+//
+// A FeatureSet is a snapshot: it holds the file that was at `path` when it was
+// opened, so a writer publishing a new version meanwhile (which replaces the
+// file by rename, see writer.hpp) never disturbs it. Open again to see new
+// versions. Opening performs the access check of access.hpp.
+//
+// Thread safety: a FeatureSet and a VersionReader may be used from several
+// threads (HDF5 serialises calls); their methods are const.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hpcml/common/status.hpp"
+#include "hpcml/featurecache/format.hpp"
+#include "hpcml/featurecache/h5.hpp"
+
+namespace hpcml::featurecache {
+
+class VersionReader {
+ public:
+  const VersionInfo& info() const { return info_; }
+  uint64_t rows() const { return info_.rows; }
+  size_t features() const { return info_.features(); }
+  const std::string& path() const { return path_; }
+
+  // Rows [first, first + count) into the given arrays (x: count * features,
+  // row-major; the others: count). A null pointer skips that dataset; y must
+  // be null for a version without labels.
+  Status Read(uint64_t first, uint64_t count, float* x, float* y, int64_t* entity_ids,
+              int64_t* timestamps) const;
+
+  // For the loader's direct reads.
+  hid_t features_dataset() const { return features_.get(); }
+  hid_t labels_dataset() const { return labels_.get(); }
+  hid_t file_id() const { return file_->get(); }
+
+ private:
+  friend class FeatureSet;
+  Status ReadSlab(hid_t dset, hid_t mem_type, uint64_t first, uint64_t count, uint64_t width,
+                  void* out, const char* name) const;
+
+  std::shared_ptr<h5::File> file_;
+  std::string path_;
+  VersionInfo info_;
+  h5::Dataset features_, labels_, entity_ids_, timestamps_;
+};
+
+class FeatureSet {
+ public:
+  // Opens `path` read-only. Errors: NotFound (no file), Corrupt (not HDF5,
+  // truncated, not a feature set, inconsistent), PermissionDenied (access
+  // check inside a guarded job).
+  static Result<FeatureSet> Open(const std::string& path);
+
+  const std::string& path() const { return path_; }
+  const std::string& canonical_path() const { return canonical_; }
+  const std::string& zone() const { return zone_; }
+  const std::string& classification() const { return classification_; }
+  // Published versions, oldest first ("v1", "v2", ...), and the newest.
+  const std::vector<std::string>& versions() const { return versions_; }
+  const std::string& latest() const { return latest_; }
+
+  // "", "latest", "v3" or "3" -> "v3"; NotFound for an unknown version.
+  Result<std::string> Resolve(std::string_view spec) const;
+  // A version's attributes, including the per-dataset digests.
+  Result<VersionInfo> Info(std::string_view spec) const;
+  // Opens a version's datasets and checks their shapes against its
+  // attributes (Corrupt on any mismatch).
+  Result<VersionReader> OpenVersion(std::string_view spec) const;
+
+ private:
+  std::shared_ptr<h5::File> file_;
+  std::string path_, canonical_, zone_, classification_, latest_;
+  std::vector<std::string> versions_;
+};
+
+// Recomputes every digest of a version by reading all of it (memory bounded):
+// each dataset's SHA-256, the version's data_sha256, and the shapes. Corrupt
+// names the first dataset that differs.
+Status VerifyVersion(const VersionReader& version);
+
+// Reads the `sha256` attribute of each dataset of the version group.
+Result<DatasetDigests> ReadDatasetDigests(hid_t group, bool has_labels, std::string_view version);
+
+}  // namespace hpcml::featurecache

@@ -1,0 +1,105 @@
+// The on-disk format of a feature set (docs/featurecache.md is the reference):
+//
+//   /                      attrs: hpcml_format, format_version, zone,
+//                                 classification (highest of any version), latest
+//   /versions/v<N>/        one immutable group per version, N = 1, 2, ...
+//       features     float32 (rows, features), chunked (chunk_rows, features)
+//       labels       float32 (rows)            absent when the version has no label
+//       entity_ids   int64   (rows)
+//       timestamps   int64   (rows)            microseconds since 1970-01-01T00:00:00Z
+//     attrs: see VersionInfo
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hpcml/common/status.hpp"
+
+namespace hpcml::featurecache {
+
+inline constexpr std::string_view kFormatName = "hpcml-featurecache";
+inline constexpr int64_t kFormatVersion = 1;
+inline constexpr const char* kVersionsGroup = "versions";
+inline constexpr const char* kFeatures = "features";
+inline constexpr const char* kLabels = "labels";
+inline constexpr const char* kEntityIds = "entity_ids";
+inline constexpr const char* kTimestamps = "timestamps";
+
+// Classification levels, lowest first: public < internal < confidential < restricted.
+Result<int> ClassificationLevel(std::string_view name);
+const std::vector<std::string>& ClassificationNames();
+
+// A zone is a short token: letters, digits, '-', '_' (1 to 64 characters).
+Status ValidateZone(std::string_view zone);
+
+// "v3" <-> 3. ParseVersionName also accepts "3"; not "latest" (see
+// FeatureSet::Resolve).
+Result<int64_t> ParseVersionName(std::string_view name);
+std::string VersionName(int64_t number);
+
+struct SourceRef {
+  std::string uri;     // file:///abs/path.csv
+  std::string sha256;  // of the file's bytes
+};
+
+struct ParentRef {
+  std::string version;  // "v2"
+  std::string sha256;   // that version's data_sha256
+};
+
+// SHA-256 of each dataset's raw little-endian bytes in row-major order.
+struct DatasetDigests {
+  std::string features, labels, entity_ids, timestamps;
+};
+
+// Everything a version records about itself (its group's attributes).
+struct VersionInfo {
+  std::string name;  // "v3"
+  int64_t number = 0;
+  uint64_t rows = 0;
+  std::vector<std::string> feature_names;
+  std::vector<std::string>
+      feature_types;       // per feature: "float" or "int" (as read); stored as float32
+  std::string label_name;  // empty: no labels dataset
+  std::string entity_name;
+  std::string timestamp_name;
+  std::string created_at;  // ISO 8601 UTC
+  std::string created_by;  // user@host, with the job and role when inside one
+  std::string operation;   // ingest, derive or asof
+  std::string transform;   // JSON describing the operation and its parameters
+  std::vector<SourceRef> sources;
+  std::vector<ParentRef> parents;
+  std::string zone;
+  std::string classification;
+  std::string data_sha256;
+  DatasetDigests digests;
+  uint64_t chunk_rows = 0;
+  int compression = 0;  // deflate level, 0 = none (with byte shuffle when > 0)
+  std::string tool;     // "hpcml-fcache <version>"
+
+  size_t features() const { return feature_names.size(); }
+  bool has_labels() const { return !label_name.empty(); }
+};
+
+// The version digest: SHA-256 of this text (labels line only with labels):
+//   hpcml-featurecache-v1\nrows=<N>\nfeatures=<F>\nfeatures:<hex>\n
+//   labels:<hex>\nentity_ids:<hex>\ntimestamps:<hex>\n
+std::string DataDigest(uint64_t rows, uint64_t features, bool has_labels, const DatasetDigests& d);
+
+// Version attributes <-> VersionInfo. Reading checks that every attribute is
+// present and well-formed (Corrupt names the missing one).
+Status WriteVersionAttrs(int64_t group, const VersionInfo& info);
+Result<VersionInfo> ReadVersionAttrs(int64_t group, std::string_view name);
+
+// Rows per chunk for `features` columns when the user gave none: about
+// 1 MiB per chunk, and a whole number of 4 KiB pages where that is possible,
+// so page-aligned chunks keep reads aligned.
+uint64_t DefaultChunkRows(uint64_t features);
+// The same, but no larger than needed for `expected_rows` (an upper bound on
+// the version's rows; 0: unknown), so small versions do not allocate 1 MiB
+// chunks.
+uint64_t ChunkRowsFor(uint64_t features, uint64_t expected_rows);
+
+}  // namespace hpcml::featurecache

@@ -1,0 +1,33 @@
+// CSV -> a new version (`hpcml-fcache ingest`). Streams: memory is bounded by
+// one write block, whatever the size of the CSV.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "hpcml/common/status.hpp"
+#include "hpcml/featurecache/format.hpp"
+
+namespace hpcml::featurecache {
+
+struct IngestOptions {
+  std::string csv_path;
+  std::string entity_column;                 // required: int64 entity ids
+  std::string timestamp_column;              // required: ISO 8601 or epoch seconds
+  std::string label_column;                  // optional: float label
+  std::vector<std::string> feature_columns;  // empty: every other column, in file order
+  std::string zone;                          // required for a new file; must match an existing one
+  std::string classification;                // required
+  uint64_t chunk_rows = 0;                   // 0: automatic (about 1 MiB chunks)
+  int compression = 0;                       // deflate level 0..9
+  char delimiter = ',';
+  double lock_timeout_s = 600;
+};
+
+// Errors name the CSV, line and column of the first bad cell. `warnings`
+// (optional) receives notes such as integer columns that float32 cannot hold
+// exactly.
+Result<VersionInfo> Ingest(const std::string& feature_set_path, const IngestOptions& options,
+                           std::vector<std::string>* warnings = nullptr);
+
+}  // namespace hpcml::featurecache

@@ -1,0 +1,114 @@
+#include "hpcml/featurecache/access.hpp"
+
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <filesystem>
+
+namespace hpcml::featurecache {
+namespace {
+
+std::vector<std::string> SplitList(std::string_view s) {
+  std::vector<std::string> out;
+  while (!s.empty()) {
+    size_t comma = s.find(',');
+    std::string_view item = s.substr(0, comma);
+    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+    if (!item.empty()) out.emplace_back(item);
+    if (comma == std::string_view::npos) break;
+    s.remove_prefix(comma + 1);
+  }
+  return out;
+}
+
+std::string Normalize(const std::string& p) {
+  std::string n = std::filesystem::path(p).lexically_normal().string();
+  while (n.size() > 1 && n.back() == '/') n.pop_back();
+  return n;
+}
+
+}  // namespace
+
+AccessContext AccessContext::FromEnvironment() {
+  AccessContext ctx;
+  const char* zone = std::getenv("HPCML_ZONE");
+  if (zone == nullptr) return ctx;
+  ctx.guarded = true;
+  ctx.zone = zone;
+  if (const char* role = std::getenv("HPCML_ROLE")) ctx.role = role;
+  if (const char* ds = std::getenv("HPCML_DATASETS")) {
+    for (auto& p : SplitList(ds)) {
+      // The guard sends canonical paths; resolve again where they exist so a
+      // symlinked mount point cannot make two spellings of one file differ.
+      char buf[PATH_MAX];
+      if (::realpath(p.c_str(), buf) != nullptr) {
+        ctx.datasets.push_back(Normalize(buf));
+      } else {
+        ctx.datasets.push_back(Normalize(p));
+      }
+    }
+  }
+  if (const char* cls = std::getenv("HPCML_CLASSIFICATIONS")) ctx.classifications = SplitList(cls);
+  return ctx;
+}
+
+Result<std::string> CanonicalPath(const std::string& path, bool must_exist) {
+  if (path.empty()) return InvalidArgument("empty path");
+  char buf[PATH_MAX];
+  if (::realpath(path.c_str(), buf) != nullptr) return Normalize(buf);
+  int err = errno;
+  if (must_exist || err != ENOENT) return ErrnoError(path, err);
+  std::filesystem::path p(path);
+  std::string dir = p.has_parent_path() ? p.parent_path().string() : ".";
+  if (::realpath(dir.c_str(), buf) == nullptr) return ErrnoError(dir, errno);
+  return Normalize((std::filesystem::path(buf) / p.filename()).string());
+}
+
+bool PathApproved(const std::vector<std::string>& approved, std::string_view canonical) {
+  for (const auto& a : approved) {
+    if (a.empty() || a.front() != '/') continue;  // only absolute entries count
+    if (canonical == a) return true;
+    if (a == "/") return true;
+    if (canonical.size() > a.size() && canonical.substr(0, a.size()) == a &&
+        canonical[a.size()] == '/') {
+      return true;
+    }
+  }
+  return false;
+}
+
+Status CheckPath(const AccessContext& ctx, const std::string& canonical, std::string_view what) {
+  if (!ctx.guarded) return Status::Ok();
+  if (PathApproved(ctx.datasets, canonical)) return Status::Ok();
+  std::string listed;
+  for (const auto& d : ctx.datasets) listed += (listed.empty() ? "" : ",") + d;
+  return PermissionDenied(
+      "{}: access denied ({}): not among the datasets approved for this job (HPCML_DATASETS={})",
+      canonical, what, listed.empty() ? "<empty>" : listed);
+}
+
+Status CheckLabels(const AccessContext& ctx, const std::string& canonical, std::string_view zone,
+                   std::string_view classification) {
+  if (!ctx.guarded) return Status::Ok();
+  if (zone != ctx.zone) {
+    return PermissionDenied(
+        "{}: access denied: the data is in zone '{}' but this job runs in zone '{}' (HPCML_ZONE)",
+        canonical, zone, ctx.zone);
+  }
+  if (ctx.classifications.has_value()) {
+    bool allowed = false;
+    for (const auto& c : *ctx.classifications) allowed = allowed || c == classification;
+    if (!allowed) {
+      std::string listed;
+      for (const auto& c : *ctx.classifications) listed += (listed.empty() ? "" : ",") + c;
+      return PermissionDenied(
+          "{}: access denied: classification '{}' is not allowed in this job "
+          "(HPCML_CLASSIFICATIONS={})",
+          canonical, classification, listed.empty() ? "<empty>" : listed);
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace hpcml::featurecache

@@ -1,0 +1,5 @@
+#include "cli.hpp"
+
+int main(int argc, char** argv) {
+  return hpcml::featurecache::RunCli(argc, argv);
+}

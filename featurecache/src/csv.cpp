@@ -1,0 +1,248 @@
+#include "hpcml/featurecache/csv.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace hpcml::featurecache {
+
+CsvReader::CsvReader(std::string path, UniqueFd fd, char delimiter)
+    : path_(std::move(path)), fd_(std::move(fd)), delim_(delimiter), buf_(4 << 20) {}
+
+Result<CsvReader> CsvReader::Open(const std::string& path, char delimiter) {
+  if (delimiter == '"' || delimiter == '\n' || delimiter == '\r') {
+    return InvalidArgument("{}: unusable CSV delimiter", path);
+  }
+  HPCML_ASSIGN_OR_RETURN(UniqueFd fd, OpenFd(path, O_RDONLY));
+  return CsvReader(path, std::move(fd), delimiter);
+}
+
+Status CsvReader::Fill() {
+  // Keep the unparsed tail, then read more after it; grow for long records.
+  if (begin_ > 0) {
+    std::memmove(buf_.data(), buf_.data() + begin_, end_ - begin_);
+    end_ -= begin_;
+    begin_ = 0;
+  }
+  if (end_ == buf_.size()) buf_.resize(buf_.size() * 2);
+  for (;;) {
+    ssize_t n = ::read(fd_.get(), buf_.data() + end_, buf_.size() - end_);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoError(path_, errno);
+    }
+    if (n == 0) {
+      eof_ = true;
+    } else {
+      sha_.Update(buf_.data() + end_, static_cast<size_t>(n));
+      bytes_read_ += static_cast<uint64_t>(n);
+      end_ += static_cast<size_t>(n);
+    }
+    break;
+  }
+  if (!bom_checked_ && (end_ >= 3 || eof_)) {
+    bom_checked_ = true;
+    if (end_ >= 3 && std::memcmp(buf_.data(), "\xEF\xBB\xBF", 3) == 0) begin_ = 3;
+  }
+  return Status::Ok();
+}
+
+CsvReader::Parse CsvReader::ParseRecord(size_t* consumed, uint64_t* newlines, std::string* error) {
+  spans_.clear();
+  arena_.clear();
+  const char* data = buf_.data();
+  size_t pos = begin_;
+  uint64_t nl = 0;
+  for (;;) {
+    // One field starting at pos.
+    if (pos < end_ && data[pos] == '"') {
+      size_t p = pos + 1;
+      bool escaped = false;
+      size_t arena_start = arena_.size();
+      for (;;) {
+        if (p >= end_) {
+          if (!eof_) return Parse::kNeedMore;
+          *error = "unterminated quoted field";
+          return Parse::kError;
+        }
+        char c = data[p];
+        if (c == '"') {
+          if (p + 1 >= end_ && !eof_) return Parse::kNeedMore;
+          if (p + 1 < end_ && data[p + 1] == '"') {
+            // First escape: copy what came before it; later characters are
+            // appended one by one below.
+            if (!escaped) arena_.append(data + pos + 1, p - pos - 1);
+            escaped = true;
+            arena_.push_back('"');
+            p += 2;
+            continue;
+          }
+          break;  // closing quote
+        }
+        if (c == '\n') ++nl;
+        if (escaped) arena_.push_back(c);
+        ++p;
+      }
+      if (escaped) {
+        spans_.push_back({true, arena_start, arena_.size() - arena_start});
+      } else {
+        spans_.push_back({false, pos + 1, p - pos - 1});
+      }
+      pos = p + 1;  // after the closing quote
+      if (pos < end_ && data[pos] == '\r' && (pos + 1 >= end_ || data[pos + 1] == '\n')) {
+        if (pos + 1 >= end_ && !eof_) return Parse::kNeedMore;
+        ++pos;
+      }
+      if (pos >= end_) {
+        if (!eof_) return Parse::kNeedMore;
+        *consumed = pos - begin_;
+        *newlines = nl;
+        return Parse::kRecord;
+      }
+      if (data[pos] == delim_) {
+        ++pos;
+        continue;
+      }
+      if (data[pos] == '\n') {
+        *consumed = pos + 1 - begin_;
+        *newlines = nl + 1;
+        return Parse::kRecord;
+      }
+      *error = "unexpected character after a closing quote";
+      *newlines = nl;
+      return Parse::kError;
+    }
+    // Unquoted field: up to the delimiter or the end of the line.
+    size_t p = pos;
+    while (p < end_ && data[p] != delim_ && data[p] != '\n') ++p;
+    if (p >= end_ && !eof_) return Parse::kNeedMore;
+    size_t len = p - pos;
+    if (p < end_ && data[p] == '\n' && len > 0 && data[p - 1] == '\r') --len;
+    if (p >= end_ && len > 0 && data[p - 1] == '\r') --len;
+    spans_.push_back({false, pos, len});
+    if (p >= end_) {
+      *consumed = p - begin_;
+      *newlines = nl;
+      return Parse::kRecord;
+    }
+    if (data[p] == delim_) {
+      pos = p + 1;
+      continue;
+    }
+    *consumed = p + 1 - begin_;
+    *newlines = nl + 1;
+    return Parse::kRecord;
+  }
+}
+
+Result<bool> CsvReader::Next() {
+  fields_.clear();
+  for (;;) {
+    if (begin_ >= end_) {
+      if (eof_) {
+        finished_ = true;
+        return false;
+      }
+      HPCML_RETURN_IF_ERROR(Fill());
+      continue;
+    }
+    size_t consumed = 0;
+    uint64_t newlines = 0;
+    std::string error;
+    Parse r = ParseRecord(&consumed, &newlines, &error);
+    if (r == Parse::kNeedMore) {
+      HPCML_RETURN_IF_ERROR(Fill());
+      continue;
+    }
+    record_line_ = line_;
+    if (r == Parse::kError) {
+      return Status(StatusCode::kInvalidArgument,
+                    fmt::format("{}: line {}: {}", path_, line_ + newlines, error));
+    }
+    bool quoted_start = buf_[begin_] == '"';
+    begin_ += consumed;
+    line_ += newlines;
+    // A blank line parses as one empty unquoted field: skip it.
+    if (spans_.size() == 1 && spans_[0].length == 0 && !quoted_start) continue;
+    fields_.reserve(spans_.size());
+    for (const Span& s : spans_) {
+      fields_.emplace_back(s.arena ? arena_.data() + s.offset : buf_.data() + s.offset, s.length);
+    }
+    return true;
+  }
+}
+
+Result<std::string> CsvReader::Sha256Hex() {
+  if (!finished_)
+    return FailedPrecondition("{}: digest requested before the end of the file", path_);
+  if (digest_.empty()) digest_ = sha_.FinishHex();
+  return digest_;
+}
+
+Status CsvReader::ErrorAt(size_t index, std::string_view message) const {
+  return InvalidArgument("{}: line {}, column {}: {}", path_, record_line_, index + 1, message);
+}
+
+Status CsvReader::ErrorAtLine(std::string_view message) const {
+  return InvalidArgument("{}: line {}: {}", path_, record_line_, message);
+}
+
+namespace {
+
+std::string_view TrimCell(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+}  // namespace
+
+Result<float> ParseFloatCell(std::string_view text, bool* integral) {
+  std::string_view s = TrimCell(text);
+  if (s.empty()) return InvalidArgument("empty cell (write nan to mark a missing value)");
+  if (s == "nan" || s == "NaN" || s == "NAN") {
+    if (integral != nullptr) *integral = false;
+    return std::numeric_limits<float>::quiet_NaN();
+  }
+  std::string_view digits = s;
+  if (digits.front() == '+') digits.remove_prefix(1);
+  float v = 0;
+  auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
+  if (ec == std::errc::result_out_of_range) {
+    return InvalidArgument("\"{}\" is outside the range of float32", s);
+  }
+  if (ec != std::errc() || p != digits.data() + digits.size() || digits.empty()) {
+    return InvalidArgument("\"{}\" is not a number", s);
+  }
+  if (std::isinf(v)) return InvalidArgument("\"{}\": infinite values are not allowed", s);
+  if (std::isnan(v)) return InvalidArgument("\"{}\" is not a number", s);
+  if (integral != nullptr) {
+    bool only_digits = true;
+    for (size_t i = 0; i < digits.size(); ++i) {
+      char c = digits[i];
+      if (!((c >= '0' && c <= '9') || (i == 0 && c == '-'))) only_digits = false;
+    }
+    *integral = only_digits;
+  }
+  return v;
+}
+
+Result<int64_t> ParseIntCell(std::string_view text) {
+  std::string_view s = TrimCell(text);
+  if (s.empty()) return InvalidArgument("empty cell");
+  if (s.front() == '+') s.remove_prefix(1);
+  int64_t v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec == std::errc::result_out_of_range)
+    return InvalidArgument("\"{}\" is outside the range of int64", s);
+  if (ec != std::errc() || p != s.data() + s.size())
+    return InvalidArgument("\"{}\" is not an integer", s);
+  return v;
+}
+
+}  // namespace hpcml::featurecache

@@ -1,0 +1,285 @@
+#include "hpcml/featurecache/feature_set.hpp"
+
+#include <algorithm>
+#include <vector>
+
+#include "hpcml/featurecache/access.hpp"
+#include "hpcml/featurecache/sha256.hpp"
+
+namespace hpcml::featurecache {
+namespace {
+
+herr_t CollectLink(hid_t /*group*/, const char* name, const H5L_info_t* /*info*/, void* data) {
+  static_cast<std::vector<std::string>*>(data)->emplace_back(name);
+  return 0;
+}
+
+std::string Where(const std::string& path, std::string_view version, const char* dataset) {
+  return fmt::format("{}: version {}: dataset {}", path, version, dataset);
+}
+
+Status CheckDataset(hid_t dset, const std::string& path, std::string_view version, const char* name,
+                    H5T_class_t cls, size_t size, const std::vector<hsize_t>& dims) {
+  HPCML_ASSIGN_OR_RETURN(h5::Type type, h5::Own<h5::Type>(H5Dget_type(dset), StatusCode::kCorrupt,
+                                                          Where(path, version, name)));
+  if (H5Tget_class(type.get()) != cls || H5Tget_size(type.get()) != size) {
+    return Corrupt("{}: schema mismatch: unexpected element type", Where(path, version, name));
+  }
+  HPCML_ASSIGN_OR_RETURN(std::vector<hsize_t> actual,
+                         h5::DatasetDims(dset, Where(path, version, name)));
+  if (actual != dims) {
+    std::string want, got;
+    for (auto d : dims) want += (want.empty() ? "" : " x ") + std::to_string(d);
+    for (auto d : actual) got += (got.empty() ? "" : " x ") + std::to_string(d);
+    return Corrupt("{}: schema mismatch: shape is {} but the version's attributes say {}",
+                   Where(path, version, name), got.empty() ? "scalar" : got, want);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<DatasetDigests> ReadDatasetDigests(hid_t group, bool has_labels, std::string_view version) {
+  DatasetDigests d;
+  auto read = [&](const char* name, std::string* out) -> Status {
+    HPCML_ASSIGN_OR_RETURN(
+        h5::Dataset ds,
+        h5::Own<h5::Dataset>(H5Dopen2(group, name, H5P_DEFAULT), StatusCode::kCorrupt,
+                             fmt::format("version {}: dataset {}", version, name)));
+    auto r = h5::ReadStringAttr(ds.get(), "sha256");
+    if (!r.ok())
+      return Status(r.status().code(),
+                    fmt::format("version {}: dataset {}: {}", version, name, r.status().message()));
+    *out = std::move(r).value();
+    return Status::Ok();
+  };
+  HPCML_RETURN_IF_ERROR(read(kFeatures, &d.features));
+  if (has_labels) HPCML_RETURN_IF_ERROR(read(kLabels, &d.labels));
+  HPCML_RETURN_IF_ERROR(read(kEntityIds, &d.entity_ids));
+  HPCML_RETURN_IF_ERROR(read(kTimestamps, &d.timestamps));
+  return d;
+}
+
+Result<FeatureSet> FeatureSet::Open(const std::string& path) {
+  h5::Init();
+  FeatureSet fs;
+  fs.path_ = path;
+  HPCML_ASSIGN_OR_RETURN(fs.canonical_, CanonicalPath(path, /*must_exist=*/true));
+  AccessContext ctx = AccessContext::FromEnvironment();
+  HPCML_RETURN_IF_ERROR(CheckPath(ctx, fs.canonical_, "open feature set"));
+
+  htri_t is_hdf5 = H5Fis_hdf5(path.c_str());
+  if (is_hdf5 < 0) return h5::Error(StatusCode::kIoError, path);
+  if (is_hdf5 == 0) return Corrupt("{}: not an HDF5 file", path);
+  hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (id < 0) {
+    return h5::Error(StatusCode::kCorrupt,
+                     fmt::format("{}: cannot open the HDF5 file (corrupt or truncated?)", path));
+  }
+  fs.file_ = std::make_shared<h5::File>(id);
+  hid_t f = fs.file_->get();
+
+  auto root_attr = [&](const char* name) -> Result<std::string> {
+    auto r = h5::ReadStringAttr(f, name);
+    if (!r.ok())
+      return Status(StatusCode::kCorrupt, fmt::format("{}: {}", path, r.status().message()));
+    return r;
+  };
+  if (!h5::HasAttr(f, "hpcml_format")) {
+    return Corrupt("{}: not an hpcml feature set (no hpcml_format attribute on /)", path);
+  }
+  HPCML_ASSIGN_OR_RETURN(std::string format, root_attr("hpcml_format"));
+  if (format != kFormatName)
+    return Corrupt("{}: not an hpcml feature set (hpcml_format is \"{}\")", path, format);
+  auto fv = h5::ReadIntAttr(f, "format_version");
+  if (!fv.ok()) return Corrupt("{}: {}", path, fv.status().message());
+  if (*fv > kFormatVersion || *fv < 1) {
+    return FailedPrecondition("{}: format version {} is not supported (this build reads up to {})",
+                              path, *fv, kFormatVersion);
+  }
+  HPCML_ASSIGN_OR_RETURN(fs.zone_, root_attr("zone"));
+  HPCML_ASSIGN_OR_RETURN(fs.classification_, root_attr("classification"));
+  HPCML_ASSIGN_OR_RETURN(fs.latest_, root_attr("latest"));
+  HPCML_RETURN_IF_ERROR(CheckLabels(ctx, fs.canonical_, fs.zone_, fs.classification_));
+
+  HPCML_ASSIGN_OR_RETURN(
+      h5::Group versions,
+      h5::Own<h5::Group>(H5Gopen2(f, kVersionsGroup, H5P_DEFAULT), StatusCode::kCorrupt,
+                         fmt::format("{}: group /{}", path, kVersionsGroup)));
+  std::vector<std::string> names;
+  hsize_t idx = 0;
+  if (H5Literate(versions.get(), H5_INDEX_NAME, H5_ITER_NATIVE, &idx, CollectLink, &names) < 0) {
+    return h5::Error(StatusCode::kCorrupt, fmt::format("{}: list /{}", path, kVersionsGroup));
+  }
+  std::vector<std::pair<int64_t, std::string>> numbered;
+  for (auto& n : names) {
+    auto num = ParseVersionName(n);
+    if (!num.ok() || VersionName(*num) != n)
+      return Corrupt("{}: unexpected object /versions/{}", path, n);
+    numbered.emplace_back(*num, n);
+  }
+  std::sort(numbered.begin(), numbered.end());
+  for (auto& [num, n] : numbered) fs.versions_.push_back(n);
+  if (fs.versions_.empty()) return Corrupt("{}: the feature set has no versions", path);
+  if (fs.latest_ != fs.versions_.back()) {
+    return Corrupt("{}: attribute latest says {} but the newest version is {}", path, fs.latest_,
+                   fs.versions_.back());
+  }
+  return fs;
+}
+
+Result<std::string> FeatureSet::Resolve(std::string_view spec) const {
+  if (spec.empty() || spec == "latest") return latest_;
+  auto num = ParseVersionName(spec);
+  if (!num.ok())
+    return Status(StatusCode::kInvalidArgument,
+                  fmt::format("{}: {}", path_, num.status().message()));
+  std::string name = VersionName(*num);
+  if (std::find(versions_.begin(), versions_.end(), name) == versions_.end()) {
+    std::string have;
+    for (const auto& v : versions_) have += (have.empty() ? "" : ", ") + v;
+    return NotFound("{}: version {} not found (have {})", path_, name, have);
+  }
+  return name;
+}
+
+Result<VersionInfo> FeatureSet::Info(std::string_view spec) const {
+  h5::Init();
+  HPCML_ASSIGN_OR_RETURN(std::string name, Resolve(spec));
+  std::string group_path = fmt::format("/{}/{}", kVersionsGroup, name);
+  HPCML_ASSIGN_OR_RETURN(
+      h5::Group g,
+      h5::Own<h5::Group>(H5Gopen2(file_->get(), group_path.c_str(), H5P_DEFAULT),
+                         StatusCode::kCorrupt, fmt::format("{}: {}", path_, group_path)));
+  auto info = ReadVersionAttrs(g.get(), name);
+  if (!info.ok())
+    return Status(info.status().code(), fmt::format("{}: {}", path_, info.status().message()));
+  auto digests = ReadDatasetDigests(g.get(), info->has_labels(), name);
+  if (!digests.ok())
+    return Status(digests.status().code(),
+                  fmt::format("{}: {}", path_, digests.status().message()));
+  info->digests = std::move(digests).value();
+  return info;
+}
+
+Result<VersionReader> FeatureSet::OpenVersion(std::string_view spec) const {
+  h5::Init();
+  HPCML_ASSIGN_OR_RETURN(VersionInfo info, Info(spec));
+  VersionReader r;
+  r.file_ = file_;
+  r.path_ = path_;
+  std::string base = fmt::format("/{}/{}/", kVersionsGroup, info.name);
+  auto open = [&](const char* name, h5::Dataset* out) -> Status {
+    std::string p = base + name;
+    HPCML_ASSIGN_OR_RETURN(
+        *out, h5::Own<h5::Dataset>(H5Dopen2(file_->get(), p.c_str(), H5P_DEFAULT),
+                                   StatusCode::kCorrupt, Where(path_, info.name, name)));
+    return Status::Ok();
+  };
+  HPCML_RETURN_IF_ERROR(open(kFeatures, &r.features_));
+  HPCML_RETURN_IF_ERROR(CheckDataset(r.features_.get(), path_, info.name, kFeatures, H5T_FLOAT, 4,
+                                     {info.rows, info.features()}));
+  if (info.has_labels()) {
+    HPCML_RETURN_IF_ERROR(open(kLabels, &r.labels_));
+    HPCML_RETURN_IF_ERROR(
+        CheckDataset(r.labels_.get(), path_, info.name, kLabels, H5T_FLOAT, 4, {info.rows}));
+  }
+  HPCML_RETURN_IF_ERROR(open(kEntityIds, &r.entity_ids_));
+  HPCML_RETURN_IF_ERROR(
+      CheckDataset(r.entity_ids_.get(), path_, info.name, kEntityIds, H5T_INTEGER, 8, {info.rows}));
+  HPCML_RETURN_IF_ERROR(open(kTimestamps, &r.timestamps_));
+  HPCML_RETURN_IF_ERROR(CheckDataset(r.timestamps_.get(), path_, info.name, kTimestamps,
+                                     H5T_INTEGER, 8, {info.rows}));
+  r.info_ = std::move(info);
+  return r;
+}
+
+Status VersionReader::ReadSlab(hid_t dset, hid_t mem_type, uint64_t first, uint64_t count,
+                               uint64_t width, void* out, const char* name) const {
+  h5::Init();
+  const int rank = width == 0 ? 1 : 2;
+  hsize_t start[2] = {first, 0};
+  hsize_t cnt[2] = {count, width};
+  HPCML_ASSIGN_OR_RETURN(
+      h5::Space fspace,
+      h5::Own<h5::Space>(H5Dget_space(dset), StatusCode::kCorrupt, Where(path_, info_.name, name)));
+  if (H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start, nullptr, cnt, nullptr) < 0) {
+    return h5::Error(StatusCode::kInvalidArgument, Where(path_, info_.name, name));
+  }
+  HPCML_ASSIGN_OR_RETURN(h5::Space mspace, h5::Own<h5::Space>(H5Screate_simple(rank, cnt, nullptr),
+                                                              StatusCode::kInternal, "dataspace"));
+  if (H5Dread(dset, mem_type, mspace.get(), fspace.get(), H5P_DEFAULT, out) < 0) {
+    return h5::Error(
+        StatusCode::kCorrupt,
+        fmt::format("{}: read rows {}..{}", Where(path_, info_.name, name), first, first + count));
+  }
+  return Status::Ok();
+}
+
+Status VersionReader::Read(uint64_t first, uint64_t count, float* x, float* y, int64_t* entity_ids,
+                           int64_t* timestamps) const {
+  if (first > info_.rows || count > info_.rows - first) {
+    return InvalidArgument("{}: version {}: rows {}..{} out of range (the version has {} rows)",
+                           path_, info_.name, first, first + count, info_.rows);
+  }
+  if (y != nullptr && !info_.has_labels()) {
+    return InvalidArgument("{}: version {} has no labels", path_, info_.name);
+  }
+  if (count == 0) return Status::Ok();
+  if (x != nullptr && info_.features() > 0) {
+    HPCML_RETURN_IF_ERROR(
+        ReadSlab(features_.get(), H5T_NATIVE_FLOAT, first, count, info_.features(), x, kFeatures));
+  }
+  if (y != nullptr)
+    HPCML_RETURN_IF_ERROR(ReadSlab(labels_.get(), H5T_NATIVE_FLOAT, first, count, 0, y, kLabels));
+  if (entity_ids != nullptr) {
+    HPCML_RETURN_IF_ERROR(
+        ReadSlab(entity_ids_.get(), H5T_NATIVE_INT64, first, count, 0, entity_ids, kEntityIds));
+  }
+  if (timestamps != nullptr) {
+    HPCML_RETURN_IF_ERROR(
+        ReadSlab(timestamps_.get(), H5T_NATIVE_INT64, first, count, 0, timestamps, kTimestamps));
+  }
+  return Status::Ok();
+}
+
+Status VerifyVersion(const VersionReader& v) {
+  const VersionInfo& info = v.info();
+  const uint64_t f = info.features();
+  const uint64_t step = std::max<uint64_t>(1, (8u << 20) / (4 * std::max<uint64_t>(f, 1)));
+  std::vector<float> x(step * f), y(info.has_labels() ? step : 0);
+  std::vector<int64_t> e(step), t(step);
+  Sha256 hx, hy, he, ht;
+  for (uint64_t first = 0; first < info.rows; first += step) {
+    uint64_t n = std::min(step, info.rows - first);
+    HPCML_RETURN_IF_ERROR(
+        v.Read(first, n, x.data(), info.has_labels() ? y.data() : nullptr, e.data(), t.data()));
+    hx.Update(x.data(), n * f * sizeof(float));
+    if (info.has_labels()) hy.Update(y.data(), n * sizeof(float));
+    he.Update(e.data(), n * sizeof(int64_t));
+    ht.Update(t.data(), n * sizeof(int64_t));
+  }
+  DatasetDigests got;
+  got.features = hx.FinishHex();
+  if (info.has_labels()) got.labels = hy.FinishHex();
+  got.entity_ids = he.FinishHex();
+  got.timestamps = ht.FinishHex();
+  auto check = [&](const char* name, const std::string& stored,
+                   const std::string& computed) -> Status {
+    if (stored == computed) return Status::Ok();
+    return Corrupt("{}: version {}: dataset {}: SHA-256 mismatch (recorded {}, data has {})",
+                   v.path(), info.name, name, stored, computed);
+  };
+  HPCML_RETURN_IF_ERROR(check(kFeatures, info.digests.features, got.features));
+  if (info.has_labels()) HPCML_RETURN_IF_ERROR(check(kLabels, info.digests.labels, got.labels));
+  HPCML_RETURN_IF_ERROR(check(kEntityIds, info.digests.entity_ids, got.entity_ids));
+  HPCML_RETURN_IF_ERROR(check(kTimestamps, info.digests.timestamps, got.timestamps));
+  std::string data = DataDigest(info.rows, f, info.has_labels(), got);
+  if (data != info.data_sha256) {
+    return Corrupt("{}: version {}: data_sha256 mismatch (recorded {}, data has {})", v.path(),
+                   info.name, info.data_sha256, data);
+  }
+  return Status::Ok();
+}
+
+}  // namespace hpcml::featurecache

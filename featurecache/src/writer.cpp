@@ -1,0 +1,596 @@
+#include "hpcml/featurecache/writer.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <pwd.h>
+#include <sys/file.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "hpcml/common/fs.hpp"
+#include "hpcml/common/unique_fd.hpp"
+#include "hpcml/featurecache/access.hpp"
+#include "hpcml/featurecache/h5.hpp"
+#include "hpcml/featurecache/sha256.hpp"
+#include "hpcml/featurecache/timeutil.hpp"
+
+#ifndef HPCML_VERSION
+#define HPCML_VERSION "0.0.0"
+#endif
+
+namespace hpcml::featurecache {
+namespace {
+
+static_assert(std::is_same_v<hid_t, int64_t>, "format.hpp passes hid_t as int64_t");
+
+// Test hook: HPCML_FCACHE_TEST_CRASH=<point> makes the writer SIGKILL itself
+// at that point, so tests can prove what a killed writer leaves behind.
+void CrashPoint(const char* point) {
+  const char* want = std::getenv("HPCML_FCACHE_TEST_CRASH");
+  if (want != nullptr && std::strcmp(want, point) == 0) ::raise(SIGKILL);
+}
+
+Status CopyFileContents(int in, int out, uint64_t size, const std::string& src) {
+  if (::ioctl(out, FICLONE, in) == 0)
+    return Status::Ok();  // reflink: shares extents, no bytes copied
+  uint64_t done = 0;
+  bool kernel_copy = true;
+  std::vector<char> buf;
+  while (done < size) {
+    if (kernel_copy) {
+      loff_t ioff = static_cast<loff_t>(done), ooff = static_cast<loff_t>(done);
+      ssize_t n = ::copy_file_range(in, &ioff, out, &ooff, size - done, 0);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        if (errno == EXDEV || errno == ENOSYS || errno == EINVAL || errno == EOPNOTSUPP) {
+          kernel_copy = false;
+          continue;
+        }
+        return ErrnoError("copy " + src, errno);
+      }
+      if (n == 0) break;
+      done += static_cast<uint64_t>(n);
+      continue;
+    }
+    if (buf.empty()) buf.resize(4 << 20);
+    size_t want = static_cast<size_t>(std::min<uint64_t>(buf.size(), size - done));
+    ssize_t n = ::pread(in, buf.data(), want, static_cast<off_t>(done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoError("read " + src, errno);
+    }
+    if (n == 0) break;
+    size_t off = 0;
+    while (off < static_cast<size_t>(n)) {
+      ssize_t w = ::pwrite(out, buf.data() + off, static_cast<size_t>(n) - off,
+                           static_cast<off_t>(done + off));
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        return ErrnoError("write copy of " + src, errno);
+      }
+      off += static_cast<size_t>(w);
+    }
+    done += static_cast<uint64_t>(n);
+  }
+  if (done != size) return IoError("copy {}: the file changed size while being copied", src);
+  return Status::Ok();
+}
+
+Status FsyncPath(const std::string& path) {
+  HPCML_ASSIGN_OR_RETURN(UniqueFd fd, OpenFd(path, O_RDONLY));
+  if (::fsync(fd.get()) != 0) return ErrnoError("fsync " + path, errno);
+  return fd.Close();
+}
+
+Result<h5::Plist> WriteFapl() {
+  HPCML_ASSIGN_OR_RETURN(h5::Plist fapl, h5::Own<h5::Plist>(H5Pcreate(H5P_FILE_ACCESS),
+                                                            StatusCode::kInternal, "fapl"));
+  // Objects readable by HDF5 1.8 and later (h5py, h5dump); dense attribute
+  // storage, so long feature-name lists fit.
+  if (H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_V18, H5F_LIBVER_V110) < 0 ||
+      // Page-aligned chunks: the loader's reads of them are aligned too.
+      H5Pset_alignment(fapl.get(), 64 * 1024, 4096) < 0) {
+    return h5::Error(StatusCode::kInternal, "file access properties");
+  }
+  return fapl;
+}
+
+std::string RandomSuffix() {
+  std::random_device rd;
+  return fmt::format("{}-{:08x}", ::getpid(), rd());
+}
+
+}  // namespace
+
+std::string ToolString() {
+  return std::string("hpcml-fcache ") + HPCML_VERSION;
+}
+
+std::string CurrentPrincipal() {
+  std::string user;
+  struct passwd pw;
+  struct passwd* res = nullptr;
+  std::vector<char> buf(16384);
+  if (::getpwuid_r(::geteuid(), &pw, buf.data(), buf.size(), &res) == 0 && res != nullptr)
+    user = pw.pw_name;
+  if (user.empty()) user = fmt::format("uid{}", ::geteuid());
+  char host[256] = {0};
+  if (::gethostname(host, sizeof host - 1) != 0) std::strcpy(host, "unknown");
+  std::string out = fmt::format("{}@{}", user, host);
+  if (const char* job = std::getenv("SLURM_JOB_ID"); job != nullptr && *job != '\0')
+    out += fmt::format(" job {}", job);
+  if (const char* role = std::getenv("HPCML_ROLE"); role != nullptr && *role != '\0')
+    out += fmt::format(" role {}", role);
+  return out;
+}
+
+struct FeatureSetWriter::Impl {
+  std::string path, canonical, dir, base, tmp_path;
+  UniqueFd lock_fd;
+  bool creating = false;
+  bool committed = false;
+  std::string zone, file_classification;
+  std::vector<std::string> versions;
+  AccessContext ctx;
+
+  h5::File file;
+  h5::Group version_group;
+  h5::Dataset dx, dy, de, dt;
+  bool started = false;
+  NewVersion spec;
+  std::string version_name;
+  int64_t version_number = 0;
+  uint64_t chunk_rows = 0;
+  uint64_t nfeat = 0;
+  uint64_t block_rows = 0;
+  uint64_t rows = 0;
+  uint64_t flushes = 0;
+  std::vector<float> bx, by;
+  std::vector<int64_t> be, bt;
+  uint64_t buffered = 0;
+  Sha256 hx, hy, he, ht;
+
+  ~Impl() { Abort(); }
+
+  void CloseHandles() {
+    dx.reset();
+    dy.reset();
+    de.reset();
+    dt.reset();
+    version_group.reset();
+    file.reset();
+  }
+
+  void Abort() {
+    if (committed) return;
+    CloseHandles();
+    if (!tmp_path.empty()) {
+      ::unlink(tmp_path.c_str());
+      tmp_path.clear();
+    }
+    lock_fd.reset();
+  }
+
+  Status Lock(double timeout_s) {
+    std::string lock_path = (std::filesystem::path(dir) / ("." + base + ".lock")).string();
+    HPCML_ASSIGN_OR_RETURN(lock_fd, OpenFd(lock_path, O_RDWR | O_CREAT, 0666));
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    for (;;) {
+      if (::flock(lock_fd.get(), LOCK_EX | LOCK_NB) == 0) break;
+      if (errno == EINTR) continue;
+      if (errno != EWOULDBLOCK) return ErrnoError("flock " + lock_path, errno);
+      if (std::chrono::steady_clock::now() >= deadline) {
+        return Unavailable("{}: another writer holds {} (waited {:.0f} s)", path, lock_path,
+                           timeout_s);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    CrashPoint("after-lock");
+    return Status::Ok();
+  }
+
+  // Temporary copies left by killed writers; only lock holders create them,
+  // so any that exist now are stale.
+  void RemoveStaleTemps() {
+    std::string prefix = "." + base + ".tmp-";
+    DIR* d = ::opendir(dir.c_str());
+    if (d == nullptr) return;
+    while (struct dirent* ent = ::readdir(d)) {
+      if (std::strncmp(ent->d_name, prefix.c_str(), prefix.size()) == 0) {
+        ::unlinkat(::dirfd(d), ent->d_name, 0);
+      }
+    }
+    ::closedir(d);
+  }
+
+  Status CopyPublished(const struct stat& st) {
+    HPCML_ASSIGN_OR_RETURN(UniqueFd in, OpenFd(path, O_RDONLY));
+    HPCML_ASSIGN_OR_RETURN(UniqueFd out,
+                           OpenFd(tmp_path, O_WRONLY | O_CREAT | O_EXCL, st.st_mode & 07777));
+    // Keep the owner where we may (root adding a version to a user's file).
+    if (::fchown(out.get(), st.st_uid, st.st_gid) !=
+        0) { /* not permitted: the writer owns the copy */
+    }
+    ::fchmod(out.get(), st.st_mode & 07777);
+    HPCML_RETURN_IF_ERROR(
+        CopyFileContents(in.get(), out.get(), static_cast<uint64_t>(st.st_size), path));
+    HPCML_RETURN_IF_ERROR(out.Close());
+    CrashPoint("after-copy");
+    return Status::Ok();
+  }
+
+  Status OpenCopy(const WriterOptions& options) {
+    HPCML_ASSIGN_OR_RETURN(h5::Plist fapl, WriteFapl());
+    hid_t id = H5Fopen(tmp_path.c_str(), H5F_ACC_RDWR, fapl.get());
+    if (id < 0)
+      return h5::Error(StatusCode::kCorrupt,
+                       fmt::format("{}: cannot open the HDF5 file (corrupt or truncated?)", path));
+    file = h5::File(id);
+    auto fmt_attr = h5::ReadStringAttr(file.get(), "hpcml_format");
+    if (!fmt_attr.ok() || *fmt_attr != kFormatName) {
+      return Corrupt(
+          "{}: not an hpcml feature set (no hpcml_format attribute on /); refusing to add a "
+          "version",
+          path);
+    }
+    auto fv = h5::ReadIntAttr(file.get(), "format_version");
+    if (!fv.ok()) return Corrupt("{}: {}", path, fv.status().message());
+    if (*fv != kFormatVersion) {
+      return FailedPrecondition("{}: format version {}; this build writes only version {}", path,
+                                *fv, kFormatVersion);
+    }
+    auto z = h5::ReadStringAttr(file.get(), "zone");
+    auto c = h5::ReadStringAttr(file.get(), "classification");
+    if (!z.ok() || !c.ok())
+      return Corrupt("{}: missing zone or classification attribute on /", path);
+    zone = *z;
+    file_classification = *c;
+    if (!options.zone.empty() && options.zone != zone) {
+      return InvalidArgument(
+          "{}: the feature set is in zone '{}', not '{}': a version cannot change zone", path, zone,
+          options.zone);
+    }
+    HPCML_RETURN_IF_ERROR(CheckLabels(ctx, canonical, zone, file_classification));
+    HPCML_ASSIGN_OR_RETURN(
+        h5::Group g, h5::Own<h5::Group>(H5Gopen2(file.get(), kVersionsGroup, H5P_DEFAULT),
+                                        StatusCode::kCorrupt, fmt::format("{}: /versions", path)));
+    std::vector<std::string> names;
+    hsize_t idx = 0;
+    auto collect = [](hid_t, const char* name, const H5L_info_t*, void* data) -> herr_t {
+      static_cast<std::vector<std::string>*>(data)->emplace_back(name);
+      return 0;
+    };
+    if (H5Literate(g.get(), H5_INDEX_NAME, H5_ITER_NATIVE, &idx, collect, &names) < 0) {
+      return h5::Error(StatusCode::kCorrupt, fmt::format("{}: list /versions", path));
+    }
+    std::vector<std::pair<int64_t, std::string>> numbered;
+    for (auto& n : names) {
+      auto num = ParseVersionName(n);
+      if (!num.ok()) return Corrupt("{}: unexpected object /versions/{}", path, n);
+      numbered.emplace_back(*num, n);
+    }
+    std::sort(numbered.begin(), numbered.end());
+    for (auto& [num, n] : numbered) versions.push_back(n);
+    version_number = numbered.empty() ? 1 : numbered.back().first + 1;
+    return Status::Ok();
+  }
+
+  Status CreateNew(const WriterOptions& options) {
+    if (options.zone.empty()) return InvalidArgument("{}: a new feature set needs a zone", path);
+    HPCML_RETURN_IF_ERROR(ValidateZone(options.zone));
+    zone = options.zone;
+    HPCML_RETURN_IF_ERROR(CheckLabels(ctx, canonical, zone, "public"));
+    HPCML_ASSIGN_OR_RETURN(h5::Plist fapl, WriteFapl());
+    hid_t id = H5Fcreate(tmp_path.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, fapl.get());
+    if (id < 0) return h5::Error(StatusCode::kIoError, fmt::format("{}: create", tmp_path));
+    file = h5::File(id);
+    HPCML_RETURN_IF_ERROR(h5::WriteAttr(file.get(), "hpcml_format", kFormatName));
+    HPCML_RETURN_IF_ERROR(h5::WriteAttr(file.get(), "format_version", kFormatVersion));
+    HPCML_RETURN_IF_ERROR(h5::WriteAttr(file.get(), "zone", zone));
+    HPCML_ASSIGN_OR_RETURN(
+        h5::Group g,
+        h5::Own<h5::Group>(
+            H5Gcreate2(file.get(), kVersionsGroup, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+            StatusCode::kIoError, fmt::format("{}: create /versions", path)));
+    version_number = 1;
+    return Status::Ok();
+  }
+
+  Result<h5::Dataset> CreateDataset(const char* name, hid_t file_type, bool matrix) {
+    hsize_t dims[2] = {0, nfeat};
+    hsize_t maxdims[2] = {H5S_UNLIMITED, nfeat};
+    hsize_t chunk[2] = {chunk_rows, nfeat};
+    const int rank = matrix ? 2 : 1;
+    HPCML_ASSIGN_OR_RETURN(h5::Space space,
+                           h5::Own<h5::Space>(H5Screate_simple(rank, dims, maxdims),
+                                              StatusCode::kInternal, "dataspace"));
+    HPCML_ASSIGN_OR_RETURN(h5::Plist dcpl, h5::Own<h5::Plist>(H5Pcreate(H5P_DATASET_CREATE),
+                                                              StatusCode::kInternal, "dcpl"));
+    if (H5Pset_chunk(dcpl.get(), rank, chunk) < 0 ||
+        H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER) < 0) {
+      return h5::Error(StatusCode::kInvalidArgument,
+                       fmt::format("{}: chunk layout of {}", path, name));
+    }
+    if (spec.compression > 0) {
+      if (H5Pset_shuffle(dcpl.get()) < 0 ||
+          H5Pset_deflate(dcpl.get(), static_cast<unsigned>(spec.compression)) < 0) {
+        return h5::Error(StatusCode::kInternal, fmt::format("{}: compression of {}", path, name));
+      }
+    }
+    return h5::Own<h5::Dataset>(H5Dcreate2(version_group.get(), name, file_type, space.get(),
+                                           H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
+                                StatusCode::kIoError,
+                                fmt::format("{}: create {}/{}", path, version_name, name));
+  }
+
+  Status WriteSlab(hid_t dset, hid_t mem_type, const void* data, uint64_t first, uint64_t n,
+                   bool matrix, const char* name) {
+    hsize_t newdims[2] = {first + n, nfeat};
+    if (H5Dset_extent(dset, newdims) < 0) {
+      return h5::Error(StatusCode::kIoError,
+                       fmt::format("{}: extend {}/{}", path, version_name, name));
+    }
+    const int rank = matrix ? 2 : 1;
+    hsize_t start[2] = {first, 0};
+    hsize_t count[2] = {n, nfeat};
+    HPCML_ASSIGN_OR_RETURN(h5::Space fspace,
+                           h5::Own<h5::Space>(H5Dget_space(dset), StatusCode::kIoError, name));
+    if (H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start, nullptr, count, nullptr) < 0) {
+      return h5::Error(StatusCode::kInternal, name);
+    }
+    HPCML_ASSIGN_OR_RETURN(h5::Space mspace,
+                           h5::Own<h5::Space>(H5Screate_simple(rank, count, nullptr),
+                                              StatusCode::kInternal, "dataspace"));
+    if (H5Dwrite(dset, mem_type, mspace.get(), fspace.get(), H5P_DEFAULT, data) < 0) {
+      return h5::Error(StatusCode::kIoError,
+                       fmt::format("{}: write {}/{}", path, version_name, name));
+    }
+    return Status::Ok();
+  }
+
+  Status Flush() {
+    if (buffered == 0) return Status::Ok();
+    const uint64_t n = buffered;
+    HPCML_RETURN_IF_ERROR(
+        WriteSlab(dx.get(), H5T_NATIVE_FLOAT, bx.data(), rows, n, true, kFeatures));
+    hx.Update(bx.data(), n * nfeat * sizeof(float));
+    if (dy.valid()) {
+      HPCML_RETURN_IF_ERROR(
+          WriteSlab(dy.get(), H5T_NATIVE_FLOAT, by.data(), rows, n, false, kLabels));
+      hy.Update(by.data(), n * sizeof(float));
+    }
+    HPCML_RETURN_IF_ERROR(
+        WriteSlab(de.get(), H5T_NATIVE_INT64, be.data(), rows, n, false, kEntityIds));
+    he.Update(be.data(), n * sizeof(int64_t));
+    HPCML_RETURN_IF_ERROR(
+        WriteSlab(dt.get(), H5T_NATIVE_INT64, bt.data(), rows, n, false, kTimestamps));
+    ht.Update(bt.data(), n * sizeof(int64_t));
+    rows += n;
+    buffered = 0;
+    if (++flushes == 1) CrashPoint("mid-write");
+    return Status::Ok();
+  }
+};
+
+FeatureSetWriter::FeatureSetWriter(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+FeatureSetWriter::FeatureSetWriter(FeatureSetWriter&&) noexcept = default;
+FeatureSetWriter& FeatureSetWriter::operator=(FeatureSetWriter&&) noexcept = default;
+FeatureSetWriter::~FeatureSetWriter() = default;
+
+Result<FeatureSetWriter> FeatureSetWriter::Begin(const std::string& path,
+                                                 const WriterOptions& options) {
+  h5::Init();
+  auto impl = std::make_unique<Impl>();
+  impl->path = path;
+  impl->ctx = AccessContext::FromEnvironment();
+  HPCML_ASSIGN_OR_RETURN(impl->canonical, CanonicalPath(path, /*must_exist=*/false));
+  HPCML_RETURN_IF_ERROR(CheckPath(impl->ctx, impl->canonical, "write feature set"));
+  if (impl->ctx.guarded && !options.zone.empty() && options.zone != impl->ctx.zone) {
+    return PermissionDenied(
+        "{}: access denied: zone '{}' requested but this job runs in zone '{}' (HPCML_ZONE)",
+        impl->canonical, options.zone, impl->ctx.zone);
+  }
+  std::filesystem::path p(impl->canonical);
+  impl->dir = p.parent_path().string();
+  impl->base = p.filename().string();
+  HPCML_RETURN_IF_ERROR(impl->Lock(options.lock_timeout_s));
+  impl->RemoveStaleTemps();
+  impl->tmp_path =
+      (std::filesystem::path(impl->dir) / ("." + impl->base + ".tmp-" + RandomSuffix())).string();
+
+  struct stat st;
+  if (::stat(impl->canonical.c_str(), &st) == 0) {
+    if (!S_ISREG(st.st_mode)) return InvalidArgument("{}: not a regular file", path);
+    htri_t is_hdf5 = H5Fis_hdf5(impl->canonical.c_str());
+    if (is_hdf5 <= 0) {
+      H5Eclear2(H5E_DEFAULT);
+      return Corrupt("{}: exists but is not an HDF5 file; refusing to overwrite it", path);
+    }
+    HPCML_RETURN_IF_ERROR(impl->CopyPublished(st));
+    HPCML_RETURN_IF_ERROR(impl->OpenCopy(options));
+  } else if (errno == ENOENT) {
+    impl->creating = true;
+    HPCML_RETURN_IF_ERROR(impl->CreateNew(options));
+  } else {
+    return ErrnoError(path, errno);
+  }
+  return FeatureSetWriter(std::move(impl));
+}
+
+bool FeatureSetWriter::creating() const {
+  return impl_->creating;
+}
+const std::string& FeatureSetWriter::zone() const {
+  return impl_->zone;
+}
+const std::string& FeatureSetWriter::path() const {
+  return impl_->path;
+}
+const std::vector<std::string>& FeatureSetWriter::existing_versions() const {
+  return impl_->versions;
+}
+NewVersion* FeatureSetWriter::mutable_spec() {
+  return &impl_->spec;
+}
+uint64_t FeatureSetWriter::rows() const {
+  return impl_->rows + impl_->buffered;
+}
+
+Result<std::string> FeatureSetWriter::StartVersion(const NewVersion& spec) {
+  Impl& w = *impl_;
+  if (!w.file.valid()) return FailedPrecondition("{}: writer is closed", w.path);
+  if (w.started) return FailedPrecondition("{}: one version per writer", w.path);
+  if (spec.feature_names.empty())
+    return InvalidArgument("{}: a version needs at least one feature", w.path);
+  if (spec.feature_types.size() != spec.feature_names.size()) {
+    return InvalidArgument("{}: {} feature names but {} types", w.path, spec.feature_names.size(),
+                           spec.feature_types.size());
+  }
+  std::set<std::string> seen;
+  for (const auto& n : spec.feature_names) {
+    if (n.empty()) return InvalidArgument("{}: empty feature name", w.path);
+    if (!seen.insert(n).second)
+      return InvalidArgument("{}: feature \"{}\" appears twice", w.path, n);
+  }
+  HPCML_RETURN_IF_ERROR(ClassificationLevel(spec.classification).status());
+  HPCML_RETURN_IF_ERROR(CheckLabels(w.ctx, w.canonical, w.zone, spec.classification));
+  if (spec.compression < 0 || spec.compression > 9)
+    return InvalidArgument("compression level must be 0..9");
+  w.spec = spec;
+  w.nfeat = spec.feature_names.size();
+  w.chunk_rows = spec.chunk_rows > 0 ? spec.chunk_rows : ChunkRowsFor(w.nfeat, spec.expected_rows);
+  if (w.chunk_rows * w.nfeat * 4 >= (uint64_t{1} << 32))
+    return InvalidArgument("chunk of {} rows is too large", w.chunk_rows);
+  w.version_name = VersionName(w.version_number);
+  std::string gpath = fmt::format("/{}/{}", kVersionsGroup, w.version_name);
+  HPCML_ASSIGN_OR_RETURN(
+      w.version_group,
+      h5::Own<h5::Group>(
+          H5Gcreate2(w.file.get(), gpath.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+          StatusCode::kIoError, fmt::format("{}: create {}", w.path, gpath)));
+  HPCML_ASSIGN_OR_RETURN(w.dx, w.CreateDataset(kFeatures, H5T_IEEE_F32LE, true));
+  if (!spec.label_name.empty()) {
+    HPCML_ASSIGN_OR_RETURN(w.dy, w.CreateDataset(kLabels, H5T_IEEE_F32LE, false));
+  }
+  HPCML_ASSIGN_OR_RETURN(w.de, w.CreateDataset(kEntityIds, H5T_STD_I64LE, false));
+  HPCML_ASSIGN_OR_RETURN(w.dt, w.CreateDataset(kTimestamps, H5T_STD_I64LE, false));
+  // Write whole chunks, about 4 MiB of features at a time.
+  uint64_t chunk_bytes = w.chunk_rows * w.nfeat * 4;
+  w.block_rows = w.chunk_rows * std::max<uint64_t>(1, (4u << 20) / chunk_bytes);
+  w.bx.resize(w.block_rows * w.nfeat);
+  if (w.dy.valid()) w.by.resize(w.block_rows);
+  w.be.resize(w.block_rows);
+  w.bt.resize(w.block_rows);
+  w.started = true;
+  return w.version_name;
+}
+
+Status FeatureSetWriter::Append(const float* x, const float* y, const int64_t* entity_ids,
+                                const int64_t* timestamps, uint64_t n) {
+  Impl& w = *impl_;
+  if (!w.started) return FailedPrecondition("{}: Append before StartVersion", w.path);
+  if ((y != nullptr) != w.dy.valid()) {
+    return InvalidArgument("{}: labels given for a version without a label column, or missing",
+                           w.path);
+  }
+  uint64_t done = 0;
+  while (done < n) {
+    uint64_t take = std::min(n - done, w.block_rows - w.buffered);
+    std::memcpy(w.bx.data() + w.buffered * w.nfeat, x + done * w.nfeat,
+                take * w.nfeat * sizeof(float));
+    if (y != nullptr) std::memcpy(w.by.data() + w.buffered, y + done, take * sizeof(float));
+    std::memcpy(w.be.data() + w.buffered, entity_ids + done, take * sizeof(int64_t));
+    std::memcpy(w.bt.data() + w.buffered, timestamps + done, take * sizeof(int64_t));
+    w.buffered += take;
+    done += take;
+    if (w.buffered == w.block_rows) HPCML_RETURN_IF_ERROR(w.Flush());
+  }
+  return Status::Ok();
+}
+
+Result<VersionInfo> FeatureSetWriter::Commit() {
+  Impl& w = *impl_;
+  if (!w.started) return FailedPrecondition("{}: Commit before StartVersion", w.path);
+  HPCML_RETURN_IF_ERROR(w.Flush());
+  if (w.rows == 0) return InvalidArgument("{}: the new version would have no rows", w.path);
+
+  VersionInfo info;
+  info.name = w.version_name;
+  info.number = w.version_number;
+  info.rows = w.rows;
+  info.feature_names = w.spec.feature_names;
+  info.feature_types = w.spec.feature_types;
+  info.label_name = w.spec.label_name;
+  info.entity_name = w.spec.entity_name;
+  info.timestamp_name = w.spec.timestamp_name;
+  info.created_at = NowUtc();
+  info.created_by = CurrentPrincipal();
+  info.operation = w.spec.operation;
+  info.transform = w.spec.transform;
+  info.sources = w.spec.sources;
+  info.parents = w.spec.parents;
+  info.zone = w.zone;
+  info.classification = w.spec.classification;
+  info.chunk_rows = w.chunk_rows;
+  info.compression = w.spec.compression;
+  info.tool = ToolString();
+  info.digests.features = w.hx.FinishHex();
+  if (w.dy.valid()) info.digests.labels = w.hy.FinishHex();
+  info.digests.entity_ids = w.he.FinishHex();
+  info.digests.timestamps = w.ht.FinishHex();
+  info.data_sha256 = DataDigest(info.rows, info.features(), info.has_labels(), info.digests);
+
+  HPCML_RETURN_IF_ERROR(h5::WriteAttr(w.dx.get(), "sha256", info.digests.features));
+  if (w.dy.valid()) HPCML_RETURN_IF_ERROR(h5::WriteAttr(w.dy.get(), "sha256", info.digests.labels));
+  HPCML_RETURN_IF_ERROR(h5::WriteAttr(w.de.get(), "sha256", info.digests.entity_ids));
+  HPCML_RETURN_IF_ERROR(h5::WriteAttr(w.dt.get(), "sha256", info.digests.timestamps));
+  HPCML_RETURN_IF_ERROR(WriteVersionAttrs(w.version_group.get(), info));
+
+  std::string classification = w.spec.classification;
+  if (!w.creating) {
+    auto old_level = ClassificationLevel(w.file_classification);
+    auto new_level = ClassificationLevel(classification);
+    if (old_level.ok() && new_level.ok() && *old_level > *new_level)
+      classification = w.file_classification;
+  }
+  HPCML_RETURN_IF_ERROR(h5::WriteAttr(w.file.get(), "classification", classification));
+  HPCML_RETURN_IF_ERROR(h5::WriteAttr(w.file.get(), "latest", w.version_name));
+
+  HPCML_RETURN_IF_ERROR(h5::Close(w.dx, w.version_name + "/features"));
+  HPCML_RETURN_IF_ERROR(h5::Close(w.dy, w.version_name + "/labels"));
+  HPCML_RETURN_IF_ERROR(h5::Close(w.de, w.version_name + "/entity_ids"));
+  HPCML_RETURN_IF_ERROR(h5::Close(w.dt, w.version_name + "/timestamps"));
+  HPCML_RETURN_IF_ERROR(h5::Close(w.version_group, w.version_name));
+  CrashPoint("before-close");
+  HPCML_RETURN_IF_ERROR(h5::Close(w.file, w.tmp_path));
+  HPCML_RETURN_IF_ERROR(FsyncPath(w.tmp_path));
+  CrashPoint("before-rename");
+  if (::rename(w.tmp_path.c_str(), w.canonical.c_str()) != 0)
+    return ErrnoError("rename to " + w.canonical, errno);
+  w.tmp_path.clear();
+  w.committed = true;
+  CrashPoint("after-rename");
+  Status synced = SyncDirectory(w.dir);
+  w.lock_fd.reset();
+  HPCML_RETURN_IF_ERROR(synced);
+  return info;
+}
+
+void FeatureSetWriter::Abort() {
+  if (impl_) impl_->Abort();
+}
+
+}  // namespace hpcml::featurecache

@@ -1,0 +1,235 @@
+#include "hpcml/featurecache/asof.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <random>
+
+#include "hpcml/featurecache/feature_set.hpp"
+#include "hpcml/featurecache/writer.hpp"
+#include "test_util.hpp"
+
+namespace hpcml::featurecache {
+namespace {
+
+using namespace testing;
+
+constexpr int64_t kS = 1'000'000;
+
+struct Row {
+  int64_t entity;
+  int64_t seconds;
+  float value;
+};
+
+void WriteFeatures(const std::string& path, const std::vector<Row>& rows) {
+  auto w = FeatureSetWriter::Begin(path, {"ae"});
+  ASSERT_TRUE(w.ok());
+  NewVersion s;
+  s.feature_names = {"value", "twice"};
+  s.feature_types = {"float", "float"};
+  s.operation = "ingest";
+  s.transform = "{}";
+  s.classification = "internal";
+  s.entity_name = "customer";
+  ASSERT_TRUE(w->StartVersion(s).ok());
+  std::vector<float> x;
+  std::vector<int64_t> e, t;
+  for (const auto& r : rows) {
+    x.push_back(r.value);
+    x.push_back(2 * r.value);
+    e.push_back(r.entity);
+    t.push_back(r.seconds * kS);
+  }
+  ASSERT_TRUE(w->Append(x.data(), nullptr, e.data(), t.data(), rows.size()).ok());
+  ASSERT_TRUE(w->Commit().ok());
+}
+
+struct Out {
+  std::vector<float> value;
+  std::vector<int64_t> entity, time;
+  std::vector<float> label;
+};
+
+Out ReadOut(const std::string& path, const std::string& version) {
+  Out o;
+  auto fs = FeatureSet::Open(path);
+  EXPECT_TRUE(fs.ok());
+  auto v = fs->OpenVersion(version);
+  EXPECT_TRUE(v.ok()) << v.status().ToString();
+  if (!v.ok()) return o;
+  uint64_t n = v->rows();
+  std::vector<float> x(2 * n);
+  o.entity.resize(n);
+  o.time.resize(n);
+  if (v->info().has_labels()) o.label.resize(n);
+  EXPECT_TRUE(v->Read(0, n, x.data(), o.label.empty() ? nullptr : o.label.data(), o.entity.data(),
+                      o.time.data())
+                  .ok());
+  for (uint64_t i = 0; i < n; ++i) {
+    o.value.push_back(x[2 * i]);
+    if (!std::isnan(x[2 * i])) {
+      EXPECT_EQ(x[2 * i + 1], 2 * x[2 * i]);
+    }
+  }
+  EXPECT_TRUE(VerifyVersion(*v).ok());
+  return o;
+}
+
+AsofOptions Opts(const std::string& req) {
+  AsofOptions o;
+  o.from = "v1";  // each call adds a version: never join against an earlier result
+  o.requests_csv = req;
+  o.entity_column = "cust";
+  o.time_column = "at";
+  o.label_column = "label";
+  return o;
+}
+
+class AsofEdges : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    path = dir / "fs.h5";
+    // Entity 1 at 100, 200 (twice: the later row wins), 300; entity 3 at 50.
+    WriteFeatures(path,
+                  {{1, 200, 2.0f}, {1, 100, 1.0f}, {3, 50, 30.0f}, {1, 300, 3.0f}, {1, 200, 2.5f}});
+    WriteText(dir / "req.csv",
+              "cust,at,label\n"
+              "1,199,10\n"   // just before 200: the row at 100
+              "1,200,11\n"   // exactly at 200: the row at 200 (the later of the two)
+              "1,201,12\n"   // just after 200: still 200, never 300
+              "1,99,13\n"    // before any row of entity 1: missing
+              "2,500,14\n"   // unknown entity: missing
+              "1,1000,15\n"  // long after: the newest, 300
+              "3,50,16\n");  // at the only row
+  }
+  TempDir dir;
+  std::string path;
+};
+
+TEST_F(AsofEdges, JustBeforeAtAndAfter) {
+  AsofStats stats;
+  auto v = Asof(path, Opts(dir / "req.csv"), &stats);
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  EXPECT_EQ(stats.requests, 7u);
+  EXPECT_EQ(stats.matched, 5u);
+  EXPECT_EQ(stats.missing, 2u);
+  EXPECT_EQ(stats.written, 7u);
+  EXPECT_EQ(v->operation, "asof");
+  EXPECT_EQ(v->parents[0].version, "v1");
+  EXPECT_EQ(v->label_name, "label");
+  EXPECT_EQ(v->entity_name, "customer");
+  Out o = ReadOut(path, v->name);
+  ASSERT_EQ(o.value.size(), 7u);
+  EXPECT_EQ(o.value[0], 1.0f);
+  EXPECT_EQ(o.value[1], 2.5f);
+  EXPECT_EQ(o.value[2], 2.5f);
+  EXPECT_TRUE(std::isnan(o.value[3]));
+  EXPECT_TRUE(std::isnan(o.value[4]));
+  EXPECT_EQ(o.value[5], 3.0f);
+  EXPECT_EQ(o.value[6], 30.0f);
+  // Request order, with the request's entity, time and label.
+  EXPECT_EQ(o.entity, (std::vector<int64_t>{1, 1, 1, 1, 2, 1, 3}));
+  EXPECT_EQ(o.time[0], 199 * kS);
+  EXPECT_EQ(o.label, (std::vector<float>{10, 11, 12, 13, 14, 15, 16}));
+}
+
+TEST_F(AsofEdges, MaxAgeIsInclusive) {
+  AsofOptions o = Opts(dir / "req.csv");
+  o.max_age = 700 * kS;  // 1000 - 300: just old enough
+  auto v = Asof(path, o);
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(ReadOut(path, v->name).value[5], 3.0f);
+  o.max_age = 699 * kS;
+  auto w = Asof(path, o);
+  ASSERT_TRUE(w.ok());
+  EXPECT_TRUE(std::isnan(ReadOut(path, w->name).value[5]));
+}
+
+TEST_F(AsofEdges, DropAndErrorModes) {
+  AsofOptions o = Opts(dir / "req.csv");
+  o.missing = AsofMissing::kDrop;
+  AsofStats stats;
+  auto v = Asof(path, o, &stats);
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(stats.written, 5u);
+  Out out = ReadOut(path, v->name);
+  EXPECT_EQ(out.label, (std::vector<float>{10, 11, 12, 15, 16}));
+  o.missing = AsofMissing::kError;
+  auto e = Asof(path, o);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find(
+                "req.csv: line 5: entity 1 has no feature row at or before 1970-01-01T00:01:39Z"),
+            std::string::npos)
+      << e.status().message();
+}
+
+TEST_F(AsofEdges, BadRequestsNameLineAndColumn) {
+  WriteText(dir / "bad.csv", "cust,at,label\n1,100,0\n1,soon,0\n");
+  auto v = Asof(path, Opts(dir / "bad.csv"));
+  ASSERT_FALSE(v.ok());
+  EXPECT_NE(v.status().message().find("bad.csv: line 3, column 2: \"soon\" is not a time"),
+            std::string::npos)
+      << v.status().message();
+  AsofOptions o = Opts(dir / "req.csv");
+  o.time_column = "when";
+  EXPECT_NE(Asof(path, o).status().message().find("no time column named \"when\""),
+            std::string::npos);
+}
+
+TEST(Asof, MatchesBruteForceWithSpills) {
+  TempDir dir;
+  std::string path = dir / "fs.h5";
+  std::mt19937_64 rng(7);
+  const int entities = 5000;
+  std::vector<Row> rows;
+  for (int i = 0; i < 300000; ++i) {
+    rows.push_back({static_cast<int64_t>(rng() % entities), static_cast<int64_t>(rng() % 100000),
+                    static_cast<float>(i)});
+  }
+  WriteFeatures(path, rows);
+  std::string req = "cust,at,label\n";
+  std::vector<std::pair<int64_t, int64_t>> requests;
+  for (int i = 0; i < 300000; ++i) {
+    requests.emplace_back(static_cast<int64_t>(rng() % (entities + 10)),
+                          static_cast<int64_t>(rng() % 110000));
+    req += std::to_string(requests.back().first) + "," + std::to_string(requests.back().second) +
+           "," + std::to_string(i % 5) + "\n";
+  }
+  WriteText(dir / "req.csv", req);
+  AsofOptions o = Opts(dir / "req.csv");
+  o.memory_bytes = 16 << 20;  // forces every sort to spill
+  o.tmpdir = dir.path();
+  auto v = Asof(path, o);
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  Out out = ReadOut(path, v->name);
+  ASSERT_EQ(out.value.size(), requests.size());
+
+  // Brute force: per entity, rows sorted by (time, index); the last at or before.
+  std::map<int64_t, std::vector<std::pair<int64_t, int>>> by_entity;
+  for (int i = 0; i < static_cast<int>(rows.size()); ++i)
+    by_entity[rows[i].entity].push_back({rows[i].seconds, i});
+  for (auto& [e, list] : by_entity) std::sort(list.begin(), list.end());
+  for (size_t i = 0; i < requests.size(); ++i) {
+    auto [e, t] = requests[i];
+    float want = std::nanf("");
+    auto it = by_entity.find(e);
+    if (it != by_entity.end()) {
+      auto& list = it->second;
+      auto pos = std::upper_bound(list.begin(), list.end(), std::make_pair(t, INT32_MAX));
+      if (pos != list.begin()) want = rows[std::prev(pos)->second].value;
+    }
+    if (std::isnan(want)) {
+      ASSERT_TRUE(std::isnan(out.value[i])) << i;
+    } else {
+      ASSERT_EQ(out.value[i], want) << "request " << i;
+    }
+    ASSERT_EQ(out.entity[i], e);
+    ASSERT_EQ(out.time[i], t * kS);
+  }
+}
+
+}  // namespace
+}  // namespace hpcml::featurecache

@@ -1,0 +1,159 @@
+// hpcml-fcache end to end: every command, its output and exit status, and
+// the error messages users see. Runs the real binary (HPCML_FCACHE_BIN).
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "test_util.hpp"
+
+namespace hpcml::featurecache {
+namespace {
+
+using namespace testing;
+
+const std::string kBin = HPCML_FCACHE_BIN;
+
+CommandResult Fc(const std::string& args, const std::string& env = "") {
+  return RunCommand(env + (env.empty() ? "" : " ") + kBin + " " + args);
+}
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    h5 = dir / "fs.h5";
+    WriteText(dir / "in.csv",
+              "id,ts,y,age,score\n"
+              "1,2024-01-01T00:00:00Z,1,30,0.5\n"
+              "2,2024-01-02T00:00:00Z,0,40,1.5\n"
+              "1,2024-01-03T00:00:00Z,1,31,0.25\n"
+              "3,2024-01-04T00:00:00Z,0,50,-2\n");
+    auto r = Fc("ingest " + h5 + " --csv " + (dir / "in.csv") +
+                " --entity id --timestamp ts --label y --zone ae --classification internal");
+    ASSERT_EQ(r.status, 0) << r.output;
+    ASSERT_NE(r.output.find("added v1 (4 rows, 2 features, ae/internal"), std::string::npos)
+        << r.output;
+  }
+  TempDir dir;
+  std::string h5;
+};
+
+TEST_F(Cli, ListInfoLineageVerify) {
+  auto ls = Fc("ls " + h5);
+  EXPECT_EQ(ls.status, 0);
+  EXPECT_NE(ls.output.find("zone ae, classification internal, 1 version(s), latest v1"),
+            std::string::npos);
+  EXPECT_NE(ls.output.find("* v1"), std::string::npos);
+  auto info = Fc("info " + h5 + " --json");
+  ASSERT_EQ(info.status, 0);
+  auto j = nlohmann::json::parse(info.output);
+  EXPECT_EQ(j["rows"], 4);
+  EXPECT_EQ(j["feature_names"], nlohmann::json({"age", "score"}));
+  EXPECT_EQ(j["feature_types"], nlohmann::json({"int", "float"}));
+  EXPECT_EQ(j["sources"][0]["uri"].get<std::string>().rfind("file:///", 0), 0u);
+  EXPECT_EQ(Fc("info " + h5 + " v1").status, 0);
+  auto verify = Fc("verify " + h5);
+  EXPECT_EQ(verify.status, 0);
+  EXPECT_NE(verify.output.find("v1: ok (4 rows"), std::string::npos);
+  auto lineage = Fc("lineage " + h5);
+  EXPECT_EQ(lineage.status, 0);
+  EXPECT_NE(lineage.output.find("source file://"), std::string::npos);
+  auto dot = Fc("lineage " + h5 + " --dot");
+  EXPECT_EQ(dot.status, 0);
+  EXPECT_EQ(dot.output.rfind("digraph lineage {", 0), 0u);
+  EXPECT_NE(Fc("--version").output.find("hpcml-fcache "), std::string::npos);
+}
+
+TEST_F(Cli, DeriveAsofDiffExport) {
+  auto d = Fc("derive " + h5 + " --select score --standardize --since 2024-01-02");
+  ASSERT_EQ(d.status, 0) << d.output;
+  EXPECT_NE(d.output.find("added v2 from v1 (3 rows, 1 features"), std::string::npos) << d.output;
+  auto diff = Fc("diff " + h5 + " v1 v2");
+  EXPECT_EQ(diff.status, 0);
+  EXPECT_NE(diff.output.find("- feature age (int)"), std::string::npos) << diff.output;
+  EXPECT_EQ(Fc("diff " + h5 + " v1 v2 --exit-code").status, 3);
+  EXPECT_EQ(Fc("diff " + h5 + " v1 v1 --exit-code").status, 0);
+
+  WriteText(dir / "req.csv",
+            "who,when,target\n1,2024-01-02T12:00:00Z,7\n1,2023-12-31,8\n3,2024-01-04,9\n");
+  auto a = Fc("asof " + h5 + " --from v1 --requests " + (dir / "req.csv") +
+              " --entity who --time when --label target --missing drop");
+  ASSERT_EQ(a.status, 0) << a.output;
+  EXPECT_NE(a.output.find("3 requests, 2 matched, 1 without a row"), std::string::npos) << a.output;
+  auto exp = Fc("export " + h5 + " v3");
+  ASSERT_EQ(exp.status, 0);
+  EXPECT_EQ(exp.output,
+            "id,ts,target,age,score\n"
+            "1,2024-01-02T12:00:00Z,7,30,0.5\n"
+            "3,2024-01-04T00:00:00Z,9,50,-2\n");
+  EXPECT_EQ(Fc("export " + h5 + " v1 -o " + (dir / "out.csv")).status, 0);
+  EXPECT_EQ(ReadText(dir / "out.csv").substr(0, 18), "id,ts,y,age,score\n");
+  auto lineage = Fc("lineage " + h5 + " v3");
+  EXPECT_NE(lineage.output.find("└─ v1  ingest"), std::string::npos) << lineage.output;
+}
+
+TEST_F(Cli, BadInputGivesClearErrorsAndNonZeroExit) {
+  WriteText(dir / "bad.csv",
+            "id,ts,y,age,score\n1,2024-01-01,1,30,0.5\n2,2024-01-02,0,forty,1.5\n");
+  auto bad = Fc("ingest " + h5 + " --csv " + (dir / "bad.csv") +
+                " --entity id --timestamp ts --classification public");
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_NE(bad.output.find("hpcml-fcache: " + (dir / "bad.csv") +
+                            ": line 3, column 4: \"forty\" is not a number"),
+            std::string::npos)
+      << bad.output;
+  auto missing = Fc("ls " + (dir / "nope.h5"));
+  EXPECT_EQ(missing.status, 1);
+  EXPECT_NE(
+      missing.output.find("hpcml-fcache: " + (dir / "nope.h5") + ": No such file or directory"),
+      std::string::npos)
+      << missing.output;
+  auto version = Fc("info " + h5 + " v9");
+  EXPECT_EQ(version.status, 1);
+  EXPECT_NE(version.output.find("version v9 not found (have v1)"), std::string::npos);
+  EXPECT_EQ(Fc("ingest " + h5).status, 2) << "usage error";
+  EXPECT_EQ(Fc("frobnicate").status, 2);
+  auto zone = Fc("ingest " + h5 + " --csv " + (dir / "in.csv") +
+                 " --entity id --timestamp ts --zone eu --classification public");
+  EXPECT_EQ(zone.status, 1);
+  EXPECT_NE(zone.output.find("cannot change zone"), std::string::npos);
+
+  std::string bytes = ReadText(h5);
+  WriteText(dir / "trunc.h5", bytes.substr(0, bytes.size() / 3));
+  auto trunc = Fc("verify " + (dir / "trunc.h5"));
+  EXPECT_EQ(trunc.status, 1);
+  EXPECT_NE(trunc.output.find("truncated"), std::string::npos) << trunc.output;
+}
+
+TEST_F(Cli, VerifyCatchesADigestMismatch) {
+  // Flip the stored digest of the labels: verify must say so and fail.
+  {
+    h5::Init();
+    h5::File f(H5Fopen(h5.c_str(), H5F_ACC_RDWR, H5P_DEFAULT));
+    h5::Dataset d(H5Dopen2(f.get(), "/versions/v1/labels", H5P_DEFAULT));
+    ASSERT_TRUE(h5::WriteAttr(d.get(), "sha256", std::string(64, '0')).ok());
+  }
+  auto r = Fc("verify " + h5);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("dataset labels: SHA-256 mismatch"), std::string::npos) << r.output;
+}
+
+TEST_F(Cli, GuardedJobIsCheckedWithNoWayAround) {
+  std::string canonical = *CanonicalPath(h5, true);
+  auto denied = Fc("ls " + h5, "HPCML_ZONE=ae HPCML_DATASETS=/data/other");
+  EXPECT_EQ(denied.status, 1);
+  EXPECT_NE(denied.output.find("access denied"), std::string::npos) << denied.output;
+  auto zone = Fc("ls " + h5, "HPCML_ZONE=eu HPCML_DATASETS=" + canonical);
+  EXPECT_EQ(zone.status, 1);
+  EXPECT_NE(zone.output.find("zone 'ae' but this job runs in zone 'eu'"), std::string::npos);
+  EXPECT_EQ(Fc("ls " + h5, "HPCML_ZONE=ae HPCML_DATASETS=" + canonical).status, 0);
+  auto stdout_export = Fc("export " + h5, "HPCML_ZONE=ae HPCML_DATASETS=" + canonical);
+  EXPECT_EQ(stdout_export.status, 1);
+  EXPECT_NE(stdout_export.output.find("export to standard output is refused"), std::string::npos);
+  auto outside =
+      Fc("export " + h5 + " -o " + (dir / "leak.csv"), "HPCML_ZONE=ae HPCML_DATASETS=" + canonical);
+  EXPECT_EQ(outside.status, 1);
+  EXPECT_FALSE(std::filesystem::exists(dir / "leak.csv"));
+}
+
+}  // namespace
+}  // namespace hpcml::featurecache

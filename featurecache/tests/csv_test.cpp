@@ -1,0 +1,143 @@
+#include "hpcml/featurecache/csv.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "test_util.hpp"
+
+namespace hpcml::featurecache {
+namespace {
+
+using testing::TempDir;
+using testing::WriteText;
+
+std::vector<std::vector<std::string>> ReadAll(const std::string& path,
+                                              std::vector<uint64_t>* lines = nullptr) {
+  auto r = CsvReader::Open(path);
+  EXPECT_TRUE(r.ok());
+  std::vector<std::vector<std::string>> out;
+  for (;;) {
+    auto more = r->Next();
+    EXPECT_TRUE(more.ok()) << more.status().ToString();
+    if (!more.ok() || !*more) break;
+    out.emplace_back(r->fields().begin(), r->fields().end());
+    if (lines) lines->push_back(r->line());
+  }
+  return out;
+}
+
+TEST(Csv, PlainQuotedCrlfBlankAndBom) {
+  TempDir dir;
+  WriteText(dir / "a.csv",
+            "\xEF\xBB\xBF"
+            "a,b,c\r\n1,\"x,y\",\"he said \"\"hi\"\"\"\r\n\r\n2,,\"multi\nline\"\n3,4,5");
+  std::vector<uint64_t> lines;
+  auto rows = ReadAll(dir / "a.csv", &lines);
+  ASSERT_EQ(rows.size(), 4u);
+  EXPECT_EQ(rows[0], (std::vector<std::string>{"a", "b", "c"}));
+  EXPECT_EQ(rows[1], (std::vector<std::string>{"1", "x,y", "he said \"hi\""}));
+  EXPECT_EQ(rows[2], (std::vector<std::string>{"2", "", "multi\nline"}));
+  EXPECT_EQ(rows[3], (std::vector<std::string>{"3", "4", "5"}));
+  EXPECT_EQ(lines, (std::vector<uint64_t>{1, 2, 4, 6}));
+}
+
+TEST(Csv, RecordsAcrossBufferBoundariesAndHugeRecords) {
+  TempDir dir;
+  std::string text = "k,v\n";
+  for (int i = 0; i < 300000; ++i)
+    text += std::to_string(i) + ",\"" + std::to_string(i * 3) + "\"\n";
+  std::string huge(6 << 20, 'z');  // longer than the initial buffer
+  text += "x," + huge + "\n";
+  WriteText(dir / "a.csv", text);
+  auto rows = ReadAll(dir / "a.csv");
+  ASSERT_EQ(rows.size(), 300002u);
+  for (int i = 0; i < 300000; i += 997) {
+    EXPECT_EQ(rows[i + 1][0], std::to_string(i));
+    EXPECT_EQ(rows[i + 1][1], std::to_string(i * 3));
+  }
+  EXPECT_EQ(rows.back()[1].size(), huge.size());
+}
+
+TEST(Csv, DigestCoversEveryByteAndOnlyAtEnd) {
+  TempDir dir;
+  std::string text = "a\n1\n2\n";
+  WriteText(dir / "a.csv", text);
+  auto r = CsvReader::Open(dir / "a.csv");
+  ASSERT_TRUE(r.ok());
+  ASSERT_TRUE(*r->Next());
+  EXPECT_FALSE(r->Sha256Hex().ok());
+  while (*r->Next()) {
+  }
+  EXPECT_EQ(*r->Sha256Hex(), Sha256::Hex(text));
+  EXPECT_EQ(r->bytes_read(), text.size());
+}
+
+TEST(Csv, ErrorsNameFileLineAndColumn) {
+  TempDir dir;
+  WriteText(dir / "a.csv", "a,b\n1,2\n3,4\n");
+  auto r = CsvReader::Open(dir / "a.csv");
+  ASSERT_TRUE(*r->Next());
+  ASSERT_TRUE(*r->Next());
+  ASSERT_TRUE(*r->Next());
+  Status st = r->ErrorAt(1, "bad");
+  EXPECT_EQ(st.message(), dir / "a.csv" + ": line 3, column 2: bad");
+  EXPECT_EQ(r->ErrorAtLine("short").message(), dir / "a.csv" + ": line 3: short");
+}
+
+TEST(Csv, UnterminatedQuoteAndJunkAfterQuote) {
+  TempDir dir;
+  WriteText(dir / "a.csv", "a\n\"open\n");
+  auto r = CsvReader::Open(dir / "a.csv");
+  ASSERT_TRUE(*r->Next());
+  auto bad = r->Next();
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("unterminated quoted field"), std::string::npos);
+  WriteText(dir / "b.csv", "a,b\n\"x\"y,2\n");
+  auto r2 = CsvReader::Open(dir / "b.csv");
+  ASSERT_TRUE(*r2->Next());
+  auto bad2 = r2->Next();
+  ASSERT_FALSE(bad2.ok());
+  EXPECT_NE(bad2.status().message().find("line 2"), std::string::npos) << bad2.status().message();
+}
+
+TEST(Csv, MissingFile) {
+  EXPECT_EQ(CsvReader::Open("/nonexistent.csv").status().code(), StatusCode::kNotFound);
+}
+
+TEST(Csv, OtherDelimiter) {
+  TempDir dir;
+  WriteText(dir / "a.tsv", "a\tb\n1\t2\n");
+  auto r = CsvReader::Open(dir / "a.tsv", '\t');
+  ASSERT_TRUE(*r->Next());
+  ASSERT_TRUE(*r->Next());
+  EXPECT_EQ(r->field(1), "2");
+}
+
+TEST(CsvCells, Floats) {
+  bool integral = false;
+  EXPECT_EQ(*ParseFloatCell(" 1.5 ", &integral), 1.5f);
+  EXPECT_FALSE(integral);
+  EXPECT_EQ(*ParseFloatCell("-42", &integral), -42.0f);
+  EXPECT_TRUE(integral);
+  EXPECT_EQ(*ParseFloatCell("+3e2"), 300.0f);
+  EXPECT_TRUE(std::isnan(*ParseFloatCell("nan")));
+  EXPECT_FALSE(ParseFloatCell("abc").ok());
+  EXPECT_FALSE(ParseFloatCell("").ok());
+  EXPECT_FALSE(ParseFloatCell("1.5x").ok());
+  EXPECT_FALSE(ParseFloatCell("inf").ok());
+  EXPECT_FALSE(ParseFloatCell("1e39").ok());
+  EXPECT_NE(ParseFloatCell("abc").status().message().find("\"abc\" is not a number"),
+            std::string::npos);
+}
+
+TEST(CsvCells, Ints) {
+  EXPECT_EQ(*ParseIntCell("12"), 12);
+  EXPECT_EQ(*ParseIntCell(" -7 "), -7);
+  EXPECT_FALSE(ParseIntCell("1.0").ok());
+  EXPECT_FALSE(ParseIntCell("99999999999999999999").ok());
+  EXPECT_FALSE(ParseIntCell("").ok());
+}
+
+}  // namespace
+}  // namespace hpcml::featurecache
