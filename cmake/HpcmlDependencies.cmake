@@ -21,6 +21,7 @@ find_package(pugixml REQUIRED)
 pkg_check_modules(TOMLPP REQUIRED IMPORTED_TARGET tomlplusplus)
 pkg_check_modules(HWLOC REQUIRED IMPORTED_TARGET hwloc)
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
+pkg_check_modules(NETTLE REQUIRED IMPORTED_TARGET nettle)
 
 # libslurm ships no pkg-config file on Debian.
 find_path(HPCML_SLURM_INCLUDE slurm/spank.h REQUIRED)

@@ -49,7 +49,7 @@ trap cleanup EXIT
 echo "# none" >"$plugstack"
 jobid=$(salloc --no-shell -n1 2>&1 | sed -n 's/.*Granted job allocation \([0-9]*\).*/\1/p' | head -n1)
 [ -n "$jobid" ] || { echo "srun_latency: salloc failed" >&2; exit 1; }
-guard_line="required $so policy=$etc/policy.toml zone=ae audit=$etc/audit.jsonl"
+guard_line="required $so policy=$etc/policy.toml zone=ae audit=$etc/audit.jsonl job_cache=$etc/job-cache"
 
 one() {  # one <with|without>: seconds for one srun of a trivial step
   local t0 t1

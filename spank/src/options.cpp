@@ -41,7 +41,7 @@ Status ValidateName(std::string_view what, std::string_view value) {
 Result<PluginConfig> ParsePluginArgs(const std::vector<std::string_view>& args) {
   PluginConfig config;
   bool have_policy = false, have_zone = false, have_audit = false, have_cluster = false,
-       have_sync = false;
+       have_sync = false, have_cache = false;
   for (std::string_view arg : args) {
     std::size_t eq = arg.find('=');
     if (eq == std::string_view::npos || eq == 0)
@@ -75,9 +75,18 @@ Result<PluginConfig> ParsePluginArgs(const std::vector<std::string_view>& args) 
       if (value != "yes" && value != "no")
         return InvalidArgument("plugin argument 'audit_sync': expected yes or no");
       config.audit_sync = value == "yes";
+    } else if (key == "job_cache") {
+      HPCML_RETURN_IF_ERROR(once(&have_cache));
+      if (value == "off") {
+        config.job_cache.clear();
+      } else {
+        HPCML_RETURN_IF_ERROR(CheckAbsolutePath(key, value));
+        config.job_cache = value;
+      }
     } else {
       return InvalidArgument(
-          "unknown plugin argument '{}' (expected policy=, zone=, audit=, audit_sync=, cluster=)",
+          "unknown plugin argument '{}' (expected policy=, zone=, audit=, audit_sync=, cluster=, "
+          "job_cache=)",
           HasControlChar(key) ? std::string("<control>") : std::string(key));
     }
   }

@@ -5,10 +5,13 @@
 //   early advisory check in the user's own process; a denial there is a
 //   friendly error, nothing more (the user controls that process).
 // - remote context (slurmstepd, root), init_post_opt: the authoritative
-//   decision, made once per step on each node (one slurmctld lookup), logged,
-//   and only *stored*: failing init_post_opt or user_init drains the node.
-//   task_init_privileged delivers a denial (the task exits 1, the node stays
-//   idle) or sets HPCML_ZONE, HPCML_ROLE and HPCML_DATASETS for the task.
+//   decision, made once per step on each node (the job's facts from
+//   slurmctld, one lookup per job and node: job_cache.hpp), logged, and only
+//   *stored*: failing init_post_opt or user_init drains the node. An allowed
+//   step gets HPCML_ZONE, HPCML_ROLE and HPCML_DATASETS in its environment
+//   there; task_init_privileged delivers a denial (the task exits 1, the
+//   node stays idle).
+// - job script context, job_epilog: drops the job's cached facts.
 // Every callback catches everything: no exception crosses into Slurm, and in
 // remote context every failure becomes a denial, never a drained node.
 
@@ -18,6 +21,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
@@ -34,6 +38,7 @@ extern "C" {
 #include "hpcml/spank/audit.hpp"
 #include "hpcml/spank/canonical.hpp"
 #include "hpcml/spank/decision.hpp"
+#include "hpcml/spank/job_cache.hpp"
 #include "hpcml/spank/options.hpp"
 #include "hpcml/spank/policy.hpp"
 
@@ -71,7 +76,8 @@ struct GuardState {
   std::string option_error;  // first bad option value seen in remote context
   bool decided = false;
   Decision decision;
-  std::string datasets_env;  // canonical datasets, comma-joined
+  std::string datasets_env;              // canonical datasets, comma-joined
+  const char* facts_source = "nowhere";  // where the node decision got the job facts
 };
 
 GuardState& State() {
@@ -198,11 +204,6 @@ Status Audit(const AuditRecord& rec, bool write_file) {
   return file_status;
 }
 
-struct JobFacts {
-  std::string account, partition, cluster;
-  std::uint32_t gpus = 0;
-};
-
 // Account, partition and GPU count from slurmctld's job record (libslurm, one
 // RPC): never from the job's environment, which the user controls.
 Result<JobFacts> LoadJobFacts(std::uint32_t job_id, uid_t uid) {
@@ -220,6 +221,7 @@ Result<JobFacts> LoadJobFacts(std::uint32_t job_id, uid_t uid) {
     if (!job.account || !*job.account)
       return Unavailable("job {}: slurmctld reports no account", job_id);
     JobFacts f;
+    f.uid = uid;
     f.account = job.account;
     f.partition = job.partition ? job.partition : "";
     f.cluster = job.cluster ? job.cluster : "";
@@ -228,6 +230,28 @@ Result<JobFacts> LoadJobFacts(std::uint32_t job_id, uid_t uid) {
     return f;
   }
   return NotFound("job {} not found in slurmctld's answer", job_id);
+}
+
+// The job facts from this node's cache (job_cache.hpp), else from slurmctld,
+// then cached for the job's next steps here. A cache that cannot be read or
+// written costs a lookup, never a wrong answer.
+Result<JobFacts> JobFactsForStep(JobKey key, uid_t uid, bool* cached) {
+  const std::string& dir = State().config.job_cache;
+  *cached = false;
+  if (!dir.empty()) {
+    std::string why;
+    if (auto hit = ReadCachedJobFacts(dir, key, uid, &why)) {
+      *cached = true;
+      return *hit;
+    }
+    if (!why.empty()) slurm_info("hpcml-guard: job facts cache not used: %s", why.c_str());
+  }
+  HPCML_ASSIGN_OR_RETURN(JobFacts facts, LoadJobFacts(key.job_id, uid));
+  if (!dir.empty()) {
+    Status st = WriteCachedJobFacts(dir, key, facts);
+    if (!st.ok()) slurm_info("hpcml-guard: job facts not cached: %s", st.message().c_str());
+  }
+  return facts;
 }
 
 std::string StepName(std::uint32_t step) {
@@ -305,8 +329,13 @@ Decision DecideOnNode(spank_t sp, AuditRecord* rec) {
     creds.groups.resize(static_cast<std::size_t>(n));
   }
 
-  auto facts = LoadJobFacts(job_id, uid);
+  bool cached = false;
+  JobKey key{job_id, 0};
+  if (spank_get_item(sp, S_SLURM_RESTART_COUNT, &key.restart_count) != ESPANK_SUCCESS)
+    return DenyForError(Internal("cannot read the job's restart count from slurmstepd"));
+  auto facts = JobFactsForStep(key, uid, &cached);
   if (!facts.ok()) return DenyForError(facts.status());
+  s.facts_source = cached ? "this node's cache" : "slurmctld";
   rec->cluster = facts->cluster;
   auto policy = LoadPolicyFile(s.config.policy_path);
   if (!policy.ok()) return DenyForError(policy.status());
@@ -413,7 +442,15 @@ HPCML_GUARD_EXPORT int slurm_spank_init_post_opt(spank_t sp, int, char**) {
       if (spank_get_item(sp, S_JOB_STEPID, &step) == ESPANK_SUCCESS && step == SLURM_EXTERN_CONT)
         return 0;  // runs no user task
       AuditRecord rec;
+      auto start = std::chrono::steady_clock::now();
       Decision d = DecideOnNode(sp, &rec);
+      // Set here, before slurmstepd forks the tasks, the variables reach every
+      // task without work in each (task_init_privileged runs once per task).
+      if (d.allow &&
+          (spank_setenv(sp, "HPCML_ZONE", d.zone.c_str(), 1) != ESPANK_SUCCESS ||
+           spank_setenv(sp, "HPCML_ROLE", d.role.c_str(), 1) != ESPANK_SUCCESS ||
+           spank_setenv(sp, "HPCML_DATASETS", State().datasets_env.c_str(), 1) != ESPANK_SUCCESS))
+        d = DenyForError(Internal("cannot set HPCML_* in the job step's environment"));
       rec.allow = d.allow;
       rec.role = d.role;
       if (!d.zone.empty()) rec.zone = d.zone;
@@ -424,6 +461,12 @@ HPCML_GUARD_EXPORT int slurm_spank_init_post_opt(spank_t sp, int, char**) {
         d = DenyForError(logged.WithContext("audit log"));
       }
       GuardState& s = State();
+      slurm_debug(
+          "hpcml-guard: job %s step %s decided and logged in %.2f ms (job facts from %s)",
+          rec.job_id.c_str(), rec.step_id.c_str(),
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+              .count(),
+          s.facts_source);
       s.decision = std::move(d);
       s.decided = true;
       if (!s.decision.allow)
@@ -464,7 +507,7 @@ HPCML_GUARD_EXPORT int slurm_spank_init_post_opt(spank_t sp, int, char**) {
   }
 }
 
-HPCML_GUARD_EXPORT int slurm_spank_task_init_privileged(spank_t sp, int, char**) {
+HPCML_GUARD_EXPORT int slurm_spank_task_init_privileged(spank_t, int, char**) {
   try {
     if (!IsRemote()) return 0;
     GuardState& s = State();
@@ -476,16 +519,26 @@ HPCML_GUARD_EXPORT int slurm_spank_task_init_privileged(spank_t sp, int, char**)
       slurm_error("hpcml-guard: denied: %s", s.decision.reason.c_str());
       return -1;
     }
-    if (spank_setenv(sp, "HPCML_ZONE", s.decision.zone.c_str(), 1) != ESPANK_SUCCESS ||
-        spank_setenv(sp, "HPCML_ROLE", s.decision.role.c_str(), 1) != ESPANK_SUCCESS ||
-        spank_setenv(sp, "HPCML_DATASETS", s.datasets_env.c_str(), 1) != ESPANK_SUCCESS) {
-      slurm_error("hpcml-guard: denied: cannot set HPCML_* in the task environment");
-      return -1;
-    }
     return 0;
   } catch (...) {
     return -1;  // the task fails, the node stays up
   }
+}
+
+// Job end, on each node the job ran on (slurmd's epilog, as root): drops the
+// job's cached facts. Always 0: a failing epilog drains the node.
+HPCML_GUARD_EXPORT int slurm_spank_job_epilog(spank_t sp, int ac, char** av) {
+  try {
+    auto config = ParsePluginArgs(Args(ac, av));
+    std::uint32_t job_id = 0;
+    if (!config.ok() || config->job_cache.empty() ||
+        spank_get_item(sp, S_JOB_ID, &job_id) != ESPANK_SUCCESS)
+      return 0;
+    Status st = RemoveCachedJobFacts(config->job_cache, job_id);
+    if (!st.ok()) slurm_info("hpcml-guard: %s", st.message().c_str());
+  } catch (...) {
+  }
+  return 0;
 }
 
 }  // extern "C"

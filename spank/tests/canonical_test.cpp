@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -68,6 +69,32 @@ TEST_F(CanonicalTest, AsUserSeesWhatTheUserSees) {
   EXPECT_NE((*r)[3].status().message().find("No such file"), std::string::npos);
   // Root, in-process, does resolve it: the difference is the user's view.
   EXPECT_TRUE(CanonicalPath(P("allowed/link.h5")).ok());
+  // The resolver changed only its own thread's credentials.
+  EXPECT_EQ(::geteuid(), 0u);
+  EXPECT_EQ(::getuid(), 0u);
+  EXPECT_EQ(::getegid(), 0u);
+}
+
+TEST_F(CanonicalTest, AsUserSupplementaryGroupsCount) {
+  ASSERT_EQ(::geteuid(), 0u) << "the unit tests run as root";
+  struct passwd* nobody = ::getpwnam("nobody");
+  ASSERT_NE(nobody, nullptr);
+  const gid_t team = 4242;  // any gid nobody is not in
+  ASSERT_EQ(::chown((root_ / "forbidden").c_str(), 0, team), 0);
+  ::chmod((root_ / "forbidden").c_str(), 0750);
+  std::vector<std::string> paths = {P("allowed/link.h5")};
+  UserCredentials outsider{nobody->pw_uid, nobody->pw_gid, {}};
+  auto denied = CanonicalPathsAsUser(outsider, paths);
+  ASSERT_TRUE(denied.ok()) << denied.status().message();
+  EXPECT_FALSE((*denied)[0].ok());
+  UserCredentials member{nobody->pw_uid, nobody->pw_gid, {team}};
+  auto allowed = CanonicalPathsAsUser(member, paths);
+  ASSERT_TRUE(allowed.ok()) << allowed.status().message();
+  ASSERT_TRUE((*allowed)[0].ok()) << (*allowed)[0].status().message();
+  EXPECT_EQ(*(*allowed)[0], fs::canonical(root_).string() + "/forbidden/secret.h5");
+  std::vector<gid_t> mine(static_cast<std::size_t>(::getgroups(0, nullptr)));
+  ASSERT_EQ(::getgroups(static_cast<int>(mine.size()), mine.data()), static_cast<int>(mine.size()));
+  EXPECT_EQ(std::count(mine.begin(), mine.end(), team), 0) << "the caller's groups changed";
 }
 
 TEST_F(CanonicalTest, AsRootMatchesInProcess) {

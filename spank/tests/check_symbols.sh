@@ -11,6 +11,7 @@ if [ -n "$bad" ]; then
   exit 1
 fi
 for s in slurm_spank_init slurm_spank_init_post_opt slurm_spank_task_init_privileged \
+  slurm_spank_job_epilog \
   plugin_name plugin_type plugin_version; do
   grep -qx "$s" <<<"$exported" || { echo "FAIL: $so does not export $s" >&2; exit 1; }
 done
@@ -20,4 +21,12 @@ if readelf -d "$so" | grep -q 'libslurm'; then
   echo "FAIL: $so links libslurm; slurmstepd provides it" >&2
   exit 1
 fi
+# Self-contained: each shared library it needs costs load time in every srun
+# and slurmstepd (see spank/CMakeLists.txt).
+for lib in $(readelf -d "$so" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'); do
+  case $lib in
+    libc.so.* | libm.so.* | libnettle.so.* | ld-linux*) ;;
+    *) echo "FAIL: $so needs $lib; only libc, libm and libnettle are expected" >&2; exit 1 ;;
+  esac
+done
 echo "PASS: $so exports: $(echo $exported)"

@@ -27,6 +27,16 @@ TEST(PluginArgs, AuditHasADefault) {
   auto synced = ParsePluginArgs(V({"policy=/p.toml", "zone=ae", "audit_sync=yes"}));
   ASSERT_TRUE(synced.ok());
   EXPECT_TRUE(synced->audit_sync);
+  EXPECT_EQ(c->job_cache, PluginConfig::kDefaultJobCache);
+}
+
+TEST(PluginArgs, JobCacheIsADirectoryOrOff) {
+  auto dir = ParsePluginArgs(V({"policy=/p.toml", "zone=ae", "job_cache=/var/cache/g"}));
+  ASSERT_TRUE(dir.ok());
+  EXPECT_EQ(dir->job_cache, "/var/cache/g");
+  auto off = ParsePluginArgs(V({"policy=/p.toml", "zone=ae", "job_cache=off"}));
+  ASSERT_TRUE(off.ok());
+  EXPECT_TRUE(off->job_cache.empty());
 }
 
 TEST(PluginArgs, RejectsBadArguments) {
@@ -40,6 +50,7 @@ TEST(PluginArgs, RejectsBadArguments) {
       {V({"policy=relative.toml", "zone=ae"}), "not an absolute path"},
       {V({"policy=/p", "zone=ae", "zone=eu"}), "given twice"},
       {V({"policy=/p", "zone=ae", "audit_sync=maybe"}), "expected yes or no"},
+      {V({"policy=/p", "zone=ae", "job_cache=cache"}), "not an absolute path"},
       {V({"policy=/p", "zone="}), "empty value"},
       {V({"policy=/p", "zone=a e"}), "character other than"},
       {V({"zone=ae"}), "missing plugin argument policy="},

@@ -41,4 +41,28 @@ out=$(cat "$JOB_DIR/batch.out")
 assert_contains "$out" "batch=ml-engineer:$DATA/ae/public/a.h5,$DATA/ae/public/b.h5" "batch step environment"
 assert_contains "$out" $'\n'"$DATA/ae/public/a.h5,$DATA/ae/public/b.h5" "inner step inherits the job's datasets"
 assert_node_idle "after the allowed jobs"
+
+# The job facts cache: slurmctld's answer for the job is kept in a root-only
+# directory for the job's later steps on this node, and the job's epilog
+# removes it. slurmd runs a plugin's epilog only if it loaded the plugin when
+# it started.
+"$HPCML_SOURCE_DIR/tests/cluster/hpcml-cluster" restart-slurmd
+id=$(as $ALICE sbatch --parsable --output="$JOB_DIR/cached.out" \
+  --wrap "srun true && touch $JOB_DIR/cached.steps-done && sleep 60")
+deadline=$((SECONDS + 60))
+until [ -e "$JOB_DIR/cached.steps-done" ]; do
+  [ $SECONDS -lt $deadline ] || fail "job $id: its step did not run within 60 s"
+  sleep 0.2
+done
+entry=$GUARD_CACHE/job-$id.0.json
+[ -f "$entry" ] || fail "job $id is running but $entry does not exist"
+assert_eq "700 root" "$(stat -c '%a %U' "$GUARD_CACHE")" "cache directory mode and owner"
+assert_contains "$(cat "$entry")" '"account":"hpcml-ml"' "cached job facts"
+scancel "$id"
+wait_job "$id" >/dev/null
+deadline=$((SECONDS + 30))
+while [ -e "$entry" ]; do
+  [ $SECONDS -lt $deadline ] || fail "job $id ended but the epilog left $entry"
+  sleep 0.2
+done
 pass

@@ -20,6 +20,7 @@ GUARD_ETC=$HPCML_CLUSTER_DIR/guard-etc  # root 0755: the policy's directory
 GUARD_LOG=$HPCML_CLUSTER_DIR/guard-log
 POLICY=$GUARD_ETC/policy.toml
 AUDIT=$GUARD_LOG/audit.jsonl
+GUARD_CACHE=$HPCML_CLUSTER_DIR/guard-cache  # the job facts cache (root 0700, made by the guard)
 DATA=$HPCML_CLUSTER_DIR/guard-data
 NODE=$(hostname -s)
 ALICE=hpcml-alice
@@ -112,7 +113,7 @@ guard_install() {
     trap guard_restore EXIT
     trap 'exit 143' TERM INT  # a ctest timeout still restores the file
   fi
-  local args="policy=$POLICY zone=ae audit=$AUDIT cluster=hpcml"
+  local args="policy=$POLICY zone=ae audit=$AUDIT cluster=hpcml job_cache=$GUARD_CACHE"
   [ $# -gt 0 ] && args="$*"
   echo "required $GUARD_SO $args" >"$PLUGSTACK"
 }

@@ -22,13 +22,13 @@ struct UserCredentials {
   std::vector<gid_t> groups;  // supplementary
 };
 
-// Resolves each path as the user: a child process sets the user's groups,
-// gid and uid (setgroups/setresgid/setresuid) and calls realpath(3) on each
-// path; results come back through a pipe. Used by root in slurmstepd. A
-// child that has not answered within `timeout_ms` (a hung file system) is
-// killed and the call fails. When this process already runs as the user
-// (and is not root), resolves in-process. Results are in input order; each
-// is a path or the error for that path.
+// Resolves each path as the user: a short-lived thread takes the user's
+// groups, gid and uid (for itself only, see canonical.cpp) and calls
+// realpath(3) on each path. Used by root in slurmstepd; the caller's
+// credentials do not change. A resolver that has not answered within
+// `timeout_ms` (a hung file system) is abandoned and the call fails. When this
+// process already runs as the user (and is not root), resolves in-process.
+// Results are in input order; each is a path or the error for that path.
 Result<std::vector<Result<std::string>>> CanonicalPathsAsUser(const UserCredentials& user,
                                                               const std::vector<std::string>& paths,
                                                               int timeout_ms = 10000);

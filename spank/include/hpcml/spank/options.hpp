@@ -29,13 +29,17 @@ inline constexpr std::size_t kMaxDatasetsBytes = 64 * 1024;
 //   audit=/abs/path.jsonl   optional (default kDefaultAuditPath)
 //   cluster=NAME            optional: cluster name for submit-side audit lines
 //   audit_sync=yes|no       optional (default no): fdatasync every audit line
+//   job_cache=/abs/dir|off  optional (default kDefaultJobCache): where slurmstepd
+//                           keeps each job's slurmctld facts (job_cache.hpp)
 struct PluginConfig {
   static constexpr const char* kDefaultAuditPath = "/var/log/hpcml/audit.jsonl";
   std::string policy_path;
   std::string zone;
   std::string audit_path = kDefaultAuditPath;
+  static constexpr const char* kDefaultJobCache = "/run/hpcml-guard";
   std::string cluster;
   bool audit_sync = false;
+  std::string job_cache = kDefaultJobCache;  // "" (job_cache=off): ask slurmctld every step
 };
 
 // Unknown, repeated, empty or malformed arguments are errors naming the
