@@ -100,6 +100,21 @@ Decision Decide(const Policy& policy, const Request& req) {
                   fmt::format("dataset '{}' is classified '{}' ({}:{}); role '{}' allows: {}", path,
                               e->classification, policy.source(), e->line, role_name,
                               Join(role.classifications)));
+    // A directory holds every entry below it: each must pass as well.
+    for (const DatasetEntry* below : policy.EntriesBelow(path)) {
+      if (!zone.empty() && below->zone != zone)
+        return Deny(
+            role_name, zone,
+            fmt::format("dataset '{}' contains '{}', which is in zone '{}' ({}:{}), not "
+                        "in zone '{}'",
+                        path, below->path, below->zone, policy.source(), below->line, zone));
+      if (!role.classifications.count(below->classification))
+        return Deny(role_name, zone,
+                    fmt::format("dataset '{}' contains '{}', classified '{}' ({}:{}); role '{}' "
+                                "allows: {}",
+                                path, below->path, below->classification, policy.source(),
+                                below->line, role_name, Join(role.classifications)));
+    }
   }
   return Decision{true, role_name, zone,
                   fmt::format("role '{}' in zone '{}' with {} dataset(s)", role_name,

@@ -124,6 +124,10 @@ std::string_view Parent(std::string_view p) {
 }  // namespace
 
 void Policy::BuildIndexes() {
+  by_path_.resize(datasets_.size());
+  for (std::size_t i = 0; i < datasets_.size(); ++i) by_path_[i] = i;
+  std::sort(by_path_.begin(), by_path_.end(),
+            [&](std::size_t a, std::size_t b) { return datasets_[a].path < datasets_[b].path; });
   for (std::size_t i = 0; i < datasets_.size(); ++i) {
     const DatasetEntry& e = datasets_[i];
     if (e.string_prefix) {
@@ -168,6 +172,23 @@ const DatasetEntry* Policy::MatchDataset(std::string_view canonical) const {
     }
     c = parent;
   }
+}
+
+std::vector<const DatasetEntry*> Policy::EntriesBelow(std::string_view canonical) const {
+  std::vector<const DatasetEntry*> out;
+  std::string lo(canonical);
+  if (lo.empty() || lo.back() != '/') lo += '/';
+  // Paths below lo are exactly those in [lo, lo with its last '/' as '0'),
+  // since '0' is the character after '/'.
+  std::string hi = lo;
+  hi.back() = '0';
+  auto path_of = [&](std::size_t i) -> const std::string& { return datasets_[i].path; };
+  auto first =
+      std::lower_bound(by_path_.begin(), by_path_.end(), lo,
+                       [&](std::size_t i, const std::string& v) { return path_of(i) < v; });
+  for (auto it = first; it != by_path_.end() && path_of(*it) < hi; ++it)
+    out.push_back(&datasets_[*it]);
+  return out;
 }
 
 bool Policy::IsBound(const std::string& role, const std::string& user,

@@ -94,6 +94,20 @@ TEST_F(DecisionTest, Table) {
        false, "classified 'restricted' (policy.toml:11); role 'ml-engineer' allows: internal"},
       {"prefix entry", [](Request& r) { r.datasets = {"/data/ae/fraud-1.h5"}; }, false,
        "classified 'restricted'"},
+      {"a directory holding a restricted entry", [](Request& r) { r.datasets = {"/data/ae"}; },
+       false,
+       "dataset '/data/ae' contains '/data/ae/fraud-', classified 'restricted' (policy.toml:"},
+      {"a directory holding only what the role reads",
+       [](Request& r) { r.datasets = {"/data/ae/public"}; }, true, ""},
+      {"a directory holding another zone's entry",
+       [](Request& r) {
+         r.role = "fraud-analyst";
+         r.groups.push_back("fraud");
+         r.gpus = 1;
+         r.partition.reset();
+         r.datasets = {"/data"};
+       },
+       false, "matches no [[datasets]] entry"},
       {"one bad dataset among good ones",
        [](Request& r) {
          r.datasets = {"/data/ae/a", "/data/ae/b", "/data/eu/c"};
@@ -118,6 +132,50 @@ TEST_F(DecisionTest, Table) {
       EXPECT_NE(d.reason.find(row.needle), std::string::npos) << row.name << ": " << d.reason;
     }
   }
+}
+
+TEST_F(DecisionTest, ADirectoryIsCheckedWithEverythingBelowIt) {
+  // fraud-analyst may read both classifications in ae: all of /data/ae passes.
+  Request r = Alice();
+  r.role = "fraud-analyst";
+  r.groups.push_back("fraud");
+  r.gpus = 1;
+  r.datasets = {"/data/ae"};
+  Decision d = D(r);
+  EXPECT_TRUE(d.allow) << d.reason;
+  // An ae entry holding an eu entry: the eu part is named.
+  auto p = ParsePolicy(R"([zones.ae]
+[zones.eu]
+[[datasets]]
+path = "/data"
+zone = "ae"
+classification = "internal"
+[[datasets]]
+path = "/data/eu"
+zone = "eu"
+classification = "internal"
+[[roles]]
+name = "r"
+zones = ["ae", "eu"]
+classifications = ["internal"]
+max_gpus = 0
+[[bindings]]
+user = "u"
+roles = ["r"]
+[defaults]
+role = "r"
+)",
+                       "nested.toml");
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  Request q;
+  q.user = "u";
+  q.node_zone = "ae";
+  q.datasets = {"/data"};
+  Decision nested = Decide(*p, q);
+  EXPECT_FALSE(nested.allow);
+  EXPECT_NE(nested.reason.find("contains '/data/eu', which is in zone 'eu' (nested.toml:"),
+            std::string::npos)
+      << nested.reason;
 }
 
 TEST_F(DecisionTest, NoRoleAndNoDefaultDenies) {

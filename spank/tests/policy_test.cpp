@@ -51,6 +51,24 @@ TEST(Policy, TheShippedExampleParses) {
   EXPECT_EQ(p->default_role(), "reader");
 }
 
+TEST(Policy, EntriesBelowADirectory) {
+  auto p = ParsePolicy(testing::kPolicy, "policy.toml");
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  auto paths = [&](std::string_view dir) {
+    std::vector<std::string> out;
+    for (const DatasetEntry* e : p->EntriesBelow(dir)) out.push_back(e->path);
+    return out;
+  };
+  EXPECT_EQ(paths("/data/ae"),
+            (std::vector<std::string>{"/data/ae/fraud-", "/data/ae/restricted"}));
+  EXPECT_EQ(paths("/data/ae/"), paths("/data/ae"));
+  EXPECT_EQ(paths("/data"), (std::vector<std::string>{"/data/ae", "/data/ae/fraud-",
+                                                      "/data/ae/restricted", "/data/eu"}));
+  EXPECT_TRUE(paths("/data/ae/restricted").empty());  // not itself
+  EXPECT_TRUE(paths("/data/a").empty());              // "/data/ae" is not below "/data/a"
+  EXPECT_EQ(paths("/").size(), 4u);
+}
+
 TEST(Policy, MatchesTheMostSpecificEntry) {
   Policy p = MustParse(testing::kPolicy);
   auto cls = [&](std::string_view path) {

@@ -65,6 +65,11 @@ class Policy {
   // path), or nullptr. Cost: O(path depth), independent of the entry count.
   const DatasetEntry* MatchDataset(std::string_view canonical) const;
 
+  // The entries strictly below the directory `canonical` ("/a" holds "/a/b"
+  // and the prefix entry "/a/c-*", not "/a" itself nor "/ab"): reading the
+  // directory reads them too. Cost: O(log n + number returned).
+  std::vector<const DatasetEntry*> EntriesBelow(std::string_view canonical) const;
+
   // Whether a binding gives `role` to this user, one of these groups or this
   // account. An unknown account (nullopt, the submit-side advisory check)
   // counts as bound when any account binding names the role.
@@ -87,6 +92,7 @@ class Policy {
   // Indexes built once after parsing.
   std::unordered_map<std::string, std::size_t> exact_;  // path -> datasets_ index
   std::unordered_map<std::string, std::vector<std::size_t>> prefix_by_dir_;
+  std::vector<std::size_t> by_path_;  // datasets_ indexes sorted by path
   std::unordered_map<std::string, std::set<std::string>> user_roles_, group_roles_, account_roles_;
   std::set<std::string> account_bound_roles_;
 };
