@@ -41,7 +41,7 @@ Status ValidateName(std::string_view what, std::string_view value) {
 Result<PluginConfig> ParsePluginArgs(const std::vector<std::string_view>& args) {
   PluginConfig config;
   bool have_policy = false, have_zone = false, have_audit = false, have_cluster = false,
-       have_sync = false, have_cache = false;
+       have_sync = false, have_cache = false, have_enforce = false;
   for (std::string_view arg : args) {
     std::size_t eq = arg.find('=');
     if (eq == std::string_view::npos || eq == 0)
@@ -75,6 +75,11 @@ Result<PluginConfig> ParsePluginArgs(const std::vector<std::string_view>& args) 
       if (value != "yes" && value != "no")
         return InvalidArgument("plugin argument 'audit_sync': expected yes or no");
       config.audit_sync = value == "yes";
+    } else if (key == "enforce") {
+      HPCML_RETURN_IF_ERROR(once(&have_enforce));
+      if (value != "mount" && value != "none")
+        return InvalidArgument("plugin argument 'enforce': expected mount or none");
+      config.enforce_mount = value == "mount";
     } else if (key == "job_cache") {
       HPCML_RETURN_IF_ERROR(once(&have_cache));
       if (value == "off") {

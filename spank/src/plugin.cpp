@@ -10,7 +10,8 @@
 //   *stored*: failing init_post_opt or user_init drains the node. An allowed
 //   step gets HPCML_ZONE, HPCML_ROLE and HPCML_DATASETS in its environment
 //   there; task_init_privileged delivers a denial (the task exits 1, the
-//   node stays idle).
+//   node stays idle) or, with enforce=mount, builds the task's view of the
+//   datasets (mount_view.hpp).
 // - job script context, job_epilog: drops the job's cached facts.
 // Every callback catches everything: no exception crosses into Slurm, and in
 // remote context every failure becomes a denial, never a drained node.
@@ -39,6 +40,7 @@ extern "C" {
 #include "hpcml/spank/canonical.hpp"
 #include "hpcml/spank/decision.hpp"
 #include "hpcml/spank/job_cache.hpp"
+#include "hpcml/spank/mount_view.hpp"
 #include "hpcml/spank/options.hpp"
 #include "hpcml/spank/policy.hpp"
 
@@ -78,6 +80,7 @@ struct GuardState {
   Decision decision;
   std::string datasets_env;              // canonical datasets, comma-joined
   const char* facts_source = "nowhere";  // where the node decision got the job facts
+  std::vector<MountStep> mount_view;     // enforce=mount: applied in each task
 };
 
 GuardState& State() {
@@ -360,6 +363,8 @@ Decision DecideOnNode(spank_t sp, AuditRecord* rec) {
   rec->datasets = req.datasets;
   Decision d = Decide(*policy, req);
   if (d.allow) s.datasets_env = JoinDatasets(req.datasets);
+  if (d.allow && s.config.enforce_mount)
+    s.mount_view = PlanDatasetView(*policy, req.datasets, ListDirectoryNames);
   return d;
 }
 
@@ -518,6 +523,13 @@ HPCML_GUARD_EXPORT int slurm_spank_task_init_privileged(spank_t, int, char**) {
     if (!s.decision.allow) {
       slurm_error("hpcml-guard: denied: %s", s.decision.reason.c_str());
       return -1;
+    }
+    if (s.config.enforce_mount) {
+      Status view = ApplyDatasetView(s.mount_view);
+      if (!view.ok()) {
+        slurm_error("hpcml-guard: denied: %s", view.message().c_str());
+        return -1;
+      }
     }
     return 0;
   } catch (...) {

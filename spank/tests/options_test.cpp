@@ -39,6 +39,12 @@ TEST(PluginArgs, JobCacheIsADirectoryOrOff) {
   EXPECT_TRUE(off->job_cache.empty());
 }
 
+TEST(PluginArgs, EnforceIsMountOrNone) {
+  EXPECT_FALSE(ParsePluginArgs(V({"policy=/p.toml", "zone=ae"}))->enforce_mount);
+  EXPECT_TRUE(ParsePluginArgs(V({"policy=/p.toml", "zone=ae", "enforce=mount"}))->enforce_mount);
+  EXPECT_FALSE(ParsePluginArgs(V({"policy=/p.toml", "zone=ae", "enforce=none"}))->enforce_mount);
+}
+
 TEST(PluginArgs, RejectsBadArguments) {
   struct Case {
     std::vector<std::string_view> args;
@@ -51,6 +57,7 @@ TEST(PluginArgs, RejectsBadArguments) {
       {V({"policy=/p", "zone=ae", "zone=eu"}), "given twice"},
       {V({"policy=/p", "zone=ae", "audit_sync=maybe"}), "expected yes or no"},
       {V({"policy=/p", "zone=ae", "job_cache=cache"}), "not an absolute path"},
+      {V({"policy=/p", "zone=ae", "enforce=chroot"}), "expected mount or none"},
       {V({"policy=/p", "zone="}), "empty value"},
       {V({"policy=/p", "zone=a e"}), "character other than"},
       {V({"zone=ae"}), "missing plugin argument policy="},

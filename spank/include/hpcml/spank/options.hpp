@@ -29,6 +29,7 @@ inline constexpr std::size_t kMaxDatasetsBytes = 64 * 1024;
 //   audit=/abs/path.jsonl   optional (default kDefaultAuditPath)
 //   cluster=NAME            optional: cluster name for submit-side audit lines
 //   audit_sync=yes|no       optional (default no): fdatasync every audit line
+//   enforce=mount|none      optional (default none): mount_view.hpp in each task
 //   job_cache=/abs/dir|off  optional (default kDefaultJobCache): where slurmstepd
 //                           keeps each job's slurmctld facts (job_cache.hpp)
 struct PluginConfig {
@@ -39,6 +40,7 @@ struct PluginConfig {
   static constexpr const char* kDefaultJobCache = "/run/hpcml-guard";
   std::string cluster;
   bool audit_sync = false;
+  bool enforce_mount = false;
   std::string job_cache = kDefaultJobCache;  // "" (job_cache=off): ask slurmctld every step
 };
 
