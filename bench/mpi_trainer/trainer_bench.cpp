@@ -1,13 +1,17 @@
 // trainer_bench: ratios for hpcml-train's CPU path, each against a baseline
 // measured in the same run.
 //
-//   trainer_bench gemm     (1 rank)  training-step FLOP/s / OpenBLAS sgemm FLOP/s on the same
-//   shapes trainer_bench naive    (1 rank)  samples/s / a straightforward single-process
-//   implementation trainer_bench bubble   (p ranks) measured bubble / (p-1)/(m+p-1), GPipe and 1F1B
-//   trainer_bench dp       (2 ranks) samples/s at dp=2 / (2 x samples/s of one rank alone)
+//   gemm    (1 rank)  training-step FLOP/s / OpenBLAS sgemm FLOP/s on the
+//                     same shapes
+//   naive   (1 rank)  samples/s / a straightforward single-process
+//                     implementation
+//   bubble  (p ranks) measured bubble / (p-1)/(m+p-1), GPipe and 1F1B, with
+//                     pipeline messages through shared memory and through MPI
+//   dp      (2 ranks) samples/s at dp=2 / (2 x samples/s of one rank alone)
 //
 // The model is stated on every line: input 256, hidden 1024,1024,1024,
-// 16 classes, relu, batch 256 (bubble: hidden 512 x 4, batch 64 per microbatch).
+// 16 classes, relu, batch 256 (bubble: input 8, 2p hidden layers and an
+// output of 512, MSE, 64 rows per microbatch; see Bubble()).
 #include <cblas.h>
 #include <mpi.h>
 
@@ -42,12 +46,16 @@ ht::ModelConfig BenchModel() {
   return mc;
 }
 
+// Forward 2, backward 4 (weight and input gradients) per weight, except
+// that the first layer has no input gradient (nothing consumes it: the
+// trainer skips that product, so the baseline must too).
 double ModelFlopsPerSample(const ht::ModelConfig& mc) {
   double f = 0;
   for (int l = 0; l < mc.num_layers(); ++l) {
-    f += 6.0 * static_cast<double>(mc.in_dim(l)) * static_cast<double>(mc.out_dim(l));
+    f += (l == 0 ? 4.0 : 6.0) * static_cast<double>(mc.in_dim(l)) *
+         static_cast<double>(mc.out_dim(l));
   }
-  return f;  // forward 2, backward 4 (weight and input gradients)
+  return f;
 }
 
 // Mean step time of `steps` steps after `warm` warm-up steps.
@@ -79,6 +87,7 @@ Run Make(const ht::ModelConfig& mc, const ht::TrainConfig& tc, const ht::Process
   ht::SyntheticConfig sc;
   sc.features = mc.input_dim;
   sc.outputs = mc.output_dim;
+  sc.classification = mc.loss == ht::LossKind::kCrossEntropy;
   sc.samples = 4096;
   auto src = ht::MakeSyntheticSource(sc, tc.global_batch, grid ? grid->dp_idx() : 0,
                                      grid ? grid->shape().dp : 1);
@@ -92,8 +101,9 @@ Run Make(const ht::ModelConfig& mc, const ht::TrainConfig& tc, const ht::Process
   return r;
 }
 
-// The GEMMs of one training step (forward, weight gradient, input gradient
-// per layer) with plain cblas_sgemm on the same shapes.
+// The GEMMs of one training step (forward, weight gradient, and input
+// gradient for every layer but the first) with plain cblas_sgemm on the same
+// shapes.
 double TimeGemmsOnly(const ht::ModelConfig& mc, std::int64_t b, int reps) {
   std::vector<std::vector<float>> w, x, y;
   for (int l = 0; l < mc.num_layers(); ++l) {
@@ -114,6 +124,7 @@ double TimeGemmsOnly(const ht::ModelConfig& mc, std::int64_t b, int reps) {
       cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, bb, 1.0f,
                   y[static_cast<size_t>(l)].data(), out, x[static_cast<size_t>(l)].data(), in, 1.0f,
                   dw.data(), in);
+      if (l == 0) continue;
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bb, in, out, 1.0f,
                   y[static_cast<size_t>(l)].data(), out, w[static_cast<size_t>(l)].data(), in, 0.0f,
                   dx.data(), in);
@@ -269,32 +280,59 @@ void NaiveCompare() {
       256 / ours, 256 / naive, naive / ours);
 }
 
+// The ideal (p-1)/(m+p-1) holds for stages with equal forward and equal
+// backward times. Equal layers do not give that: the first stage computes no
+// input gradient for the model's first layer, and the last stage computes the
+// loss. So the first layer is made tiny (input 8) and gets a stage of its own
+// with two full layers, every other stage has two 512 x 512 layers, and the
+// loss is MSE (a 512-class softmax costs about a fifth of a stage's forward
+// pass). Busy times per stage are printed so any imbalance is visible.
 void Bubble() {
-  int n = 0;
+  int n = 0, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &n);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   ht::ModelConfig mc;
-  mc.input_dim = 512;
-  mc.hidden = std::vector<std::int64_t>(static_cast<size_t>(2 * n - 1), 512);
-  mc.output_dim = 512;  // equal layers: balanced stages
-  mc.loss = ht::LossKind::kCrossEntropy;
+  mc.input_dim = 8;
+  mc.hidden = std::vector<std::int64_t>(static_cast<size_t>(2 * n), 512);
+  mc.output_dim = 512;
+  mc.loss = ht::LossKind::kMse;
   auto grid = ht::ProcessGrid::Create(MPI_COMM_WORLD, ht::GridShape{1, n, 1});
-  for (auto kind : {ht::ScheduleKind::kGpipe, ht::ScheduleKind::k1F1B}) {
-    for (int m : {1, 2, 4, 8}) {
-      ht::TrainConfig tc;
-      tc.global_batch = 64 * m;
-      tc.microbatches = m;
-      tc.schedule = kind;
-      Run r = Make(mc, tc, &*grid);
-      double bubble = 0;
-      TimeSteps(*r.trainer, 3, 15, &bubble);
-      const double ideal = ht::IdealBubble(n, m);
-      if (g_rank == 0) {
-        std::printf("bubble: %s p=%d m=%d: measured %.3f ideal %.3f%s\n",
-                    std::string(ht::Name(kind)).c_str(), n, m, bubble, ideal,
-                    ideal > 0 ? (" ratio " + std::to_string(bubble / ideal)).c_str() : "");
+  // Each case with pipeline messages through shared memory (the default on
+  // one node) and through MPI send/receive (Open MPI's CMA single copy).
+  for (bool shm : {true, false})
+    for (auto kind : {ht::ScheduleKind::kGpipe, ht::ScheduleKind::k1F1B}) {
+      for (int m : {1, 2, 4, 8}) {
+        ht::TrainConfig tc;
+        tc.global_batch = 64 * m;
+        tc.microbatches = m;
+        tc.schedule = kind;
+        tc.pipeline_shm = shm;
+        Run r = Make(mc, tc, &*grid);
+        for (int i = 0; i < 3; ++i) (void)r.trainer->Step();
+        double bubble = 0, busy = 0;
+        const int steps = 15;
+        for (int i = 0; i < steps; ++i) {
+          auto st = r.trainer->Step();
+          if (!st.ok()) {
+            std::fprintf(stderr, "trainer_bench: %s\n", st.status().ToString().c_str());
+            MPI_Abort(MPI_COMM_WORLD, 1);
+          }
+          bubble += st->bubble / steps;
+          busy += st->busy_s / steps;
+        }
+        std::vector<double> busy_all(static_cast<size_t>(n));
+        MPI_Gather(&busy, 1, MPI_DOUBLE, busy_all.data(), 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+        const double ideal = ht::IdealBubble(n, m);
+        if (rank == 0) {
+          std::string stages;
+          for (double b : busy_all) stages += " " + std::to_string(b * 1e3).substr(0, 5);
+          std::printf(
+              "bubble: %s p=%d m=%d %s: measured %.3f ideal %.3f ratio %.3f (stage busy ms:%s)\n",
+              std::string(ht::Name(kind)).c_str(), n, m, r.trainer->pipeline_shm() ? "shm" : "mpi",
+              bubble, ideal, bubble / ideal, stages.c_str());
+        }
       }
     }
-  }
 }
 
 void DataParallel() {

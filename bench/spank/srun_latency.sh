@@ -9,8 +9,13 @@
 #                                             rounds cannot resolve 5%)
 # Needs a running local cluster (tests/cluster/hpcml-cluster up; SLURM_CONF
 # and HPCML_CLUSTER_DIR set, e.g. eval "$(tests/cluster/hpcml-cluster env)")
-# and a build (HPCML_BUILD_DIR, default build/default). Run as root. Prints
-# the median and mean of each and the ratio guard/baseline (target <= 1.05).
+# and a build (HPCML_BUILD_DIR, default build/default). Run as root: it
+# switches plugstack.conf between rounds. The steps run as an ordinary user
+# (HPCML_BENCH_USER, default the cluster's hpcml-alice), as jobs do: a user's
+# srun writes its advisory decision to syslog only, root's also to the audit
+# file. Each srun is timed inside the user's shell, so switching user is in
+# neither figure. Prints the median and mean of each and the ratio
+# guard/baseline (target <= 1.05).
 set -euo pipefail
 rounds=${1:-60}
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -22,6 +27,8 @@ so=$build/spank/hpcml_guard.so
 [ -f "$so" ] || { echo "srun_latency: $so not built" >&2; exit 1; }
 plugstack=$HPCML_CLUSTER_DIR/etc/plugstack.conf
 etc=$HPCML_CLUSTER_DIR/guard-bench
+user=${HPCML_BENCH_USER:-hpcml-alice}
+id "$user" >/dev/null 2>&1 || { echo "srun_latency: no user $user (hpcml-cluster up makes it)" >&2; exit 1; }
 install -d -m 0755 "$etc"
 cat >"$etc/policy.toml" <<EOP
 [zones.ae]
@@ -49,26 +56,27 @@ cleanup() {
 }
 trap cleanup EXIT
 echo "# none" >"$plugstack"
-jobid=$(salloc --no-shell -n1 2>&1 | sed -n 's/.*Granted job allocation \([0-9]*\).*/\1/p' | head -n1)
+as_user() { (cd /tmp && runuser -u "$user" -- env SLURM_CONF="$SLURM_CONF" "$@"); }
+jobid=$(as_user salloc --no-shell -n1 2>&1 | sed -n 's/.*Granted job allocation \([0-9]*\).*/\1/p' | head -n1)
 [ -n "$jobid" ] || { echo "srun_latency: salloc failed" >&2; exit 1; }
 guard_line="required $so policy=$etc/policy.toml zone=ae audit=$etc/audit.jsonl job_cache=$etc/job-cache"
 
-one() {  # one <with|without>: seconds for one srun of a trivial step
-  local t0 t1
+# Seconds for one srun of a trivial step, timed in the user's shell.
+timed_srun() {
+  as_user bash -c 't0=$(date +%s%N); srun "$@" >/dev/null || exit 1; t1=$(date +%s%N)
+    echo $(( (t1 - t0) / 1000 ))' timed_srun "$@" |
+    awk '{printf "%.6f\n", $1 / 1e6}'
+}
+one() {  # one <with|without>
   if [ "$1" = with ]; then
     echo "$guard_line" >"$plugstack"
-    t0=$(date +%s.%N)
-    srun --jobid="$jobid" -n1 --dataset="$etc/policy.toml" true >/dev/null || exit 1  # a checked dataset
-    t1=$(date +%s.%N)
+    timed_srun --jobid="$jobid" -n1 --dataset="$etc/policy.toml" true  # a checked dataset
   else
     echo "# none" >"$plugstack"
-    t0=$(date +%s.%N)
-    srun --jobid="$jobid" -n1 true >/dev/null || exit 1
-    t1=$(date +%s.%N)
+    timed_srun --jobid="$jobid" -n1 true
   fi
-  awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.6f\n", b - a}'
 }
-srun --jobid="$jobid" -n1 true >/dev/null  # warm up
+as_user srun --jobid="$jobid" -n1 true >/dev/null  # warm up
 with=() without=()
 for i in $(seq 1 "$rounds"); do
   without+=("$(one without)") || { echo "srun_latency: srun failed without the guard" >&2; exit 1; }

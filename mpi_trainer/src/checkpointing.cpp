@@ -99,20 +99,25 @@ int Checkpointer::world_size() const {
 std::vector<ck::OwnedTensor> Checkpointer::Snapshot() const {
   std::vector<ck::OwnedTensor> out;
   const int dp = grid_ ? grid_->dp_idx() : 0, tp = grid_ ? grid_->tp_idx() : 0;
+  // The moments of the whole flat buffer at the first replica (collective
+  // over the data group: with ZeRO-1 each replica holds one shard), so the
+  // set has the same tensors with or without --zero1.
+  std::vector<float> adam_m, adam_v;
+  trainer_->GatherMoments(&adam_m, &adam_v);
   if (dp != 0) return out;  // data-parallel replicas hold identical copies
   const Model& m = trainer_->model();
+  std::vector<float> params(m.num_params());
+  backend_->ToHost(params.data(), m.param_data(), params.size());
   struct Source {
     const char* suffix;
     const float* base;
-  } sources[] = {
-      {"", m.param_data()}, {".adam_m", trainer_->adam_m()}, {".adam_v", trainer_->adam_v()}};
+  } sources[] = {{"", params.data()}, {".adam_m", adam_m.data()}, {".adam_v", adam_v.data()}};
   for (const ParamInfo& p : m.params()) {
     if (p.tp_replicated && tp != 0) continue;  // one copy per tensor group
     for (const auto& src : sources) {
-      ck::OwnedTensor t{p.name + src.suffix, p.global_shape, SliceOf(p),
-                        std::vector<float>(p.size)};
-      backend_->ToHost(t.data.data(), src.base + p.offset, p.size);
-      out.push_back(std::move(t));
+      const float* b = src.base + p.offset;
+      out.push_back(ck::OwnedTensor{p.name + src.suffix, p.global_shape, SliceOf(p),
+                                    std::vector<float>(b, b + p.size)});
     }
   }
   return out;
@@ -278,17 +283,27 @@ Result<std::int64_t> Checkpointer::Resume() {
   if (local.ok()) {
     Model& m = trainer_->model();
     std::vector<float> host;
+    // Moments cover [begin, end) of the flat buffer (a ZeRO-1 shard, or all).
+    const std::size_t begin = trainer_->moments_begin(), end = trainer_->moments_end();
     struct Target {
       const char* suffix;
       float* base;
-    } targets[] = {
-        {"", m.param_data()}, {".adam_m", trainer_->adam_m()}, {".adam_v", trainer_->adam_v()}};
+      bool sharded;
+    } targets[] = {{"", m.param_data(), false},
+                   {".adam_m", trainer_->adam_m(), true},
+                   {".adam_v", trainer_->adam_v(), true}};
     for (const ParamInfo& p : m.params()) {
       for (const auto& t : targets) {
         host.resize(p.size);
         local = set->Read(p.name + t.suffix, SliceOf(p), host.data());
         if (!local.ok()) break;
-        backend_->ToDevice(t.base + p.offset, host.data(), p.size);
+        if (!t.sharded) {
+          backend_->ToDevice(t.base + p.offset, host.data(), p.size);
+          continue;
+        }
+        const std::size_t lo = std::max(p.offset, begin), hi = std::min(p.offset + p.size, end);
+        if (lo < hi)
+          backend_->ToDevice(t.base + (lo - begin), host.data() + (lo - p.offset), hi - lo);
       }
       if (!local.ok()) break;
     }

@@ -4,11 +4,18 @@
 // NCCL communicators (one per tensor / data / world group, ids broadcast
 // over MPI), host sums of doubles over MPI.
 //
-// Limits: pipeline parallelism (pp > 1) is refused at creation: NCCL
-// point-to-point on one communicator serialises sends and receives, and
-// the non-blocking-send contract of Backend needs a separate send stream
-// and communicator first. Errors of asynchronous calls are sticky and
-// surface through status() after the step.
+// Pipeline point-to-point (pp > 1): NCCL send/receive on a pipeline
+// communicator, on a stream of their own. Send only records the message;
+// Recv issues every held send together with the receive in one
+// ncclGroupStart/End, so a send never sits in front of the receive its peer
+// is waiting for (grouped operations progress together: the CPU backend's
+// MPI_Isend + MPI_Recv). FlushSends issues held sends alone, which the
+// schedule does only when its next operation receives nothing, and WaitSends
+// flushes and orders later compute after the sends. NCCL matches messages
+// between two ranks in issue order, which the schedules keep; tags are not
+// used. Compiled, never run on a GPU yet.
+// Errors of asynchronous calls are sticky and surface through status()
+// after the step.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <mpi.h>
@@ -55,6 +62,7 @@ class Handle {
 using Stream = Handle<cudaStream_t, cudaStreamDestroy>;
 using Cublas = Handle<cublasHandle_t, cublasDestroy>;
 using Nccl = Handle<ncclComm_t, ncclCommDestroy>;
+using Event = Handle<cudaEvent_t, cudaEventDestroy>;
 
 Status CudaCheck(cudaError_t e, const char* what) {
   if (e == cudaSuccess) return Status::Ok();
@@ -94,6 +102,15 @@ class CudaBackend final : public Backend {
     if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) return Internal("cublasCreate failed");
     cublas_ = Cublas(h);
     if (cublasSetStream(h, s) != CUBLAS_STATUS_SUCCESS) return Internal("cublasSetStream failed");
+    HPCML_RETURN_IF_ERROR(
+        CudaCheck(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate"));
+    p2p_stream_ = Stream(s);
+    for (Event* e : {&compute_done_, &p2p_done_}) {
+      cudaEvent_t ev = nullptr;
+      HPCML_RETURN_IF_ERROR(
+          CudaCheck(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "cudaEventCreate"));
+      *e = Event(ev);
+    }
     void* p = nullptr;
     HPCML_RETURN_IF_ERROR(CudaCheck(cudaMalloc(&p, sizeof(double)), "cudaMalloc"));
     scalar_ = static_cast<double*>(p);
@@ -107,10 +124,13 @@ class CudaBackend final : public Backend {
     HPCML_ASSIGN_OR_RETURN(tp_, MakeNccl(grid_->tp_comm()));
     HPCML_ASSIGN_OR_RETURN(dp_, MakeNccl(grid_->dp_comm()));
     HPCML_ASSIGN_OR_RETURN(world_, MakeNccl(grid_->world()));
+    HPCML_ASSIGN_OR_RETURN(pp_, MakeNccl(grid_->pp_comm()));
     return Status::Ok();
   }
 
   ~CudaBackend() override {
+    // Held sends are dropped, not issued: their peers may be gone.
+    if (p2p_stream_.get() != nullptr) cudaStreamSynchronize(p2p_stream_.get());
     if (stream_.get() != nullptr) cudaStreamSynchronize(stream_.get());
     if (scalar_ != nullptr) cudaFree(scalar_);
     if (row_loss_ != nullptr) cudaFree(row_loss_);
@@ -240,14 +260,35 @@ class CudaBackend final : public Backend {
     MPI_Allreduce(MPI_IN_PLACE, x, static_cast<int>(n), MPI_DOUBLE, MPI_SUM, c);
   }
 
-  // Unreachable: creation refuses pp > 1 (see the file comment).
-  void Send(const float*, std::size_t, int, int) override {
-    Note(Unavailable("pipeline send on the cuda backend"));
+  // ZeRO-1 runs on the cpu backend only; Trainer::Create refuses --zero1 on
+  // this one, so these are never reached.
+  void ReduceScatter(const float*, float*, const std::vector<std::size_t>&, Group) override {
+    Note(Unavailable("--zero1 reduce-scatter on the cuda backend"));
   }
-  void Recv(float*, std::size_t, int, int) override {
-    Note(Unavailable("pipeline receive on the cuda backend"));
+  void AllGather(float*, const std::vector<std::size_t>&, Group) override {
+    Note(Unavailable("--zero1 all-gather on the cuda backend"));
   }
-  void WaitSends() override {}
+
+  // Pipeline point-to-point (see the file comment). `peer_stage` is the
+  // peer's rank in the pipeline communicator.
+  void Send(const float* x, std::size_t n, int peer_stage, int /*tag*/) override {
+    held_.push_back(HeldSend{x, n, peer_stage});
+  }
+  void Recv(float* x, std::size_t n, int peer_stage, int /*tag*/) override {
+    IssueP2p(x, n, peer_stage);
+    // Compute queued after this sees the received data.
+    Note(CudaCheck(cudaEventRecord(p2p_done_.get(), p2p_stream_.get()), "cudaEventRecord"));
+    Note(CudaCheck(cudaStreamWaitEvent(S(), p2p_done_.get(), 0), "cudaStreamWaitEvent"));
+  }
+  void FlushSends() override {
+    if (!held_.empty()) IssueP2p(nullptr, 0, -1);
+  }
+  void WaitSends() override {
+    FlushSends();
+    // Later compute may overwrite the send buffers only after the sends.
+    Note(CudaCheck(cudaEventRecord(p2p_done_.get(), p2p_stream_.get()), "cudaEventRecord"));
+    Note(CudaCheck(cudaStreamWaitEvent(S(), p2p_done_.get(), 0), "cudaStreamWaitEvent"));
+  }
 
   void Synchronize() override {
     Note(CudaCheck(cudaStreamSynchronize(S()), "cudaStreamSynchronize"));
@@ -255,6 +296,31 @@ class CudaBackend final : public Backend {
 
  private:
   cudaStream_t S() const { return stream_.get(); }
+
+  // One NCCL group on the p2p stream: every held send, plus a receive into
+  // `recv` when it is not null. The p2p stream first waits for the compute
+  // queued so far (the sent data is produced there, and the receive buffer
+  // may still be read there).
+  void IssueP2p(float* recv, std::size_t n, int recv_peer) {
+    ncclComm_t c = pp_.get();
+    if (c == nullptr) {
+      Note(Internal("pipeline send/receive without a pipeline communicator"));
+      held_.clear();
+      return;
+    }
+    Note(CudaCheck(cudaEventRecord(compute_done_.get(), S()), "cudaEventRecord"));
+    Note(CudaCheck(cudaStreamWaitEvent(p2p_stream_.get(), compute_done_.get(), 0),
+                   "cudaStreamWaitEvent"));
+    Note(NcclCheck(ncclGroupStart(), "ncclGroupStart"));
+    for (const HeldSend& h : held_) {
+      Note(NcclCheck(ncclSend(h.data, h.n, ncclFloat, h.peer, c, p2p_stream_.get()), "ncclSend"));
+    }
+    if (recv != nullptr) {
+      Note(NcclCheck(ncclRecv(recv, n, ncclFloat, recv_peer, c, p2p_stream_.get()), "ncclRecv"));
+    }
+    Note(NcclCheck(ncclGroupEnd(), "ncclGroupEnd"));
+    held_.clear();
+  }
   void Note(Status s) {
     if (error_.ok() && !s.ok()) error_ = std::move(s);
   }
@@ -267,15 +333,24 @@ class CudaBackend final : public Backend {
       case Group::kWorld:
         return world_.get();
       case Group::kPipeline:
-        return nullptr;
+        return pp_.get();
     }
     return nullptr;
   }
 
+  struct HeldSend {
+    const float* data;
+    std::size_t n;
+    int peer;
+  };
+
   const ProcessGrid* grid_;
   Stream stream_;
   Cublas cublas_;
-  Nccl tp_, dp_, world_;
+  Stream p2p_stream_;              // pipeline sends and receives
+  Event compute_done_, p2p_done_;  // ordering between the two streams
+  std::vector<HeldSend> held_;     // sends not issued yet (see the file comment)
+  Nccl tp_, dp_, world_, pp_;
   double* scalar_ = nullptr;
   double* row_loss_ = nullptr;
   std::int64_t row_loss_rows_ = 0;
@@ -297,9 +372,6 @@ Result<std::unique_ptr<Backend>> MakeCudaBackend(const ProcessGrid* grid) {
     local = Unavailable(
         "--backend cuda: no GPU visible (CUDA_VISIBLE_DEVICES={})",
         std::getenv("CUDA_VISIBLE_DEVICES") ? std::getenv("CUDA_VISIBLE_DEVICES") : "unset");
-  } else if (grid != nullptr && grid->shape().pp > 1) {
-    local =
-        Unavailable("--backend cuda does not support --pp > 1 yet; use --backend cpu or --pp 1");
   }
   int local_rank = 0;
   if (grid != nullptr) {

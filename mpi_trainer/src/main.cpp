@@ -57,6 +57,8 @@ struct Options {
   std::uint64_t seed = 1;
   double bucket_mb = 1.0;
   bool no_overlap = false;
+  bool zero1 = false;
+  bool no_pipeline_shm = false;
   std::int64_t log_interval = 10;
   std::string metrics, output;
   ht::CheckpointOptions ckpt;
@@ -189,6 +191,8 @@ class Program {
     tc_.clip = o_.clip;
     tc_.bucket_bytes = static_cast<std::size_t>(o_.bucket_mb * 1024.0 * 1024.0);
     tc_.overlap_dp = !o_.no_overlap;
+    tc_.zero1 = o_.zero1;
+    tc_.pipeline_shm = !o_.no_pipeline_shm;
     HPCML_ASSIGN_OR_RETURN(
         trainer_, ht::Trainer::Create(tc_, mc_, grid_.get(), backend_.get(), source_.get()));
     if (rank0_ && !o_.metrics.empty()) {
@@ -204,6 +208,7 @@ class Program {
                               {"batch", o_.batch},
                               {"microbatches", o_.microbatches},
                               {"schedule", o_.schedule},
+                              {"zero1", o_.zero1},
                               {"steps", o_.steps},
                               {"ideal_bubble", ht::IdealBubble(o_.grid.pp, o_.microbatches)}};
       metrics_ << start.dump() << '\n' << std::flush;
@@ -472,6 +477,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("--no-overlap", o.no_overlap,
                "reduce gradients after the backward pass instead of during it");
+  app.add_flag("--zero1", o.zero1,
+               "shard the AdamW moments over the data-parallel replicas (ZeRO-1; cpu backend)");
+  app.add_flag("--no-pipeline-shm", o.no_pipeline_shm,
+               "send pipeline messages with MPI even when all stages share a node");
   app.add_option("--log-interval", o.log_interval, "steps between log lines")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);

@@ -65,6 +65,7 @@ Result<std::unique_ptr<Model>> Model::Create(const ModelConfig& config, const Mo
     m->params_.push_back(std::move(b));
     m->layers_.push_back(L);
   }
+  m->overwrite_grad_.assign(m->layers_.size(), 0);
   m->params_buf_ = backend->Alloc(offset);
   m->grads_buf_ = backend->Alloc(offset);
 
@@ -119,6 +120,11 @@ void Model::Reserve(int microbatches, std::int64_t rows) {
 
 void Model::ZeroGrad() {
   backend_->Fill(grads_buf_.data(), grads_buf_.size(), 0.0f);
+  std::fill(overwrite_grad_.begin(), overwrite_grad_.end(), 0);
+}
+
+void Model::ZeroGradOnNextBackward() {
+  overwrite_grad_.assign(layers_.size(), 1);
 }
 
 const float* Model::LayerOut(const MicroState& st, int i) const {
@@ -142,12 +148,10 @@ void Model::Forward(int mb, const float* input) {
     if (L.plan.split == Split::kRow && where_.tp > 1) {
       backend_->Allreduce(z, static_cast<std::size_t>(rows_ * L.out_l), Group::kTensor);
     }
-    backend_->AddBias(z, p + L.b_off, rows_, L.out_l);
-    if (L.plan.activation) {
-      backend_->ActForward(config_.activation, z, st.a[i].data(),
-                           static_cast<std::size_t>(rows_ * L.out_l));
-    }
+    backend_->AddBiasAct(config_.activation, z, p + L.b_off,
+                         L.plan.activation ? st.a[i].data() : nullptr, rows_, L.out_l);
     x = LayerOut(st, static_cast<int>(i));
+    backend_->Progress();
   }
 }
 
@@ -163,18 +167,25 @@ void Model::Backward(int mb, const float* dout, bool need_dinput,
   const float* grad_out = dout;
   for (int i = num_local_layers() - 1; i >= 0; --i) {
     const Layer& L = layers_[static_cast<size_t>(i)];
-    const std::size_t n = static_cast<std::size_t>(rows_ * L.out_l);
+    // The first backward after ZeroGradOnNextBackward overwrites instead of
+    // adding (beta 0): no separate zero-fill pass over the weight gradients.
+    char& fresh = overwrite_grad_[static_cast<size_t>(i)];
+    if (fresh) backend_->Fill(g + L.b_off, static_cast<std::size_t>(L.out_l), 0.0f);
+    const float beta = fresh ? 0.0f : 1.0f;
+    fresh = 0;
     const float* gz = grad_out;
+    // db += column sums of gz (fused with the activation derivative).
     if (L.plan.activation) {
-      backend_->ActBackward(config_.activation, st.z[static_cast<size_t>(i)].data(), grad_out,
-                            dz_.data(), n);
+      backend_->ActBackwardBiasGrad(config_.activation, st.z[static_cast<size_t>(i)].data(),
+                                    grad_out, dz_.data(), rows_, L.out_l, g + L.b_off);
       gz = dz_.data();
+    } else {
+      backend_->BiasGrad(gz, rows_, L.out_l, g + L.b_off);
     }
     const float* x = i == 0 ? st.input : LayerOut(st, i - 1);
-    // dW += gz^T x ; db += column sums of gz.
-    backend_->Gemm(true, false, L.out_l, L.in_l, rows_, 1.0f, gz, L.out_l, x, L.in_l, 1.0f,
+    // dW (+)= gz^T x.
+    backend_->Gemm(true, false, L.out_l, L.in_l, rows_, 1.0f, gz, L.out_l, x, L.in_l, beta,
                    g + L.w_off, L.in_l);
-    backend_->BiasGrad(gz, rows_, L.out_l, g + L.b_off);
     if (i > 0 || need_dinput) {
       float* dx = i == 0 ? st.dinput.data() : dx_.data();
       backend_->Gemm(false, false, rows_, L.in_l, L.out_l, 1.0f, gz, L.out_l, p + L.w_off, L.in_l,
@@ -187,6 +198,7 @@ void Model::Backward(int mb, const float* dout, bool need_dinput,
       grad_out = dx;
     }
     if (layer_done) layer_done(i);
+    backend_->Progress();
   }
 }
 

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <numbers>
+#include <utility>
 
 namespace hpcml::trainer {
 namespace {
@@ -98,8 +99,28 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainConfig& config,
   } else {
     t->recv_grad_ = backend->Alloc(rows * static_cast<std::size_t>(m.output_width()));
   }
-  t->m_ = backend->Alloc(m.num_params());
-  t->v_ = backend->Alloc(m.num_params());
+  const std::size_t nparams = m.num_params();
+  if (config.zero1) {
+    if (backend->name() != "cpu") {
+      return InvalidArgument("--zero1 is implemented on --backend cpu only (backend '{}')",
+                             backend->name());
+    }
+    // Contiguous shards of the flat buffer in dp order, the last one shorter.
+    const auto dp = static_cast<std::size_t>(s.dp);
+    const std::size_t per = (nparams + dp - 1) / dp;
+    for (std::size_t r = 0; r < dp; ++r) {
+      const std::size_t b = std::min(nparams, r * per), e = std::min(nparams, b + per);
+      t->shard_counts_.push_back(e - b);
+    }
+    t->shard_begin_ = std::min(nparams, static_cast<std::size_t>(t->dp_idx_) * per);
+    t->shard_end_ = t->shard_begin_ + t->shard_counts_[static_cast<std::size_t>(t->dp_idx_)];
+    t->grad_shard_ = backend->Alloc(t->shard_end_ - t->shard_begin_);
+  } else {
+    t->shard_begin_ = 0;
+    t->shard_end_ = nparams;
+  }
+  t->m_ = backend->Alloc(t->shard_end_ - t->shard_begin_);
+  t->v_ = backend->Alloc(t->shard_end_ - t->shard_begin_);
 
   // Buckets from the last layer backwards, each at least bucket_bytes
   // (a layer is never split: its gradients complete together).
@@ -126,7 +147,7 @@ bool Trainer::contributes_loss() const {
   return pp_idx_ == shape_.pp - 1 && tp_idx_ == 0;
 }
 
-Status Trainer::RunBatch(double* loss_sum, double* busy_fraction) {
+Status Trainer::RunBatch(double* loss_sum, double* busy_s, double* wall_s, bool sharded) {
   const bool first = pp_idx_ == 0, last = pp_idx_ == shape_.pp - 1;
   const ModelConfig& mc = model_->config();
   Status read;
@@ -140,10 +161,24 @@ Status Trainer::RunBatch(double* loss_sum, double* busy_fraction) {
   } else {
     HPCML_RETURN_IF_ERROR(read);
   }
+  if (shape_.pp > 1 && !pipeline_prepared_) {
+    // Collective over the pipeline group, so here, after the world agreed
+    // on the batch (Create may fail on some ranks only). Messages:
+    // activations [rows, input width] and gradients [rows, output width];
+    // tags 2 mb (forward) and 2 mb + 1 (backward), as below.
+    const auto widest =
+        static_cast<std::size_t>(std::max(model_->input_width(), model_->output_width()));
+    auto max_floats = static_cast<unsigned long>(static_cast<std::size_t>(mb_rows_) * widest);
+    MPI_Allreduce(MPI_IN_PLACE, &max_floats, 1, MPI_UNSIGNED_LONG, MPI_MAX, grid_->pp_comm());
+    HPCML_ASSIGN_OR_RETURN(
+        pipeline_shm_,
+        backend_->PreparePipeline(max_floats, 2 * config_.microbatches, config_.pipeline_shm));
+    pipeline_prepared_ = true;
+  }
   if (first) backend_->ToDevice(features_.data(), host_features_.data(), host_features_.size());
   if (last) backend_->ToDevice(targets_.data(), host_targets_.data(), host_targets_.size());
 
-  model_->ZeroGrad();
+  model_->ZeroGradOnNextBackward();
   const int nmb = config_.microbatches;
   const auto in_w = static_cast<std::size_t>(model_->input_width());
   const auto out_w = static_cast<std::size_t>(model_->output_width());
@@ -160,11 +195,18 @@ Status Trainer::RunBatch(double* loss_sum, double* busy_fraction) {
       backend_->StartAllreduce(model_->grad_data() + b.begin, b.end - b.begin, Group::kData);
     }
   };
-  const bool overlap = shape_.dp > 1 && config_.overlap_dp;
+  const bool allreduce = shape_.dp > 1 && !sharded;
+  const bool overlap = allreduce && config_.overlap_dp;
 
   backend_->Synchronize();
   const auto t0 = Clock::now();
-  for (const PipeOp& op : BuildSchedule(config_.schedule, shape_.pp, pp_idx_, nmb)) {
+  const std::vector<PipeOp> ops = BuildSchedule(config_.schedule, shape_.pp, pp_idx_, nmb);
+  // Whether op k receives from a neighbour stage (see Backend::FlushSends).
+  auto receives = [&](std::size_t k) {
+    return k < ops.size() && (ops[k].forward ? !first : !last);
+  };
+  for (std::size_t k = 0; k < ops.size(); ++k) {
+    const PipeOp& op = ops[k];
     const int mb = op.microbatch;
     if (op.forward) {
       const float* input;
@@ -186,6 +228,7 @@ Status Trainer::RunBatch(double* loss_sum, double* busy_fraction) {
       backend_->Synchronize();
       busy += Seconds(c0, Clock::now());
       if (!last) backend_->Send(model_->Output(mb), rows * out_w, pp_idx_ + 1, 2 * mb);
+      if (!last && k + 1 < ops.size() && !receives(k + 1)) backend_->FlushSends();
     } else {
       const float* dout;
       if (last) {
@@ -201,12 +244,13 @@ Status Trainer::RunBatch(double* loss_sum, double* busy_fraction) {
       backend_->Synchronize();
       busy += Seconds(c0, Clock::now());
       if (!first) backend_->Send(model_->InputGrad(mb), rows * in_w, pp_idx_ - 1, 2 * mb + 1);
+      if (!first && k + 1 < ops.size() && !receives(k + 1)) backend_->FlushSends();
     }
   }
   backend_->WaitSends();
   const double wall = Seconds(t0, Clock::now());
 
-  if (shape_.dp > 1) {
+  if (allreduce) {
     if (!overlap) {
       for (const Bucket& b : buckets_) {
         backend_->StartAllreduce(model_->grad_data() + b.begin, b.end - b.begin, Group::kData);
@@ -215,13 +259,15 @@ Status Trainer::RunBatch(double* loss_sum, double* busy_fraction) {
     backend_->WaitAllreduces();
   }
   *loss_sum = loss;
-  *busy_fraction = wall > 0.0 ? std::min(1.0, busy / wall) : 1.0;
+  *busy_s = busy;
+  *wall_s = wall;
   return Status::Ok();
 }
 
 Result<double> Trainer::ForwardBackward() {
-  double loss = 0.0, busy = 0.0;
-  HPCML_RETURN_IF_ERROR(RunBatch(&loss, &busy));
+  double loss = 0.0, busy = 0.0, wall = 0.0;
+  // The contract is the full averaged gradient, so never sharded here.
+  HPCML_RETURN_IF_ERROR(RunBatch(&loss, &busy, &wall, /*sharded=*/false));
   double v = contributes_loss() ? loss : 0.0;
   if (grid_ != nullptr) backend_->AllreduceHost(&v, 1, Group::kWorld);
   return v / static_cast<double>(config_.global_batch);
@@ -229,27 +275,58 @@ Result<double> Trainer::ForwardBackward() {
 
 Result<StepStats> Trainer::Step() {
   const auto t0 = Clock::now();
-  double loss = 0.0, busy = 0.0;
-  HPCML_RETURN_IF_ERROR(RunBatch(&loss, &busy));
+  double loss = 0.0, busy = 0.0, wall = 0.0;
+  HPCML_RETURN_IF_ERROR(RunBatch(&loss, &busy, &wall, config_.zero1));
+  if (config_.zero1) {
+    backend_->ReduceScatter(model_->grad_data(), grad_shard_.data(), shard_counts_, Group::kData);
+  }
+  // The part of parameter p inside this rank's shard: [lo, hi) of the flat
+  // buffer (empty when lo >= hi).
+  auto in_shard = [&](const ParamInfo& p) {
+    return std::pair<std::size_t, std::size_t>{std::max(p.offset, shard_begin_),
+                                               std::min(p.offset + p.size, shard_end_)};
+  };
 
   // World sums: squared gradient norm (each parameter counted once: the
-  // first replica, tensor rank 0 for replicated tensors), loss, bubble.
+  // first replica, tensor rank 0 for replicated tensors), loss, busy time of
+  // the stages of the first replica.
   double sums[3] = {0.0, 0.0, 0.0};
-  if (dp_idx_ == 0) {
+  if (config_.zero1) {
+    // Each replica holds the reduced gradients of its shard only.
     for (const ParamInfo& p : model_->params()) {
       if (p.tp_replicated && tp_idx_ != 0) continue;
-      sums[0] += backend_->SumSquares(model_->grad_data() + p.offset, p.size);
+      const auto [lo, hi] = in_shard(p);
+      if (lo < hi)
+        sums[0] += backend_->SumSquares(grad_shard_.data() + (lo - shard_begin_), hi - lo);
     }
-    if (tp_idx_ == 0) sums[2] = (1.0 - busy) / static_cast<double>(shape_.pp);
+  }
+  if (dp_idx_ == 0) {
+    if (!config_.zero1) {
+      for (const ParamInfo& p : model_->params()) {
+        if (p.tp_replicated && tp_idx_ != 0) continue;
+        sums[0] += backend_->SumSquares(model_->grad_data() + p.offset, p.size);
+      }
+    }
+    if (tp_idx_ == 0) sums[2] = busy;
   }
   if (contributes_loss()) sums[1] = loss;
   if (grid_ != nullptr) backend_->AllreduceHost(sums, 3, Group::kWorld);
+  // Bubble against one schedule time for all stages: the longest pipeline
+  // phase (the stages start together, right after the world agreement in
+  // RunBatch). Each stage's own wall time would not count the drain of the
+  // last stage, which finishes its backwards before the first one does.
+  if (grid_ != nullptr) {
+    MPI_Allreduce(MPI_IN_PLACE, &wall, 1, MPI_DOUBLE, MPI_MAX, grid_->world());
+  }
 
   StepStats st;
   st.step = ++step_;
   st.grad_norm = std::sqrt(sums[0]);
   st.loss = sums[1] / static_cast<double>(config_.global_batch);
-  st.bubble = sums[2];
+  st.bubble = wall > 0.0
+                  ? std::clamp(1.0 - sums[2] / (static_cast<double>(shape_.pp) * wall), 0.0, 1.0)
+                  : 0.0;
+  st.busy_s = busy;
   st.lr = config_.lr.At(st.step);
   AdamWStep a;
   a.lr = static_cast<float>(st.lr);
@@ -260,17 +337,46 @@ Result<StepStats> Trainer::Step() {
   if (config_.clip > 0.0f && st.grad_norm > static_cast<double>(config_.clip)) {
     a.grad_scale = static_cast<float>(static_cast<double>(config_.clip) / (st.grad_norm + 1e-6));
   }
+  // Update the parameters whose moments this rank holds (all without
+  // ZeRO-1), then share the updated shards.
+  const float* grads = config_.zero1 ? grad_shard_.data() : model_->grad_data() + shard_begin_;
   for (const ParamInfo& p : model_->params()) {
+    const auto [lo, hi] = in_shard(p);
+    if (lo >= hi) continue;
     a.weight_decay = p.is_bias ? 0.0f : config_.weight_decay;
-    backend_->AdamW(model_->param_data() + p.offset, model_->grad_data() + p.offset,
-                    m_.data() + p.offset, v_.data() + p.offset, p.size, a);
+    const std::size_t k = lo - shard_begin_;
+    backend_->AdamW(model_->param_data() + lo, grads + k, m_.data() + k, v_.data() + k, hi - lo, a);
   }
+  if (config_.zero1) backend_->AllGather(model_->param_data(), shard_counts_, Group::kData);
   backend_->Synchronize();
   HPCML_RETURN_IF_ERROR(backend_->status());
   st.step_time_s = Seconds(t0, Clock::now());
   st.samples_per_s =
       st.step_time_s > 0.0 ? static_cast<double>(config_.global_batch) / st.step_time_s : 0.0;
   return st;
+}
+
+void Trainer::GatherMoments(std::vector<float>* m, std::vector<float>* v) const {
+  const std::size_t n = model_->num_params(), mine = shard_end_ - shard_begin_;
+  m->clear();
+  v->clear();
+  if (!config_.zero1 || grid_ == nullptr || shape_.dp == 1) {
+    if (dp_idx_ != 0) return;
+    m->resize(n);
+    v->resize(n);
+    backend_->ToHost(m->data(), m_.data(), n);
+    backend_->ToHost(v->data(), v_.data(), n);
+    return;
+  }
+  std::vector<float> host(mine);
+  std::vector<int> counts(shard_counts_.begin(), shard_counts_.end()), displs(counts.size());
+  for (std::size_t i = 1; i < counts.size(); ++i) displs[i] = displs[i - 1] + counts[i - 1];
+  for (auto [src, dst] : {std::pair{m_.data(), m}, std::pair{v_.data(), v}}) {
+    backend_->ToHost(host.data(), src, mine);
+    if (dp_idx_ == 0) dst->resize(n);
+    MPI_Gatherv(host.data(), static_cast<int>(mine), MPI_FLOAT, dst->data(), counts.data(),
+                displs.data(), MPI_FLOAT, 0, grid_->dp_comm());
+  }
 }
 
 Status Trainer::Run(std::int64_t steps, const std::function<Status(const StepStats&)>& after_step) {

@@ -8,7 +8,9 @@
 //
 // Collectives: the caller guarantees that every rank of a group issues the
 // same collectives in the same order (the schedules do). Send never blocks:
-// its buffer must stay unchanged until WaitSends(). Not thread-safe.
+// its buffer must stay unchanged until WaitSends(). Messages between two
+// stages are matched in the order they are sent (tags label them; a backend
+// may rely on the order alone). Not thread-safe.
 #pragma once
 
 #include <cstddef>
@@ -17,6 +19,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "hpcml/common/status.hpp"
 #include "hpcml/trainer/grid.hpp"
@@ -94,6 +97,21 @@ class Backend {
   // dpre = dout * act'(pre).
   virtual void ActBackward(Activation act, const float* pre, const float* dout, float* dpre,
                            std::size_t n) = 0;
+  // Fused forward epilogue of a layer: z[r, :] += bias, then out = act(z)
+  // (out may be null: no activation). One pass over z where a backend can;
+  // the default composes AddBias and ActForward.
+  virtual void AddBiasAct(Activation act, float* z, const float* bias, float* out,
+                          std::int64_t rows, std::int64_t cols) {
+    AddBias(z, bias, rows, cols);
+    if (out != nullptr) ActForward(act, z, out, static_cast<std::size_t>(rows * cols));
+  }
+  // Fused backward prologue: dpre = dout * act'(pre), db[c] += column sums of
+  // dpre. The default composes ActBackward and BiasGrad.
+  virtual void ActBackwardBiasGrad(Activation act, const float* pre, const float* dout, float* dpre,
+                                   std::int64_t rows, std::int64_t cols, float* db) {
+    ActBackward(act, pre, dout, dpre, static_cast<std::size_t>(rows * cols));
+    BiasGrad(dpre, rows, cols, db);
+  }
   // Per-sample losses summed over `rows`; writes dlogits = scale * dLoss/dlogits
   // of the summed loss. Cross-entropy: targets[r] holds the class index;
   // MSE: targets is [rows, cols] and the sample loss is mean((y - t)^2).
@@ -110,10 +128,41 @@ class Backend {
   virtual void WaitAllreduces() = 0;
   // Host doubles, summed over the group.
   virtual void AllreduceHost(double* x, std::size_t n, Group g) = 0;
+  // Sharded collectives (ZeRO-1). `counts[i]` is the length of member i's
+  // segment of x (segments back to back, member order of the group; the sum
+  // is x's length). ReduceScatter: `shard` (counts[my index] floats) gets
+  // the sum over the group of my segment of x; x is left unchanged.
+  // AllGather: every member's segment of x, in place, is copied to all.
+  // Blocking; the counts must be the same on every member.
+  virtual void ReduceScatter(const float* x, float* shard, const std::vector<std::size_t>& counts,
+                             Group g) = 0;
+  virtual void AllGather(float* x, const std::vector<std::size_t>& counts, Group g) = 0;
+  // Sets up pipeline transfers of at most `max_floats` floats per message
+  // with tags in [0, num_tags). Collective over the pipeline group; called
+  // once, after the trainer's own checks, before the first Send. A backend
+  // may use it for a faster path (CPU: a shared-memory window when the whole
+  // pipeline group is on one node, `shared_memory` permitting); Send and Recv
+  // work without it. Returns whether that faster path is on.
+  virtual Result<bool> PreparePipeline(std::size_t max_floats, int num_tags, bool shared_memory) {
+    (void)max_floats;
+    (void)num_tags;
+    (void)shared_memory;
+    return false;
+  }
   // Point-to-point along the pipeline group; peer is a stage index.
   virtual void Send(const float* x, std::size_t n, int peer_stage, int tag) = 0;
   virtual void Recv(float* x, std::size_t n, int peer_stage, int tag) = 0;
   virtual void WaitSends() = 0;
+  // Starts the sends made since the last Recv now. A backend may hold sends
+  // back to issue them together with the next Recv (NCCL: one group, so a
+  // send never waits in front of the receive its peer needs first); the
+  // schedule calls this when its next operation receives nothing. No-op on
+  // backends whose Send starts at once.
+  virtual void FlushSends() {}
+  // Lets outstanding sends advance without waiting for them (a library that
+  // moves large messages only inside its own calls needs the sender to call
+  // in). Cheap; called between layers. No-op by default.
+  virtual void Progress() {}
   // Blocks until queued device work is done (for timing); no-op on CPU.
   virtual void Synchronize() = 0;
   // The first error of an asynchronous device or communication call (sticky);

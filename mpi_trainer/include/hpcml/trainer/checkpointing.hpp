@@ -79,7 +79,8 @@ class Checkpointer {
  private:
   Checkpointer() = default;
   Status StartSave(std::int64_t step, bool sync);
-  // This rank's tensors, copied to host memory.
+  // This rank's tensors, copied to host memory. Collective over the
+  // data-parallel group (ZeRO-1 moments are gathered to the first replica).
   std::vector<checkpoint::OwnedTensor> Snapshot() const;
   nlohmann::json RankState() const;
   int world_rank() const;

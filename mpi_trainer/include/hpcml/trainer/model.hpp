@@ -66,6 +66,10 @@ class Model {
   // Activation storage for `microbatches` microbatches of `rows` rows.
   void Reserve(int microbatches, std::int64_t rows);
   void ZeroGrad();
+  // Same effect for the next Backward of every layer, without a pass over
+  // the gradient buffer: each layer's first Backward overwrites its gradients
+  // instead of adding to them. Gradients read before that are stale.
+  void ZeroGradOnNextBackward();
 
   // Forward pass of microbatch `mb`; `input` [rows, input_width()] must stay
   // valid until Backward(mb) returns.
@@ -101,6 +105,7 @@ class Model {
   std::vector<Layer> layers_;
   std::vector<ParamInfo> params_;
   Buffer params_buf_, grads_buf_;
+  std::vector<char> overwrite_grad_;  // per local layer: next Backward overwrites
   std::int64_t rows_ = 0;
   std::vector<MicroState> states_;
   Buffer dz_, dx_;

@@ -45,6 +45,15 @@ struct TrainConfig {
   float clip = 0.0f;                                // global gradient-norm limit; 0 = off
   std::size_t bucket_bytes = std::size_t{1} << 20;  // data-parallel all-reduce bucket
   bool overlap_dp = true;  // start bucket all-reduces during the last backward
+  // ZeRO-1: each data-parallel rank keeps the AdamW moments of one shard of
+  // the flat parameter buffer only; gradients are reduce-scattered, each
+  // rank updates its shard, the weights are all-gathered. Same results as
+  // the unsharded run up to float summation order. CPU backend only; the
+  // reduction then follows the backward pass (no overlap).
+  bool zero1 = false;
+  // Pipeline messages through a shared-memory window when the whole
+  // pipeline group is on one node (CPU backend); off: MPI send/receive.
+  bool pipeline_shm = true;
 };
 
 struct StepStats {
@@ -53,7 +62,8 @@ struct StepStats {
   double grad_norm = 0.0;  // before clipping
   double lr = 0.0;
   double step_time_s = 0.0;  // wall time of the step on this rank
-  double bubble = 0.0;       // mean over stages of 1 - busy/schedule time
+  double bubble = 0.0;       // mean over stages of 1 - busy / longest stage's pipeline phase
+  double busy_s = 0.0;       // this rank's compute seconds in the pipeline phase
   double samples_per_s = 0.0;
 };
 
@@ -85,17 +95,33 @@ class Trainer {
   const ModelPlan& plan() const { return plan_; }
   const TrainConfig& config() const { return config_; }
   std::int64_t step() const { return step_; }
+  // Whether pipeline messages go through shared memory (see TrainConfig);
+  // known after the first step.
+  bool pipeline_shm() const { return pipeline_shm_; }
   // For resuming (issue 7): the number of steps already done.
   void set_step(std::int64_t step) { step_ = step; }
-  // The optimizer moments, same layout as the parameters.
+  // The optimizer moments of [moments_begin(), moments_end()) of the flat
+  // parameter buffer (all of it without ZeRO-1); element i of adam_m()
+  // belongs to parameter element moments_begin() + i.
   float* adam_m() const { return m_.data(); }
   float* adam_v() const { return v_.data(); }
+  std::size_t moments_begin() const { return shard_begin_; }
+  std::size_t moments_end() const { return shard_end_; }
+  // Floats of optimizer state held by this rank (both moments).
+  std::size_t optimizer_state_floats() const { return m_.size() + v_.size(); }
+  // Collective over the data-parallel group: the first replica (dp index 0)
+  // receives both moments over the whole flat buffer as host vectors (the
+  // other ranks get empty ones). For checkpoints.
+  void GatherMoments(std::vector<float>* m, std::vector<float>* v) const;
 
  private:
   Trainer() = default;
   // Reads the batch, runs the schedule and the data-parallel reduction.
-  // Outputs this rank's contributions to the world sums.
-  Status RunBatch(double* loss_sum, double* busy_fraction);
+  // Outputs this rank's loss sum, its compute (busy) seconds in the pipeline
+  // phase and that phase's wall seconds.
+  // `sharded`: leave the data-parallel reduction to Step's reduce-scatter
+  // (ZeRO-1); otherwise gradients are all-reduced over the replicas.
+  Status RunBatch(double* loss_sum, double* busy_s, double* wall_s, bool sharded);
   bool contributes_loss() const;
 
   TrainConfig config_;
@@ -112,6 +138,12 @@ class Trainer {
   std::vector<Buffer> recv_act_, dlogits_;
   Buffer recv_grad_;
   Buffer m_, v_;
+  // ZeRO-1: this rank's shard [shard_begin_, shard_end_) of the flat buffer,
+  // every replica's shard length, and the reduced gradients of the shard.
+  bool pipeline_prepared_ = false, pipeline_shm_ = false;
+  std::size_t shard_begin_ = 0, shard_end_ = 0;
+  std::vector<std::size_t> shard_counts_;
+  Buffer grad_shard_;
   // Data-parallel buckets: [begin, end) of the flat gradient buffer, started
   // when local layer `start_layer` finishes its last backward.
   struct Bucket {
