@@ -10,15 +10,10 @@
 
 #include "hpcml/trainer/model_io.hpp"
 #include "hpcml/trainer/trainer.hpp"
+#include "layout_cases.hpp"
 
 namespace hpcml::trainer {
 namespace {
-
-struct Case {
-  const char* name;
-  ModelConfig model;
-  TrainConfig train;
-};
 
 std::vector<Case> Cases() {
   std::vector<Case> out;
@@ -38,21 +33,7 @@ std::vector<Case> Cases() {
     c.train.bucket_bytes = 64;  // several buckets per stage
     out.push_back(c);
   }
-  {
-    Case c{"tanh_mse_1f1b", {}, {}};
-    c.model.input_dim = 5;
-    c.model.hidden = {8, 4, 8};
-    c.model.output_dim = 2;
-    c.model.activation = Activation::kTanh;
-    c.model.loss = LossKind::kMse;
-    c.model.seed = 8;
-    c.train.global_batch = 16;
-    c.train.microbatches = 4;
-    c.train.schedule = ScheduleKind::k1F1B;
-    c.train.lr = {0.02, 0.0, 0, 4};
-    c.train.clip = 0.0f;
-    out.push_back(c);
-  }
+  out.push_back(TanhMse1F1B(/*lr_steps=*/4));
   {
     Case c{"relu_ce_1f1b_no_overlap", {}, {}};
     c.model.input_dim = 4;
@@ -68,24 +49,6 @@ std::vector<Case> Cases() {
     out.push_back(c);
   }
   return out;
-}
-
-std::vector<GridShape> Layouts(int n) {
-  std::vector<GridShape> out;
-  for (int dp = 1; dp <= n; ++dp)
-    for (int pp = 1; pp <= n; ++pp)
-      for (int tp = 1; tp <= n; ++tp)
-        if (dp * pp * tp == n) out.push_back({dp, pp, tp});
-  return out;
-}
-
-SyntheticConfig DataFor(const ModelConfig& mc) {
-  SyntheticConfig sc;
-  sc.features = mc.input_dim;
-  sc.outputs = mc.output_dim;
-  sc.classification = mc.loss == LossKind::kCrossEntropy;
-  sc.seed = 4242;
-  return sc;
 }
 
 constexpr int kSteps = 4;

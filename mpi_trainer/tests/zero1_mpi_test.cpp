@@ -17,15 +17,10 @@
 #include "hpcml/trainer/checkpointing.hpp"
 #include "hpcml/trainer/model_io.hpp"
 #include "hpcml/trainer/trainer.hpp"
+#include "layout_cases.hpp"
 
 namespace hpcml::trainer {
 namespace {
-
-struct Case {
-  const char* name;
-  ModelConfig model;
-  TrainConfig train;
-};
 
 std::vector<Case> Cases() {
   std::vector<Case> out;
@@ -44,41 +39,8 @@ std::vector<Case> Cases() {
     c.train.weight_decay = 0.05f;
     out.push_back(c);
   }
-  {
-    Case c{"tanh_mse_1f1b", {}, {}};
-    c.model.input_dim = 5;
-    c.model.hidden = {8, 4, 8};
-    c.model.output_dim = 2;
-    c.model.activation = Activation::kTanh;
-    c.model.loss = LossKind::kMse;
-    c.model.seed = 8;
-    c.train.global_batch = 16;
-    c.train.microbatches = 4;
-    c.train.schedule = ScheduleKind::k1F1B;
-    c.train.lr = {0.02, 0.0, 0, 6};
-    c.train.clip = 0.0f;
-    out.push_back(c);
-  }
+  out.push_back(TanhMse1F1B(/*lr_steps=*/6));
   return out;
-}
-
-// Layouts of n ranks with at least two data-parallel replicas.
-std::vector<GridShape> Layouts(int n) {
-  std::vector<GridShape> out;
-  for (int dp = 2; dp <= n; ++dp)
-    for (int pp = 1; pp <= n; ++pp)
-      for (int tp = 1; tp <= n; ++tp)
-        if (dp * pp * tp == n) out.push_back({dp, pp, tp});
-  return out;
-}
-
-SyntheticConfig DataFor(const ModelConfig& mc) {
-  SyntheticConfig sc;
-  sc.features = mc.input_dim;
-  sc.outputs = mc.output_dim;
-  sc.classification = mc.loss == LossKind::kCrossEntropy;
-  sc.seed = 4242;
-  return sc;
 }
 
 // One training run on `grid`; the members outlive the trainer.
@@ -142,7 +104,7 @@ TEST(Zero1Test, MatchesTheUnshardedRunAndShardsTheOptimizerState) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   int checked = 0;
   for (const Case& c : Cases()) {
-    for (const GridShape& shape : Layouts(n)) {
+    for (const GridShape& shape : Layouts(n, /*min_dp=*/2)) {
       const std::string what = std::string(c.name) + " on " + shape.ToString();
       auto grid = ProcessGrid::Create(MPI_COMM_WORLD, shape);
       ASSERT_TRUE(grid.ok()) << grid.status().ToString();
@@ -170,7 +132,7 @@ TEST(Zero1Test, MatchesTheUnshardedRunAndShardsTheOptimizerState) {
       ++checked;
     }
   }
-  EXPECT_EQ(checked, 2 * static_cast<int>(Layouts(n).size()));
+  EXPECT_EQ(checked, 2 * static_cast<int>(Layouts(n, /*min_dp=*/2).size()));
 }
 
 // A checkpoint directory shared by all ranks (rank 0 names it).
