@@ -5,8 +5,7 @@
 //                     same shapes
 //   naive   (1 rank)  samples/s / a straightforward single-process
 //                     implementation
-//   bubble  (p ranks) measured bubble / (p-1)/(m+p-1), GPipe and 1F1B, with
-//                     pipeline messages through shared memory and through MPI
+//   bubble  (p ranks) measured bubble / (p-1)/(m+p-1), GPipe and 1F1B
 //   dp      (2 ranks) samples/s at dp=2 / (2 x samples/s of one rank alone)
 //
 // The model is stated on every line: input 256, hidden 1024,1024,1024,
@@ -297,42 +296,38 @@ void Bubble() {
   mc.output_dim = 512;
   mc.loss = ht::LossKind::kMse;
   auto grid = ht::ProcessGrid::Create(MPI_COMM_WORLD, ht::GridShape{1, n, 1});
-  // Each case with pipeline messages through shared memory (the default on
-  // one node) and through MPI send/receive (Open MPI's CMA single copy).
-  for (bool shm : {true, false})
-    for (auto kind : {ht::ScheduleKind::kGpipe, ht::ScheduleKind::k1F1B}) {
-      for (int m : {1, 2, 4, 8}) {
-        ht::TrainConfig tc;
-        tc.global_batch = 64 * m;
-        tc.microbatches = m;
-        tc.schedule = kind;
-        tc.pipeline_shm = shm;
-        Run r = Make(mc, tc, &*grid);
-        for (int i = 0; i < 3; ++i) (void)r.trainer->Step();
-        double bubble = 0, busy = 0;
-        const int steps = 15;
-        for (int i = 0; i < steps; ++i) {
-          auto st = r.trainer->Step();
-          if (!st.ok()) {
-            std::fprintf(stderr, "trainer_bench: %s\n", st.status().ToString().c_str());
-            MPI_Abort(MPI_COMM_WORLD, 1);
-          }
-          bubble += st->bubble / steps;
-          busy += st->busy_s / steps;
+  for (auto kind : {ht::ScheduleKind::kGpipe, ht::ScheduleKind::k1F1B}) {
+    for (int m : {1, 2, 4, 8}) {
+      ht::TrainConfig tc;
+      tc.global_batch = 64 * m;
+      tc.microbatches = m;
+      tc.schedule = kind;
+      Run r = Make(mc, tc, &*grid);
+      for (int i = 0; i < 3; ++i) (void)r.trainer->Step();
+      double bubble = 0, busy = 0;
+      const int steps = 15;
+      for (int i = 0; i < steps; ++i) {
+        auto st = r.trainer->Step();
+        if (!st.ok()) {
+          std::fprintf(stderr, "trainer_bench: %s\n", st.status().ToString().c_str());
+          MPI_Abort(MPI_COMM_WORLD, 1);
         }
-        std::vector<double> busy_all(static_cast<size_t>(n));
-        MPI_Gather(&busy, 1, MPI_DOUBLE, busy_all.data(), 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
-        const double ideal = ht::IdealBubble(n, m);
-        if (rank == 0) {
-          std::string stages;
-          for (double b : busy_all) stages += " " + std::to_string(b * 1e3).substr(0, 5);
-          std::printf(
-              "bubble: %s p=%d m=%d %s: measured %.3f ideal %.3f ratio %.3f (stage busy ms:%s)\n",
-              std::string(ht::Name(kind)).c_str(), n, m, r.trainer->pipeline_shm() ? "shm" : "mpi",
-              bubble, ideal, bubble / ideal, stages.c_str());
-        }
+        bubble += st->bubble / steps;
+        busy += st->busy_s / steps;
+      }
+      std::vector<double> busy_all(static_cast<size_t>(n));
+      MPI_Gather(&busy, 1, MPI_DOUBLE, busy_all.data(), 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+      const double ideal = ht::IdealBubble(n, m);
+      if (rank == 0) {
+        std::string stages;
+        for (double b : busy_all) stages += " " + std::to_string(b * 1e3).substr(0, 5);
+        std::printf(
+            "bubble: %s p=%d m=%d: measured %.3f ideal %.3f ratio %.3f (stage busy ms:%s)\n",
+            std::string(ht::Name(kind)).c_str(), n, m, bubble, ideal, bubble / ideal,
+            stages.c_str());
       }
     }
+  }
 }
 
 void DataParallel() {

@@ -6,7 +6,6 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <memory>
 #include <vector>
 
 #include "hpcml/trainer/backend.hpp"
@@ -95,140 +94,6 @@ void BackwardBiasRows(const float* pre, const float* dout, float* dpre, std::int
   }
 }
 
-// Pipeline transfers through a shared-memory window, for a pipeline group
-// that sits on one node. Each rank's segment has one slot of `max_floats`
-// per tag; a sender copies into the receiver's slot and sends an empty
-// message (the notice), the receiver copies out and answers with an empty
-// message (the ack) that frees the slot for the next use of that tag. This
-// is one copy on each side, no system call; Open MPI's single-copy path
-// (CMA) takes a handshake and a process_vm_readv per message: about 60 us
-// for 128 KiB against 5 us for a memcpy, measured on the 2-core machine,
-// and on a balanced pipeline that latency sits on the critical path twice
-// per microbatch.
-//
-// Owns the window (MPI_Win_free is collective over the pipeline group, so
-// every stage must destroy its backend: the trainer's errors are agreed on
-// by all ranks) and two communicators. Memory ordering: a passive-target
-// epoch on the whole window for its lifetime, MPI_Win_sync after writing
-// a slot and before reading one, the messages in between (MPI-3 shared
-// memory model). Not thread-safe.
-class ShmPipe {
- public:
-  // Collective over `pp`. Empty result (not an error) when the group spans
-  // more than one node.
-  static Result<std::unique_ptr<ShmPipe>> Create(MPI_Comm pp, std::size_t max_floats,
-                                                 int num_tags) {
-    int size = 0, rank = 0;
-    MPI_Comm_size(pp, &size);
-    MPI_Comm_rank(pp, &rank);
-    MPI_Comm node_raw = MPI_COMM_NULL;
-    // key = rank in pp, so the node communicator keeps the stage order.
-    if (MPI_Comm_split_type(pp, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node_raw) !=
-        MPI_SUCCESS) {
-      return Internal("pipeline: MPI_Comm_split_type failed");
-    }
-    MpiComm node(node_raw);
-    int local_size = node.size(), all_local = local_size == size ? 1 : 0;
-    MPI_Allreduce(MPI_IN_PLACE, &all_local, 1, MPI_INT, MPI_LAND, pp);
-    if (all_local == 0) return std::unique_ptr<ShmPipe>();
-
-    auto p = std::unique_ptr<ShmPipe>(new ShmPipe());
-    p->max_floats_ = max_floats;
-    p->num_tags_ = num_tags;
-    MPI_Comm notice = MPI_COMM_NULL, ack = MPI_COMM_NULL;
-    MPI_Comm_dup(pp, &notice);
-    MPI_Comm_dup(pp, &ack);
-    p->notice_.reset(notice);
-    p->ack_.reset(ack);
-    const auto bytes =
-        static_cast<MPI_Aint>(max_floats * static_cast<std::size_t>(num_tags) * sizeof(float));
-    MPI_Info info = MPI_INFO_NULL;
-    MPI_Info_create(&info);
-    MPI_Info_set(info, "alloc_shared_noncontig", "true");  // each segment near its owner
-    float* base = nullptr;
-    const int rc = MPI_Win_allocate_shared(bytes, sizeof(float), info, node.get(), &base, &p->win_);
-    MPI_Info_free(&info);
-    if (rc != MPI_SUCCESS) {
-      return Internal("pipeline: MPI_Win_allocate_shared of {} bytes failed", bytes);
-    }
-    MPI_Win_lock_all(MPI_MODE_NOCHECK, p->win_);
-    p->locked_ = true;
-    p->mine_ = base;
-    for (int peer : {rank - 1, rank + 1}) {
-      if (peer < 0 || peer >= size) continue;
-      MPI_Aint sz = 0;
-      int unit = 0;
-      float* b = nullptr;
-      MPI_Win_shared_query(p->win_, peer, &sz, &unit, &b);
-      p->peer_base_[peer < rank ? 0 : 1] = b;
-    }
-    p->rank_ = rank;
-    p->acks_.assign(2 * static_cast<std::size_t>(num_tags), MPI_REQUEST_NULL);
-    return p;
-  }
-
-  ~ShmPipe() {
-    // Acks that will never come (a step cut short) are cancelled.
-    for (MPI_Request& r : acks_) {
-      if (r == MPI_REQUEST_NULL) continue;
-      MPI_Cancel(&r);
-      MPI_Wait(&r, MPI_STATUS_IGNORE);
-    }
-    if (locked_) MPI_Win_unlock_all(win_);
-    if (win_ != MPI_WIN_NULL) MPI_Win_free(&win_);
-  }
-  ShmPipe(const ShmPipe&) = delete;
-  ShmPipe& operator=(const ShmPipe&) = delete;
-
-  bool Fits(std::size_t n, int tag) const {
-    return n <= max_floats_ && tag >= 0 && tag < num_tags_;
-  }
-
-  // Copies x into the peer's slot `tag`, after that slot's previous ack.
-  // The notice goes out non-blocking; its request joins `pending`.
-  void Send(const float* x, std::size_t n, int peer, int tag, std::vector<MPI_Request>* pending) {
-    MPI_Request& ack = acks_[AckIndex(peer, tag)];
-    if (ack != MPI_REQUEST_NULL) MPI_Wait(&ack, MPI_STATUS_IGNORE);
-    std::memcpy(Slot(PeerBase(peer), tag), x, n * sizeof(float));
-    MPI_Win_sync(win_);
-    MPI_Request req = MPI_REQUEST_NULL;
-    MPI_Isend(nullptr, 0, MPI_BYTE, peer, tag, notice_.get(), &req);
-    pending->push_back(req);
-    MPI_Irecv(nullptr, 0, MPI_BYTE, peer, tag, ack_.get(), &ack);
-  }
-
-  // Waits for the notice, copies slot `tag` of this rank's segment to x and
-  // acks it (request into `pending`).
-  void Recv(float* x, std::size_t n, int peer, int tag, std::vector<MPI_Request>* pending) {
-    MPI_Recv(nullptr, 0, MPI_BYTE, peer, tag, notice_.get(), MPI_STATUS_IGNORE);
-    MPI_Win_sync(win_);
-    std::memcpy(x, Slot(mine_, tag), n * sizeof(float));
-    MPI_Request req = MPI_REQUEST_NULL;
-    MPI_Isend(nullptr, 0, MPI_BYTE, peer, tag, ack_.get(), &req);
-    pending->push_back(req);
-  }
-
- private:
-  ShmPipe() = default;
-  float* Slot(float* base, int tag) const {
-    return base + static_cast<std::size_t>(tag) * max_floats_;
-  }
-  float* PeerBase(int peer) const { return peer_base_[peer < rank_ ? 0 : 1]; }
-  std::size_t AckIndex(int peer, int tag) const {
-    return static_cast<std::size_t>(tag) * 2 + (peer < rank_ ? 0 : 1);
-  }
-
-  std::size_t max_floats_ = 0;
-  int num_tags_ = 0;
-  int rank_ = 0;
-  MpiComm notice_, ack_;
-  MPI_Win win_ = MPI_WIN_NULL;
-  bool locked_ = false;
-  float* mine_ = nullptr;
-  float* peer_base_[2] = {nullptr, nullptr};  // previous, next stage
-  std::vector<MPI_Request> acks_;             // per (tag, direction): the slot's last ack
-};
-
 class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(const ProcessGrid* grid) : grid_(grid) {}
@@ -236,7 +101,6 @@ class CpuBackend final : public Backend {
     // Requests must not outlive the backend; finish what is in flight.
     WaitAllreduces();
     WaitSends();
-    shm_.reset();
   }
 
   std::string_view name() const override { return "cpu"; }
@@ -474,18 +338,7 @@ class CpuBackend final : public Backend {
     MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, x, n.data(), displs.data(), MPI_FLOAT, c);
   }
 
-  Result<bool> PreparePipeline(std::size_t max_floats, int num_tags, bool shared_memory) override {
-    MPI_Comm c = Comm(Group::kPipeline);
-    if (c == MPI_COMM_NULL || !shared_memory) return false;
-    HPCML_ASSIGN_OR_RETURN(shm_, ShmPipe::Create(c, max_floats, num_tags));
-    return shm_ != nullptr;
-  }
-
   void Send(const float* x, std::size_t n, int peer_stage, int tag) override {
-    if (shm_ && shm_->Fits(n, tag)) {
-      shm_->Send(x, n, peer_stage, tag, &sends_);
-      return;
-    }
     MPI_Request req = MPI_REQUEST_NULL;
     MPI_Isend(x, static_cast<int>(n), MPI_FLOAT, peer_stage, tag, Comm(Group::kPipeline), &req);
     // Large messages go by rendezvous. With a single-copy transport (CMA,
@@ -499,10 +352,6 @@ class CpuBackend final : public Backend {
   }
 
   void Recv(float* x, std::size_t n, int peer_stage, int tag) override {
-    if (shm_ && shm_->Fits(n, tag)) {
-      shm_->Recv(x, n, peer_stage, tag, &sends_);
-      return;
-    }
     MPI_Recv(x, static_cast<int>(n), MPI_FLOAT, peer_stage, tag, Comm(Group::kPipeline),
              MPI_STATUS_IGNORE);
   }
@@ -541,7 +390,6 @@ class CpuBackend final : public Backend {
   const ProcessGrid* grid_;
   std::vector<MPI_Request> reduces_;
   std::vector<MPI_Request> sends_;
-  std::unique_ptr<ShmPipe> shm_;  // pipeline through shared memory, when prepared
 };
 
 }  // namespace

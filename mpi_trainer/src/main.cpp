@@ -58,7 +58,6 @@ struct Options {
   double bucket_mb = 1.0;
   bool no_overlap = false;
   bool zero1 = false;
-  bool no_pipeline_shm = false;
   std::int64_t log_interval = 10;
   std::string metrics, output;
   ht::CheckpointOptions ckpt;
@@ -192,7 +191,6 @@ class Program {
     tc_.bucket_bytes = static_cast<std::size_t>(o_.bucket_mb * 1024.0 * 1024.0);
     tc_.overlap_dp = !o_.no_overlap;
     tc_.zero1 = o_.zero1;
-    tc_.pipeline_shm = !o_.no_pipeline_shm;
     HPCML_ASSIGN_OR_RETURN(
         trainer_, ht::Trainer::Create(tc_, mc_, grid_.get(), backend_.get(), source_.get()));
     if (rank0_ && !o_.metrics.empty()) {
@@ -479,8 +477,6 @@ int main(int argc, char** argv) {
                "reduce gradients after the backward pass instead of during it");
   app.add_flag("--zero1", o.zero1,
                "shard the AdamW moments over the data-parallel replicas (ZeRO-1; cpu backend)");
-  app.add_flag("--no-pipeline-shm", o.no_pipeline_shm,
-               "send pipeline messages with MPI even when all stages share a node");
   app.add_option("--log-interval", o.log_interval, "steps between log lines")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);

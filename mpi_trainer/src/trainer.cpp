@@ -161,20 +161,6 @@ Status Trainer::RunBatch(double* loss_sum, double* busy_s, double* wall_s, bool 
   } else {
     HPCML_RETURN_IF_ERROR(read);
   }
-  if (shape_.pp > 1 && !pipeline_prepared_) {
-    // Collective over the pipeline group, so here, after the world agreed
-    // on the batch (Create may fail on some ranks only). Messages:
-    // activations [rows, input width] and gradients [rows, output width];
-    // tags 2 mb (forward) and 2 mb + 1 (backward), as below.
-    const auto widest =
-        static_cast<std::size_t>(std::max(model_->input_width(), model_->output_width()));
-    auto max_floats = static_cast<unsigned long>(static_cast<std::size_t>(mb_rows_) * widest);
-    MPI_Allreduce(MPI_IN_PLACE, &max_floats, 1, MPI_UNSIGNED_LONG, MPI_MAX, grid_->pp_comm());
-    HPCML_ASSIGN_OR_RETURN(
-        pipeline_shm_,
-        backend_->PreparePipeline(max_floats, 2 * config_.microbatches, config_.pipeline_shm));
-    pipeline_prepared_ = true;
-  }
   if (first) backend_->ToDevice(features_.data(), host_features_.data(), host_features_.size());
   if (last) backend_->ToDevice(targets_.data(), host_targets_.data(), host_targets_.size());
 

@@ -45,7 +45,6 @@ std::vector<Case> Cases() {
     c.train.schedule = ScheduleKind::k1F1B;
     c.train.lr = {0.01, 0.001, 2, 4};
     c.train.overlap_dp = false;
-    c.train.pipeline_shm = false;  // pipeline messages by MPI send/receive
     out.push_back(c);
   }
   return out;
@@ -54,7 +53,6 @@ std::vector<Case> Cases() {
 constexpr int kSteps = 4;
 
 struct Run {
-  bool pipeline_shm = false;
   std::vector<double> losses;
   std::vector<FullTensor> grads0;  // gradients of the first batch (rank 0)
   std::vector<FullTensor> params;  // after kSteps (rank 0)
@@ -80,7 +78,6 @@ Result<Run> Train(const Case& c, const ProcessGrid* grid) {
     HPCML_ASSIGN_OR_RETURN(StepStats st, trainer->Step());
     run.losses.push_back(st.loss);
   }
-  run.pipeline_shm = trainer->pipeline_shm();
   HPCML_ASSIGN_OR_RETURN(run.params,
                          GatherModel(trainer->model(), grid, *backend, WhichTensor::kParams));
   return run;
@@ -118,8 +115,6 @@ TEST(LayoutsTest, EveryLayoutMatchesTheSingleProcessRun) {
         ADD_FAILURE() << what << ": " << run.status().ToString();
         continue;
       }
-      // mpirun puts every rank on this node: shared memory whenever asked.
-      EXPECT_EQ(run->pipeline_shm, shape.pp > 1 && c.train.pipeline_shm) << what;
       for (int i = 0; i < kSteps; ++i) {
         const double want = serial->losses[static_cast<size_t>(i)];
         EXPECT_NEAR(run->losses[static_cast<size_t>(i)], want, 1e-5 * std::abs(want))

@@ -137,18 +137,6 @@ class Backend {
   virtual void ReduceScatter(const float* x, float* shard, const std::vector<std::size_t>& counts,
                              Group g) = 0;
   virtual void AllGather(float* x, const std::vector<std::size_t>& counts, Group g) = 0;
-  // Sets up pipeline transfers of at most `max_floats` floats per message
-  // with tags in [0, num_tags). Collective over the pipeline group; called
-  // once, after the trainer's own checks, before the first Send. A backend
-  // may use it for a faster path (CPU: a shared-memory window when the whole
-  // pipeline group is on one node, `shared_memory` permitting); Send and Recv
-  // work without it. Returns whether that faster path is on.
-  virtual Result<bool> PreparePipeline(std::size_t max_floats, int num_tags, bool shared_memory) {
-    (void)max_floats;
-    (void)num_tags;
-    (void)shared_memory;
-    return false;
-  }
   // Point-to-point along the pipeline group; peer is a stage index.
   virtual void Send(const float* x, std::size_t n, int peer_stage, int tag) = 0;
   virtual void Recv(float* x, std::size_t n, int peer_stage, int tag) = 0;

@@ -51,9 +51,6 @@ struct TrainConfig {
   // the unsharded run up to float summation order. CPU backend only; the
   // reduction then follows the backward pass (no overlap).
   bool zero1 = false;
-  // Pipeline messages through a shared-memory window when the whole
-  // pipeline group is on one node (CPU backend); off: MPI send/receive.
-  bool pipeline_shm = true;
 };
 
 struct StepStats {
@@ -95,9 +92,6 @@ class Trainer {
   const ModelPlan& plan() const { return plan_; }
   const TrainConfig& config() const { return config_; }
   std::int64_t step() const { return step_; }
-  // Whether pipeline messages go through shared memory (see TrainConfig);
-  // known after the first step.
-  bool pipeline_shm() const { return pipeline_shm_; }
   // For resuming (issue 7): the number of steps already done.
   void set_step(std::int64_t step) { step_ = step; }
   // The optimizer moments of [moments_begin(), moments_end()) of the flat
@@ -140,7 +134,6 @@ class Trainer {
   Buffer m_, v_;
   // ZeRO-1: this rank's shard [shard_begin_, shard_end_) of the flat buffer,
   // every replica's shard length, and the reduced gradients of the shard.
-  bool pipeline_prepared_ = false, pipeline_shm_ = false;
   std::size_t shard_begin_ = 0, shard_end_ = 0;
   std::vector<std::size_t> shard_counts_;
   Buffer grad_shard_;
