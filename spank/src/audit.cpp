@@ -6,8 +6,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <ctime>
+#include <optional>
 
 #include <fmt/format.h>
 #include <nettle/sha2.h>
@@ -54,6 +56,18 @@ Result<std::string> ReadLastLine(int fd, off_t size, const std::string& path) {
     if (start == 0) return std::string(view);
     chunk *= 4;
   }
+}
+
+// The sequence number of a line as FormatAuditLine writes it ({"seq":N,...),
+// without a JSON parse; nullopt for any other shape.
+std::optional<std::uint64_t> LeadingSeq(std::string_view line) {
+  constexpr std::string_view kPrefix = "{\"seq\":";
+  if (!line.starts_with(kPrefix)) return std::nullopt;
+  const char* end = line.data() + line.size();
+  std::uint64_t seq = 0;
+  auto [next, ec] = std::from_chars(line.data() + kPrefix.size(), end, seq);
+  if (ec != std::errc() || next == end || *next != ',') return std::nullopt;
+  return seq;
 }
 
 Status WriteAll(int fd, std::string_view data, const std::string& path) {
@@ -126,9 +140,13 @@ Result<std::string> AppendAudit(const std::string& path, const AuditRecord& reco
     prev = Sha256Hex(last);
     // An unreadable last line still chains (verify reports it); numbering
     // goes on from the line count in that case.
-    auto j = nlohmann::json::parse(last, nullptr, false);
-    if (j.is_object() && j.contains("seq") && j["seq"].is_number_unsigned())
-      seq = j["seq"].get<std::uint64_t>() + 1;
+    if (auto last_seq = LeadingSeq(last)) {
+      seq = *last_seq + 1;
+    } else {
+      auto j = nlohmann::json::parse(last, nullptr, false);
+      if (j.is_object() && j.contains("seq") && j["seq"].is_number_unsigned())
+        seq = j["seq"].get<std::uint64_t>() + 1;
+    }
   }
   std::string line = FormatAuditLine(record, seq, prev);
   std::string out = line + "\n";

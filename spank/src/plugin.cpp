@@ -111,8 +111,14 @@ std::optional<std::string> UserName(uid_t uid) {
   return std::string(pw.pw_name);
 }
 
-std::vector<std::string> GroupNames(const std::vector<gid_t>& gids) {
+// The names of these groups, each gid looked up once. Only a policy that
+// binds roles to groups needs them (each lookup reads /etc/group or asks the
+// directory service): otherwise none.
+std::vector<std::string> GroupNames(const Policy& policy, std::vector<gid_t> gids) {
   std::vector<std::string> names;
+  if (!policy.binds_groups()) return names;
+  std::sort(gids.begin(), gids.end());
+  gids.erase(std::unique(gids.begin(), gids.end()), gids.end());
   std::vector<char> buf(65536);
   for (gid_t g : gids) {
     struct group gr {
@@ -350,7 +356,7 @@ Decision DecideOnNode(spank_t sp, AuditRecord* rec) {
   req.user = *user;
   std::vector<gid_t> all_gids = creds.groups;
   all_gids.push_back(gid);
-  req.groups = GroupNames(all_gids);
+  req.groups = GroupNames(*policy, std::move(all_gids));
   req.account = facts->account;
   req.partition = facts->partition;
   req.gpus = facts->gpus;
@@ -391,7 +397,7 @@ Decision DecideOnSubmit(AuditRecord* rec) {
   if (n > 0) n = ::getgroups(n, gids.data());
   gids.resize(static_cast<std::size_t>(n > 0 ? n : 0));
   gids.push_back(::getgid());
-  req.groups = GroupNames(gids);
+  req.groups = GroupNames(*policy, std::move(gids));
   req.role = s.role;
   req.zone = s.zone;
   std::vector<Result<std::string>> resolved;

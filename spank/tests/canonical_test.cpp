@@ -1,5 +1,6 @@
 #include "hpcml/spank/canonical.hpp"
 
+#include <fcntl.h>
 #include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -9,6 +10,8 @@
 #include <fstream>
 
 #include <gtest/gtest.h>
+
+#include "hpcml/common/unique_fd.hpp"
 
 namespace hpcml::guard {
 namespace {
@@ -69,7 +72,7 @@ TEST_F(CanonicalTest, AsUserSeesWhatTheUserSees) {
   EXPECT_NE((*r)[3].status().message().find("No such file"), std::string::npos);
   // Root, in-process, does resolve it: the difference is the user's view.
   EXPECT_TRUE(CanonicalPath(P("allowed/link.h5")).ok());
-  // The resolver changed only its own thread's credentials.
+  // Root's credentials are back.
   EXPECT_EQ(::geteuid(), 0u);
   EXPECT_EQ(::getuid(), 0u);
   EXPECT_EQ(::getegid(), 0u);
@@ -95,6 +98,27 @@ TEST_F(CanonicalTest, AsUserSupplementaryGroupsCount) {
   std::vector<gid_t> mine(static_cast<std::size_t>(::getgroups(0, nullptr)));
   ASSERT_EQ(::getgroups(static_cast<int>(mine.size()), mine.data()), static_cast<int>(mine.size()));
   EXPECT_EQ(std::count(mine.begin(), mine.end(), team), 0) << "the caller's groups changed";
+}
+
+TEST_F(CanonicalTest, ProcMagicLinksAreRefused) {
+  // /proc/self/fd/N would name this (root) process's open files.
+  UniqueFd held(::open(P("forbidden/secret.h5").c_str(), O_RDONLY | O_CLOEXEC));
+  ASSERT_TRUE(held.valid());
+  std::string magic = "/proc/self/fd/" + std::to_string(held.get());
+  auto direct = CanonicalPath(magic);
+  ASSERT_FALSE(direct.ok());
+  EXPECT_NE(direct.status().message().find("/proc link"), std::string::npos)
+      << direct.status().message();
+  fs::create_symlink(magic, root_ / "allowed" / "via_proc");  // the same, through a symlink
+  struct passwd* nobody = ::getpwnam("nobody");
+  ASSERT_NE(nobody, nullptr);
+  auto as_user = CanonicalPathsAsUser({nobody->pw_uid, nobody->pw_gid, {}},
+                                      {P("allowed/via_proc"), "/proc/self/cwd"});
+  ASSERT_TRUE(as_user.ok()) << as_user.status().message();
+  EXPECT_FALSE((*as_user)[0].ok());
+  EXPECT_FALSE((*as_user)[1].ok());
+  // A plain /proc file is not a magic link: it resolves (and matches no dataset).
+  EXPECT_TRUE(CanonicalPath("/proc/self/status").ok());
 }
 
 TEST_F(CanonicalTest, AsRootMatchesInProcess) {

@@ -102,6 +102,22 @@ TEST(Policy, BindingsByUserGroupAndAccount) {
   EXPECT_FALSE(p.IsBound("fraud-analyst", "bob", {}, std::nullopt));
 }
 
+TEST(Policy, BindsGroupsOnlyWithAGroupBinding) {
+  EXPECT_TRUE(MustParse(testing::kPolicy).binds_groups());
+  Policy no_groups = MustParse(R"(
+[zones.ae]
+[[roles]]
+name = "r"
+zones = ["ae"]
+classifications = []
+max_gpus = 0
+[[bindings]]
+user = "alice"
+roles = ["r"]
+)");
+  EXPECT_FALSE(no_groups.binds_groups());
+}
+
 TEST(Policy, ErrorsNameFileLineAndKey) {
   struct Case {
     std::string text;

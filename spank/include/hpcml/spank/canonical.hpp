@@ -13,7 +13,9 @@
 
 namespace hpcml::guard {
 
-// realpath(3) in this process, with its credentials.
+// The absolute path the kernel resolves `path` to with this thread's
+// credentials (openat2 with O_PATH, then the descriptor's path): symlinks and
+// '..' resolved, /proc's magic links (/proc/self/fd/N and the like) refused.
 Result<std::string> CanonicalPath(const std::string& path);
 
 struct UserCredentials {
@@ -22,15 +24,14 @@ struct UserCredentials {
   std::vector<gid_t> groups;  // supplementary
 };
 
-// Resolves each path as the user: a short-lived thread takes the user's
-// groups, gid and uid (for itself only, see canonical.cpp) and calls
-// realpath(3) on each path. Used by root in slurmstepd; the caller's
-// credentials do not change. A resolver that has not answered within
-// `timeout_ms` (a hung file system) is abandoned and the call fails. When this
-// process already runs as the user (and is not root), resolves in-process.
-// Results are in input order; each is a path or the error for that path.
-Result<std::vector<Result<std::string>>> CanonicalPathsAsUser(const UserCredentials& user,
-                                                              const std::vector<std::string>& paths,
-                                                              int timeout_ms = 10000);
+// Resolves each path as the user. Called by root in slurmstepd: the calling
+// thread takes the user's groups, gid and uid as its effective credentials
+// for the lookups only (see canonical.cpp) and has root's back on return;
+// other threads never change. When this process already runs as the user
+// (not root), resolves in-process. Results are in input order; each is a
+// path or the error for that path. An error for the whole call (credentials
+// that could not be taken or given back) means: deny.
+Result<std::vector<Result<std::string>>> CanonicalPathsAsUser(
+    const UserCredentials& user, const std::vector<std::string>& paths);
 
 }  // namespace hpcml::guard

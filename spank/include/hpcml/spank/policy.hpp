@@ -60,6 +60,9 @@ class Policy {
   const std::vector<Binding>& bindings() const { return bindings_; }
   const std::optional<std::string>& default_role() const { return default_role_; }
   UnknownDatasets unknown_datasets() const { return unknown_datasets_; }
+  // Whether any binding names a group (a decision then needs the user's
+  // group names).
+  bool binds_groups() const { return !group_roles_.empty(); }
 
   // The most specific entry containing `canonical` (an absolute, resolved
   // path), or nullptr. Cost: O(path depth), independent of the entry count.
