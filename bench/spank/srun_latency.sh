@@ -4,9 +4,10 @@
 # The steps run inside one allocation (salloc --no-shell), so the figure is
 # the step launch (srun, slurmstepd, the guard's decision) without the
 # scheduler's delay for a new job.
-#   bench/spank/srun_latency.sh [rounds]     (default 60: a step takes ~40 ms
-#                                             and varies by ~1 ms, so fewer
-#                                             rounds cannot resolve 5%)
+#   bench/spank/srun_latency.sh [rounds]     (default 300, about 25 s: a step
+#                                             takes ~33 ms and varies by ~1 ms;
+#                                             60 rounds gave ratios 1.045-1.07
+#                                             for one build, 300 agree to ~1%)
 # Needs a running local cluster (tests/cluster/hpcml-cluster up; SLURM_CONF
 # and HPCML_CLUSTER_DIR set, e.g. eval "$(tests/cluster/hpcml-cluster env)")
 # and a build (HPCML_BUILD_DIR, default build/default). Run as root: it
@@ -17,7 +18,7 @@
 # neither figure. Prints the median and mean of each and the ratio
 # guard/baseline (target <= 1.05).
 set -euo pipefail
-rounds=${1:-60}
+rounds=${1:-300}
 top=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${HPCML_BUILD_DIR:-$top/build/default}" && pwd)
 : "${HPCML_CLUSTER_DIR:?set HPCML_CLUSTER_DIR (eval \"\$(tests/cluster/hpcml-cluster env)\")}"

@@ -25,8 +25,8 @@ fi
 # and slurmstepd (see spank/CMakeLists.txt).
 for lib in $(readelf -d "$so" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'); do
   case $lib in
-    libc.so.* | libm.so.* | libnettle.so.* | ld-linux*) ;;
-    *) echo "FAIL: $so needs $lib; only libc, libm and libnettle are expected" >&2; exit 1 ;;
+    libc.so.* | libm.so.* | ld-linux*) ;;
+    *) echo "FAIL: $so needs $lib; only libc and libm are expected" >&2; exit 1 ;;
   esac
 done
 echo "PASS: $so exports: $(echo $exported)"
