@@ -65,8 +65,9 @@ Result<std::string> PathOf(int fd, const std::string& requested) {
 
 // Runs fn() with the user's groups, gid and uid as this thread's effective
 // credentials (see the top of the file); root's are back when it returns. A
-// failure to take the user's credentials or to give them back is an error
-// (the caller denies).
+// failure to take the user's credentials or to give them back, or an
+// exception from fn (caught here, after root's credentials are back), is an
+// error: the caller denies.
 template <typename Fn>
 Status AsUser(const UserCredentials& user, Fn fn) {
   const gid_t saved_egid = ::getegid();
@@ -75,19 +76,28 @@ Status AsUser(const UserCredentials& user, Fn fn) {
   if (n > 0 && ::getgroups(n, saved_groups.data()) != n)
     return ErrnoError("reading this thread's groups", errno);
 
-  int stage = 0;  // 1: groups taken, 2: gid, 3: uid
+  int stage = 0;  // how many of the groups, the gid and the uid were taken
   int take_errno = 0;
-  if (::syscall(kSetgroups, user.groups.size(), user.groups.data()) != 0) {
-    take_errno = errno;
-  } else if (++stage, ::syscall(kSetresgid, -1, user.gid, -1) != 0) {
-    take_errno = errno;
-  } else if (++stage, ::syscall(kSetresuid, -1, user.uid, -1) != 0) {
-    take_errno = errno;
-  } else {
-    ++stage;
-    if (static_cast<uid_t>(::syscall(SYS_geteuid)) != user.uid) take_errno = EPERM;
+  auto take = [&](long sys, auto... args) {
+    if (take_errno != 0) return;
+    if (::syscall(sys, args...) == 0) {
+      ++stage;
+    } else {
+      take_errno = errno;
+    }
+  };
+  take(kSetgroups, user.groups.size(), user.groups.data());
+  take(kSetresgid, -1, user.gid, -1);
+  take(kSetresuid, -1, user.uid, -1);
+  if (take_errno == 0 && static_cast<uid_t>(::syscall(SYS_geteuid)) != user.uid) take_errno = EPERM;
+  bool fn_threw = false;
+  if (take_errno == 0) {
+    try {
+      fn();
+    } catch (...) {
+      fn_threw = true;  // root's credentials come back first
+    }
   }
-  if (take_errno == 0) fn();
 
   // Back in the reverse order: root's uid first, which gives back the
   // capabilities the other two calls need.
@@ -101,6 +111,7 @@ Status AsUser(const UserCredentials& user, Fn fn) {
   if (back_errno != 0) return ErrnoError("taking root's credentials back", back_errno);
   if (take_errno != 0)
     return ErrnoError(fmt::format("taking the credentials of uid {}", user.uid), take_errno);
+  if (fn_threw) return Internal("error while resolving paths as uid {}", user.uid);
   return Status::Ok();
 }
 
