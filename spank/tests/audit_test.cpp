@@ -3,6 +3,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -77,6 +80,22 @@ TEST_F(AuditTest, LinesCarryEveryFieldAndChain) {
     EXPECT_TRUE(j1.contains(key)) << key;
   EXPECT_EQ(j0["decision"], "allow");
   EXPECT_EQ(j1["decision"], "deny");
+  // "YYYY-MM-DDTHH:MM:SS.mmmZ", UTC, now.
+  const std::string when = j1["time"].get<std::string>();
+  struct tm tm {};
+  int ms = -1;
+  ASSERT_EQ(std::sscanf(when.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d.%3dZ", &tm.tm_year, &tm.tm_mon,
+                        &tm.tm_mday, &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &ms),
+            7)
+      << when;
+  EXPECT_EQ(when.size(), 24u) << when;
+  EXPECT_GE(ms, 0);
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  EXPECT_LE(std::llabs(static_cast<long long>(::timegm(&tm)) -
+                       static_cast<long long>(std::time(nullptr))),
+            5)
+      << when;
   EXPECT_EQ(fs::status(path_).permissions() & fs::perms::others_all, fs::perms::none);
   auto rep = VerifyAuditLog(path_);
   ASSERT_TRUE(rep.ok());
