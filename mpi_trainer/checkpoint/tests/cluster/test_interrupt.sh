@@ -9,7 +9,7 @@ mode=${1:?requeue or preempt}
 train=$HPCML_BUILD_DIR/mpi_trainer/hpcml-train
 [ -x "$train" ] || fail "$train not built"
 dir=$(job_dir)
-args="--dp 2 --synthetic --input-dim 64 --hidden 256,256 --outputs 8 --batch 256 --steps 2000 --lr 2e-3 --log-interval 500"
+args="--dp 2 --synthetic --input-dim 64 --hidden 256,256 --outputs 8 --batch 256 --steps 10000 --lr 2e-3 --log-interval 2500"
 
 final_loss() {  # final_loss <metrics file>: the loss of the last step, exactly as written
   /usr/bin/python3 -c 'import json,sys
@@ -38,8 +38,9 @@ exit \$rc
 JOB
 id=$(submit "$dir/job.sh")
 
-# Wait until it has trained past the first checkpoints (2000 steps leave
-# room to interrupt it even when a step takes only a few milliseconds).
+# Wait until it has trained past the first checkpoints. The job must still
+# be training when Slurm interrupts it: at 1.5 ms a step (2-core VM), 2000
+# steps ended in 3 s, before the preemption reached it; 10000 leave 15 s.
 deadline=$((SECONDS + 120))
 until [ -f "$dir/metrics-0.jsonl" ] && [ "$(grep -c '"step"' "$dir/metrics-0.jsonl")" -ge 100 ]; do
   [ $SECONDS -lt $deadline ] || fail "job $id did not reach step 100: $(cat "$dir"/job-*.out)"
