@@ -3,6 +3,8 @@
 // every layout reads.
 #pragma once
 
+#include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "hpcml/trainer/data.hpp"
@@ -35,6 +37,24 @@ inline SyntheticConfig DataFor(const ModelConfig& mc) {
   sc.classification = mc.loss == LossKind::kCrossEntropy;
   sc.seed = 4242;
   return sc;
+}
+
+// A GELU classifier (cross-entropy) under GPipe with 2 microbatches, gradient
+// clipping and weight decay; the learning rate decays over `lr_steps` steps.
+inline Case GeluCeGpipe(const char* name, std::vector<std::int64_t> hidden, std::int64_t lr_steps) {
+  Case c{name, {}, {}};
+  c.model.input_dim = 6;
+  c.model.hidden = std::move(hidden);
+  c.model.output_dim = 3;
+  c.model.activation = Activation::kGelu;
+  c.model.seed = 7;
+  c.train.global_batch = 16;
+  c.train.microbatches = 2;
+  c.train.schedule = ScheduleKind::kGpipe;
+  c.train.lr = {0.02, 0.002, 1, lr_steps};
+  c.train.clip = 0.5f;  // with sharded gradients the global norm is summed over shards
+  c.train.weight_decay = 0.05f;
+  return c;
 }
 
 // A tanh regression network (MSE) under 1F1B with 4 microbatches, no clip;

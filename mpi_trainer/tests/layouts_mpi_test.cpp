@@ -18,18 +18,7 @@ namespace {
 std::vector<Case> Cases() {
   std::vector<Case> out;
   {
-    Case c{"gelu_ce_gpipe", {}, {}};
-    c.model.input_dim = 6;
-    c.model.hidden = {8, 8, 8};
-    c.model.output_dim = 3;
-    c.model.activation = Activation::kGelu;
-    c.model.seed = 7;
-    c.train.global_batch = 16;
-    c.train.microbatches = 2;
-    c.train.schedule = ScheduleKind::kGpipe;
-    c.train.lr = {0.02, 0.002, 1, 4};
-    c.train.clip = 0.5f;
-    c.train.weight_decay = 0.05f;
+    Case c = GeluCeGpipe("gelu_ce_gpipe", {8, 8, 8}, /*lr_steps=*/4);
     c.train.bucket_bytes = 64;  // several buckets per stage
     out.push_back(c);
   }

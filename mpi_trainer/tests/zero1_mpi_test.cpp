@@ -24,21 +24,7 @@ namespace {
 
 std::vector<Case> Cases() {
   std::vector<Case> out;
-  {
-    Case c{"gelu_ce_gpipe_decay_clip", {}, {}};
-    c.model.input_dim = 6;
-    c.model.hidden = {16, 8, 8};
-    c.model.output_dim = 3;
-    c.model.activation = Activation::kGelu;
-    c.model.seed = 7;
-    c.train.global_batch = 16;
-    c.train.microbatches = 2;
-    c.train.schedule = ScheduleKind::kGpipe;
-    c.train.lr = {0.02, 0.002, 1, 6};
-    c.train.clip = 0.5f;  // the global norm must be summed over the shards
-    c.train.weight_decay = 0.05f;
-    out.push_back(c);
-  }
+  out.push_back(GeluCeGpipe("gelu_ce_gpipe_decay_clip", {16, 8, 8}, /*lr_steps=*/6));
   out.push_back(TanhMse1F1B(/*lr_steps=*/6));
   return out;
 }
@@ -173,11 +159,14 @@ TEST(Zero1Test, CheckpointsSaveAndRestoreTheShardedMoments) {
     opt.dir = dir;
     opt.every_steps = kStop;
     opt.async = false;
+    auto checkpointer = [&](Session& run) {
+      return Checkpointer::Create(opt, &*grid, run.trainer.get(), run.backend.get(),
+                                  run.source.get(), &log);
+    };
     {
       auto first = Open(c, *grid, true);
       ASSERT_TRUE(first.ok()) << first.status().ToString();
-      auto ck = Checkpointer::Create(opt, &*grid, first->trainer.get(), first->backend.get(),
-                                     first->source.get(), &log);
+      auto ck = checkpointer(*first);
       ASSERT_TRUE(ck.ok()) << ck.status().ToString();
       auto resumed = (*ck)->Resume();
       ASSERT_TRUE(resumed.ok() && *resumed == 0) << what;
@@ -191,8 +180,7 @@ TEST(Zero1Test, CheckpointsSaveAndRestoreTheShardedMoments) {
     }
     auto second = Open(c, *grid, resume_zero1);
     ASSERT_TRUE(second.ok()) << second.status().ToString();
-    auto ck = Checkpointer::Create(opt, &*grid, second->trainer.get(), second->backend.get(),
-                                   second->source.get(), &log);
+    auto ck = checkpointer(*second);
     ASSERT_TRUE(ck.ok()) << ck.status().ToString();
     auto resumed = (*ck)->Resume();
     ASSERT_TRUE(resumed.ok()) << resumed.status().ToString();
