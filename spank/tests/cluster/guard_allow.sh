@@ -28,6 +28,12 @@ run_as $ALICE timeout 60 srun -n1 printenv HPCML_ROLE HPCML_DATASETS
 expect_allowed "srun without guard options"
 assert_contains "$OUT" "reader" "default role"
 
+# A role bound through a group.
+run_as $BOB timeout 60 srun -n1 --ml-role=team-reader --dataset="$DATA/ae/public/a.h5" \
+  printenv HPCML_ROLE
+expect_allowed "srun with a role bound to the user's group"
+assert_contains "$OUT" "team-reader" "role through the group"
+
 # GPUs within the role's limit.
 run_as $ALICE timeout 60 srun -n1 --gres=gpu:h100:2 --ml-role=ml-engineer printenv HPCML_ROLE
 expect_allowed "srun with 2 GPUs as ml-engineer (max 4)"

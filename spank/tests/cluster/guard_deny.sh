@@ -28,6 +28,10 @@ expect_denied "partition not allowed for the role" "partition 'urgent' is not al
 run_as $ALICE timeout 60 srun -n1 --ml-role=ml-engineer --data-zone=eu true
 expect_denied "requested zone is not the node's" "requested zone 'eu' is not this node's zone 'ae'"
 
+# A role bound to a group the user is not in.
+run_as $ALICE timeout 60 srun -n1 --ml-role=team-reader true
+expect_denied "role bound to another group" "is not bound to role 'team-reader'"
+
 # A user bound to no role: account hpcml-finance has no binding.
 run_as $BOB timeout 60 srun -n1 true
 expect_denied "unbound user, srun" "user '$BOB'"

@@ -88,6 +88,12 @@ zones = ["ae"]
 classifications = ["internal"]
 max_gpus = 0
 
+[[roles]]
+name = "team-reader"
+zones = ["ae"]
+classifications = ["internal"]
+max_gpus = 0
+
 [[bindings]]
 user = "$ALICE"
 roles = ["ml-engineer", "reader"]
@@ -95,6 +101,12 @@ roles = ["ml-engineer", "reader"]
 [[bindings]]
 account = "hpcml-ml"
 roles = ["reader"]
+
+# Through a group: $BOB's primary group (the node looks group names up only
+# when a binding names a group).
+[[bindings]]
+group = "$(id -gn $BOB)"
+roles = ["team-reader"]
 
 [defaults]
 role = "reader"
