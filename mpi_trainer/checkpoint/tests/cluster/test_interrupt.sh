@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# A training job interrupted by Slurm resumes from its checkpoint and ends
-# with exactly the loss of an uninterrupted run of the same layout.
+# A two-node training job (one rank on each ae node, the data-parallel
+# all-reduce over TCP) interrupted by Slurm resumes from its checkpoint and
+# ends with exactly the loss of an uninterrupted run of the same layout.
 #   test_interrupt.sh requeue   # scontrol requeue while it trains
 #   test_interrupt.sh preempt   # a job in the higher-priority partition preempts it
 # The reference run is the same job, uninterrupted, in the same test.
@@ -9,6 +10,7 @@ mode=${1:?requeue or preempt}
 train=$HPCML_BUILD_DIR/mpi_trainer/hpcml-train
 [ -x "$train" ] || fail "$train not built"
 dir=$(job_dir)
+two_nodes="-N2 --ntasks-per-node=1 --constraint=zone-ae"
 args="--dp 2 --synthetic --input-dim 64 --hidden 256,256 --outputs 8 --batch 256 --steps 10000 --lr 2e-3 --log-interval 2500"
 
 final_loss() {  # final_loss <metrics file>: the loss of the last step, exactly as written
@@ -18,18 +20,18 @@ print(repr([r for r in rows if "loss" in r and "step" in r][-1]["loss"]))' "$1"
 }
 
 # Reference: the same training, uninterrupted.
-srun --mpi=pmix -n 2 "$train" $args --metrics "$dir/reference.jsonl" >"$dir/reference.log" 2>&1 ||
+srun --mpi=pmix $two_nodes "$train" $args --metrics "$dir/reference.jsonl" >"$dir/reference.log" 2>&1 ||
   fail "reference run failed: $(tail -5 "$dir/reference.log")"
 reference=$(final_loss "$dir/reference.jsonl")
 
 cat >"$dir/job.sh" <<JOB
 #!/bin/bash
-#SBATCH --ntasks=2
+#SBATCH --nodes=2 --ntasks-per-node=1 --constraint=zone-ae
 #SBATCH --requeue
 #SBATCH --output=$dir/job-%j.out
 #SBATCH --open-mode=append
 attempt=\${SLURM_RESTART_COUNT:-0}
-echo "attempt \$attempt"
+echo "attempt \$attempt on \$SLURM_JOB_NODELIST"
 srun --mpi=pmix "$train" $args --checkpoint-dir "$dir/ckpt" --checkpoint-every 25 \
   --metrics "$dir/metrics-\$attempt.jsonl"
 rc=\$?
@@ -52,8 +54,8 @@ case "$mode" in
     scontrol requeue "$id" || fail "scontrol requeue $id"
     ;;
   preempt)
-    # Needs every CPU of the node: the only way in is to preempt the training job.
-    urgent=$(sbatch --parsable -p urgent --exclusive --output="$dir/urgent.out" --wrap "sleep 2") ||
+    # Needs both ae nodes whole: the only way in is to preempt the training job.
+    urgent=$(sbatch --parsable -p urgent $two_nodes --exclusive --output="$dir/urgent.out" --wrap "sleep 2") ||
       fail "urgent job not submitted"
     ;;
 esac
@@ -73,6 +75,7 @@ echo "$out"
 assert_eq COMPLETED "$state" "final state of job $id"
 assert_contains "$out" "stopping at step" "the interrupted attempt saved and stopped"
 assert_contains "$out" "resumed from checkpoint step" "the second attempt resumed"
+assert_eq 2 "$(grep -c '^attempt [01] on node\[1-2\]$' <<<"$out")" "both attempts on node1 and node2"
 [ -f "$dir/metrics-1.jsonl" ] || fail "no metrics from the resumed attempt"
 resumed=$(final_loss "$dir/metrics-1.jsonl")
 echo "reference final loss $reference, interrupted-and-resumed $resumed"

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# A node dies under a two-node checkpointed job, as a crashed host would
+# (hpcml-cluster kill-node: link cut, slurmd and job steps SIGKILLed). Slurm
+# marks it down after SlurmdTimeout and requeues the job; the job starts
+# again on the remaining ae node in a smaller layout (2 ranks instead of 4),
+# resumes from the newest complete checkpoint and ends with the final loss
+# of the uninterrupted 4-rank run within 1e-5. The node then rejoins.
+source "$HPCML_SOURCE_DIR/tests/cluster/lib.sh"
+cluster=$HPCML_SOURCE_DIR/tests/cluster/hpcml-cluster
+train=$HPCML_BUILD_DIR/mpi_trainer/hpcml-train
+[ -x "$train" ] || fail "$train not built"
+dir=$(job_dir)
+victim=node2
+args="--synthetic --input-dim 64 --hidden 256,256 --outputs 8 --batch 256 --steps 6000 --lr 2e-3 --log-interval 1000"
+trap '"$cluster" start-node $victim >/dev/null 2>&1 || true' EXIT
+
+final_loss() {
+  /usr/bin/python3 -c 'import json,sys
+rows=[json.loads(l) for l in open(sys.argv[1])]
+print(repr([r for r in rows if "loss" in r and "step" in r][-1]["loss"]))' "$1"
+}
+
+# Reference: 4 ranks on the two ae nodes, uninterrupted.
+srun --mpi=pmix -N2 --ntasks-per-node=2 --constraint=zone-ae "$train" --dp 4 $args \
+  --metrics "$dir/reference.jsonl" >"$dir/reference.log" 2>&1 ||
+  fail "reference run failed: $(tail -5 "$dir/reference.log")"
+reference=$(final_loss "$dir/reference.jsonl")
+
+# One or two whole ae nodes (--spread-job takes two when it can), two ranks
+# per node: after a node failure the requeued job fits on the node left.
+cat >"$dir/job.sh" <<JOB
+#!/bin/bash
+#SBATCH --nodes=1-2 --spread-job --exclusive --constraint=zone-ae
+#SBATCH --requeue
+#SBATCH --output=$dir/job-%j.out
+#SBATCH --open-mode=append
+attempt=\${SLURM_RESTART_COUNT:-0}
+ranks=\$((SLURM_JOB_NUM_NODES * 2))
+echo "attempt \$attempt on \$SLURM_JOB_NODELIST: \$ranks ranks"
+srun --mpi=pmix --ntasks-per-node=2 "$train" --dp \$ranks $args --checkpoint-dir "$dir/ckpt" \
+  --checkpoint-every 25 --metrics "$dir/metrics-\$attempt.jsonl"
+JOB
+id=$(submit "$dir/job.sh")
+
+deadline=$((SECONDS + 120))
+until [ -f "$dir/metrics-0.jsonl" ] && [ "$(grep -c '"step"' "$dir/metrics-0.jsonl")" -ge 100 ]; do
+  [ $SECONDS -lt $deadline ] || fail "job $id did not reach step 100: $(cat "$dir"/job-*.out)"
+  sleep 0.5
+done
+assert_contains "$(cat "$dir"/job-*.out)" "attempt 0 on node[1-2]: 4 ranks" "first attempt on both ae nodes"
+"$cluster" kill-node $victim
+
+# Slurm notices (SlurmdTimeout), marks the node down and requeues the job.
+deadline=$((SECONDS + 120))
+until [ "$(squeue -h -j "$id" -o %T)" = PENDING ] && ! scontrol listpids "$id" >/dev/null 2>&1; do
+  [ $SECONDS -lt $deadline ] || fail "job $id was not requeued after $victim died: $(squeue -j "$id")"
+  sleep 1
+done
+assert_contains "$(sinfo -h -N -n $victim -o %t | head -n1)" "down" "state of $victim"
+# A requeued job waits about two minutes before it may start again: start it now.
+scontrol update JobId="$id" StartTime=now || fail "could not release job $id"
+state=$(wait_job "$id" 300)
+out=$(cat "$dir"/job-*.out)
+echo "$out"
+assert_eq COMPLETED "$state" "final state of job $id"
+assert_contains "$out" "attempt 1 on node1: 2 ranks" "second attempt on the node left, smaller layout"
+assert_contains "$out" "resumed from checkpoint step" "the second attempt resumed"
+resumed=$(final_loss "$dir/metrics-1.jsonl")
+echo "reference final loss $reference (4 ranks), after the node failure $resumed (4 then 2 ranks)"
+awk -v a="$reference" -v b="$resumed" 'BEGIN { d = (a - b) / a; if (d < 0) d = -d; exit !(d <= 1e-5) }' ||
+  fail "final loss $resumed differs from the uninterrupted $reference by more than 1e-5"
+states=$(sacct -n -X -D -P -j "$id" -o State | sort -u | paste -sd' ')
+assert_contains "$states" "NODE_FAIL" "sacct -D attempts"
+assert_contains "$states" "COMPLETED" "sacct -D attempts"
+
+# The dead node rejoins.
+"$cluster" start-node $victim || fail "start-node $victim"
+assert_eq idle "$(sinfo -h -N -n $victim -o %t | head -n1)" "state of $victim after start-node"
+trap - EXIT
+pass "final loss $resumed against $reference"

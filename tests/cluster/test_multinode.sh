@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The default shape: three nodes, each with its own hostname and address,
+# two in zone ae with gpu:h100 and one in zone eu with gpu:a100, all idle;
+# a step over all of them runs one task per node, and an MPI program spans
+# nodes (Open MPI over TCP between the nodes' namespaces).
+source "$(dirname "$0")/lib.sh"
+probe=$HPCML_BUILD_DIR/mpi_trainer/hpcml-mpi-probe
+[ -x "$probe" ] || fail "$probe not built"
+
+nodes=$(sinfo -h -N -p batch -o '%N %f %G %t' | sort)
+echo "$nodes"
+assert_eq $'node1 zone-ae gpu:h100:4 idle\nnode2 zone-ae gpu:h100:4 idle\nnode3 zone-eu gpu:a100:4 idle' \
+  "$nodes" "nodes, zones, GPUs and states"
+status=$("$HPCML_SOURCE_DIR/tests/cluster/hpcml-cluster" status) || fail "status: $status"
+grep -Eq '^node3 +10\.[0-9.]+ +eu +gpu:a100:4 +idle' <<<"$status" ||
+  fail "status does not list node3 with its address, zone, GPUs and state: $status"
+
+hosts=$(timeout 60 srun -N3 hostname | sort | paste -sd' ') || fail "srun -N3 hostname"
+assert_eq "node1 node2 node3" "$hosts" "hostnames of a 3-node step"
+# Each node has its own network namespace: three distinct addresses.
+addrs=$(timeout 60 srun -N3 sh -c 'ip -4 -o addr show eth0 | awk "{print \$4}"' | sort -u | wc -l)
+assert_eq 3 "$addrs" "distinct node addresses"
+# ... and its own PMIx directory (a tmpfs per node).
+pmix=$(timeout 60 srun -N3 sh -c "stat -f -c %T '$HPCML_CLUSTER_DIR/pmix'" | sort -u)
+assert_eq tmpfs "$pmix" "each node's PMIx directory"
+
+# MPI across nodes: 4 ranks on 2 nodes, 3 ranks on 3 nodes.
+out=$(timeout 120 srun --mpi=pmix -N2 --ntasks-per-node=2 "$probe" --expect-ranks 4 2>&1) ||
+  fail "srun -N2 mpi probe: $out"
+echo "$out"
+assert_contains "$out" "ok: allreduce sum" "collective checks over 2 nodes"
+assert_eq "node1 node2" "$(grep -o ' host node[0-9]*' <<<"$out" | awk '{print $2}' | sort -u | paste -sd' ')" \
+  "hosts of the 4 ranks"
+out=$(timeout 120 srun --mpi=pmix -N3 -n3 "$probe" --expect-ranks 3 2>&1) || fail "srun -N3 mpi probe: $out"
+assert_contains "$out" "ok: allreduce sum 3, ring exchange, 3 ranks" "collective checks over 3 nodes"
+assert_eq 3 "$(grep -o ' host node[0-9]*' <<<"$out" | sort -u | wc -l)" "distinct hosts of 3 ranks"
+
+# A zone constraint keeps a job on that zone's nodes.
+assert_eq "node3" "$(timeout 60 srun --constraint=zone-eu hostname)" "a zone-eu step"
+assert_eq "node1 node2" "$(timeout 60 srun -N2 --constraint=zone-ae hostname | sort | paste -sd' ')" \
+  "a 2-node zone-ae step"
+pass
