@@ -5,13 +5,17 @@
 # again on the remaining ae node in a smaller layout (2 ranks instead of 4),
 # resumes from the newest complete checkpoint and ends with the final loss
 # of the uninterrupted 4-rank run within 1e-5. The node then rejoins.
+# Another layout sums gradients in another order: the rounding differences
+# grow with AdamW (chaotically beyond a few hundred steps at a high learning
+# rate), so the run is 300 steps at a moderate one: measured here, 4 against
+# 2 ranks from step 0 differ by at most 1.1e-6.
 source "$HPCML_SOURCE_DIR/tests/cluster/lib.sh"
 cluster=$HPCML_SOURCE_DIR/tests/cluster/hpcml-cluster
 train=$HPCML_BUILD_DIR/mpi_trainer/hpcml-train
 [ -x "$train" ] || fail "$train not built"
 dir=$(job_dir)
 victim=node2
-args="--synthetic --input-dim 64 --hidden 256,256 --outputs 8 --batch 256 --steps 6000 --lr 2e-3 --log-interval 1000"
+args="--synthetic --input-dim 64 --hidden 512,512 --outputs 8 --batch 256 --steps 300 --lr 5e-4 --log-interval 100"
 trap '"$cluster" start-node $victim >/dev/null 2>&1 || true' EXIT
 
 final_loss() {
@@ -38,17 +42,22 @@ attempt=\${SLURM_RESTART_COUNT:-0}
 ranks=\$((SLURM_JOB_NUM_NODES * 2))
 echo "attempt \$attempt on \$SLURM_JOB_NODELIST: \$ranks ranks"
 srun --mpi=pmix --ntasks-per-node=2 "$train" --dp \$ranks $args --checkpoint-dir "$dir/ckpt" \
-  --checkpoint-every 25 --metrics "$dir/metrics-\$attempt.jsonl"
+  --checkpoint-every 20 --metrics "$dir/metrics-\$attempt.jsonl"
 JOB
 id=$(submit "$dir/job.sh")
 
+# The node dies after the first checkpoints, well before the end (about
+# 5 ms a step): once its link is down the other node's ranks wait in the
+# all-reduce, so training stops within a step.
 deadline=$((SECONDS + 120))
-until [ -f "$dir/metrics-0.jsonl" ] && [ "$(grep -c '"step"' "$dir/metrics-0.jsonl")" -ge 100 ]; do
-  [ $SECONDS -lt $deadline ] || fail "job $id did not reach step 100: $(cat "$dir"/job-*.out)"
-  sleep 0.5
+until [ -f "$dir/metrics-0.jsonl" ] && [ "$(grep -c '"step"' "$dir/metrics-0.jsonl")" -ge 45 ]; do
+  [ $SECONDS -lt $deadline ] || fail "job $id did not reach step 45: $(cat "$dir"/job-*.out)"
+  sleep 0.1
 done
 assert_contains "$(cat "$dir"/job-*.out)" "attempt 0 on node[1-2]: 4 ranks" "first attempt on both ae nodes"
 "$cluster" kill-node $victim
+steps0=$(grep -c '"step"' "$dir/metrics-0.jsonl")
+[ "$steps0" -lt 300 ] || fail "the first attempt finished before $victim died"
 
 # Slurm notices (SlurmdTimeout), marks the node down and requeues the job.
 deadline=$((SECONDS + 120))
