@@ -12,13 +12,15 @@ cd "$top"
 bin=$top/build/default
 tests/cluster/hpcml-cluster up
 eval "$(tests/cluster/hpcml-cluster env)"
+# wait_job, and the environment jobs on this oversubscribed cluster need
+# (Open MPI ranks that yield when idle).
+source tests/cluster/lib.sh
 run=$HPCML_CLUSTER_DIR/jobs/demo
 mkdir -p "$run"
 job=$(sbatch --parsable --gres=gpu:h100:2 --time=00:10:00 --output="$run/%j.out" \
   --export=ALL,HPCML_TRAIN="$bin/mpi_trainer/hpcml-train",TRAIN_DIR="$run",TRAIN_STEPS=300,GPU_TYPE=h100 \
   examples/trainer/train-preemptible.sbatch)
 echo "demo: submitted training job $job; waiting for it"
-source tests/cluster/lib.sh
 state=$(wait_job "$job" 600)
 echo "demo: job $job finished: $state"
 echo "----- job output ($run/$job.out) -----"

@@ -26,6 +26,8 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev python3-numpy python3-h5py
   # misc tools used by scripts
   procps passwd curl time
+  # the local cluster's nodes: network namespaces, veths, a bridge (ip); nsenter, unshare
+  iproute2 util-linux
 )
 
 missing=()
