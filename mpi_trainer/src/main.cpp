@@ -305,13 +305,13 @@ class Program {
           o_.batch, o_.microbatches, o_.schedule);
     }
     double time_sum = 0.0, bubble_sum = 0.0, first_loss = 0.0, last_loss = 0.0;
-    std::int64_t timed = 0, ran = 0;
+    std::int64_t timed = 0, attempt_steps = 0;
     auto hook = [&](const ht::StepStats& st) -> hpcml::Status {
       // This attempt's first step: step 1, or the one after a resumed checkpoint.
-      if (ran++ == 0) first_loss = st.loss;
+      if (attempt_steps++ == 0) first_loss = st.loss;
       last_loss = st.loss;
       // The first step pays for warm-up (allocation, MPI connections).
-      if (ran > 1 || (st.step == o_.steps && timed == 0)) {
+      if (attempt_steps > 1 || (st.step == o_.steps && timed == 0)) {
         time_sum += st.step_time_s;
         bubble_sum += st.bubble;
         ++timed;
