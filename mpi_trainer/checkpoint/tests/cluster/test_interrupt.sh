@@ -6,18 +6,13 @@
 #   test_interrupt.sh preempt   # a job in the higher-priority partition preempts it
 # The reference run is the same job, uninterrupted, in the same test.
 source "$HPCML_SOURCE_DIR/tests/cluster/lib.sh"
+source "$(dirname "$0")/interrupt_lib.sh"
 mode=${1:?requeue or preempt}
 train=$HPCML_BUILD_DIR/mpi_trainer/hpcml-train
 [ -x "$train" ] || fail "$train not built"
 dir=$(job_dir)
 two_nodes="-N2 --ntasks-per-node=1 --constraint=zone-ae"
 args="--dp 2 --synthetic --input-dim 64 --hidden 256,256 --outputs 8 --batch 256 --steps 10000 --lr 2e-3 --log-interval 2500"
-
-final_loss() {  # final_loss <metrics file>: the loss of the last step, exactly as written
-  /usr/bin/python3 -c 'import json,sys
-rows=[json.loads(l) for l in open(sys.argv[1])]
-print(repr([r for r in rows if "loss" in r and "step" in r][-1]["loss"]))' "$1"
-}
 
 # Reference: the same training, uninterrupted.
 srun --mpi=pmix $two_nodes "$train" $args --metrics "$dir/reference.jsonl" >"$dir/reference.log" 2>&1 ||
@@ -43,11 +38,7 @@ id=$(submit "$dir/job.sh")
 # Wait until it has trained past the first checkpoints. The job must still
 # be training when Slurm interrupts it: at 1.5 ms a step (2-core VM), 2000
 # steps ended in 3 s, before the preemption reached it; 10000 leave 15 s.
-deadline=$((SECONDS + 120))
-until [ -f "$dir/metrics-0.jsonl" ] && [ "$(grep -c '"step"' "$dir/metrics-0.jsonl")" -ge 100 ]; do
-  [ $SECONDS -lt $deadline ] || fail "job $id did not reach step 100: $(cat "$dir"/job-*.out)"
-  sleep 0.5
-done
+wait_steps "$id" "$dir/metrics-0.jsonl" 100 0.5
 
 case "$mode" in
   requeue)
@@ -60,21 +51,11 @@ case "$mode" in
     ;;
 esac
 
-# Slurm gives a requeued job a begin time ~2 minutes out; once its old
-# processes are gone (scontrol listpids fails), let it start now.
-deadline=$((SECONDS + 120))
-until [ "$(squeue -h -j "$id" -o %T)" = PENDING ] && ! scontrol listpids "$id" >/dev/null 2>&1; do
-  [ $SECONDS -lt $deadline ] || fail "job $id was not requeued: $(squeue -j "$id")"
-  sleep 0.5
-done
+wait_requeued "$id"
 [ "$mode" = preempt ] && wait_job "$urgent" >/dev/null
-scontrol update JobId="$id" StartTime=now || fail "could not release job $id"
-state=$(wait_job "$id" 300)
-out=$(cat "$dir"/job-*.out)
-echo "$out"
-assert_eq COMPLETED "$state" "final state of job $id"
+finish_resumed "$id" "$dir"
+out=$OUT
 assert_contains "$out" "stopping at step" "the interrupted attempt saved and stopped"
-assert_contains "$out" "resumed from checkpoint step" "the second attempt resumed"
 assert_eq 2 "$(grep -c '^attempt [01] on node\[1-2\]$' <<<"$out")" "both attempts on node1 and node2"
 [ -f "$dir/metrics-1.jsonl" ] || fail "no metrics from the resumed attempt"
 resumed=$(final_loss "$dir/metrics-1.jsonl")

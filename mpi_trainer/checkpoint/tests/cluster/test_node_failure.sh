@@ -10,6 +10,7 @@
 # rate), so the run is 300 steps at a moderate one: measured here, 4 against
 # 2 ranks from step 0 differ by at most 1.1e-6.
 source "$HPCML_SOURCE_DIR/tests/cluster/lib.sh"
+source "$(dirname "$0")/interrupt_lib.sh"
 cluster=$HPCML_SOURCE_DIR/tests/cluster/hpcml-cluster
 train=$HPCML_BUILD_DIR/mpi_trainer/hpcml-train
 [ -x "$train" ] || fail "$train not built"
@@ -17,12 +18,6 @@ dir=$(job_dir)
 victim=node2
 args="--synthetic --input-dim 64 --hidden 512,512 --outputs 8 --batch 256 --steps 300 --lr 5e-4 --log-interval 100"
 trap '"$cluster" start-node $victim >/dev/null 2>&1 || true' EXIT
-
-final_loss() {
-  /usr/bin/python3 -c 'import json,sys
-rows=[json.loads(l) for l in open(sys.argv[1])]
-print(repr([r for r in rows if "loss" in r and "step" in r][-1]["loss"]))' "$1"
-}
 
 # Reference: 4 ranks on the two ae nodes, uninterrupted.
 srun --mpi=pmix -N2 --ntasks-per-node=2 --constraint=zone-ae "$train" --dp 4 $args \
@@ -49,31 +44,18 @@ id=$(submit "$dir/job.sh")
 # The node dies after the first checkpoints, well before the end (about
 # 5 ms a step): once its link is down the other node's ranks wait in the
 # all-reduce, so training stops within a step.
-deadline=$((SECONDS + 120))
-until [ -f "$dir/metrics-0.jsonl" ] && [ "$(grep -c '"step"' "$dir/metrics-0.jsonl")" -ge 45 ]; do
-  [ $SECONDS -lt $deadline ] || fail "job $id did not reach step 45: $(cat "$dir"/job-*.out)"
-  sleep 0.1
-done
+wait_steps "$id" "$dir/metrics-0.jsonl" 45 0.1
 assert_contains "$(cat "$dir"/job-*.out)" "attempt 0 on node[1-2]: 4 ranks" "first attempt on both ae nodes"
 "$cluster" kill-node $victim
 steps0=$(grep -c '"step"' "$dir/metrics-0.jsonl")
 [ "$steps0" -lt 300 ] || fail "the first attempt finished before $victim died"
 
 # Slurm notices (SlurmdTimeout), marks the node down and requeues the job.
-deadline=$((SECONDS + 120))
-until [ "$(squeue -h -j "$id" -o %T)" = PENDING ] && ! scontrol listpids "$id" >/dev/null 2>&1; do
-  [ $SECONDS -lt $deadline ] || fail "job $id was not requeued after $victim died: $(squeue -j "$id")"
-  sleep 1
-done
+wait_requeued "$id"
 assert_contains "$(sinfo -h -N -n $victim -o %t | head -n1)" "down" "state of $victim"
-# A requeued job waits about two minutes before it may start again: start it now.
-scontrol update JobId="$id" StartTime=now || fail "could not release job $id"
-state=$(wait_job "$id" 300)
-out=$(cat "$dir"/job-*.out)
-echo "$out"
-assert_eq COMPLETED "$state" "final state of job $id"
+finish_resumed "$id" "$dir"
+out=$OUT
 assert_contains "$out" "attempt 1 on node1: 2 ranks" "second attempt on the node left, smaller layout"
-assert_contains "$out" "resumed from checkpoint step" "the second attempt resumed"
 resumed=$(final_loss "$dir/metrics-1.jsonl")
 echo "reference final loss $reference (4 ranks), after the node failure $resumed (4 then 2 ranks)"
 awk -v a="$reference" -v b="$resumed" 'BEGIN { d = (a - b) / a; if (d < 0) d = -d; exit !(d <= 1e-5) }' ||

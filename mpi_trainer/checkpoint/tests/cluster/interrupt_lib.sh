@@ -1,0 +1,42 @@
+# Shared by the cluster tests that interrupt a checkpointed training job
+# (bash; source it after tests/cluster/lib.sh).
+
+# final_loss <metrics file>: the loss of the last step, exactly as written.
+final_loss() {
+  /usr/bin/python3 -c 'import json,sys
+rows=[json.loads(l) for l in open(sys.argv[1])]
+print(repr([r for r in rows if "loss" in r and "step" in r][-1]["loss"]))' "$1"
+}
+
+# wait_steps <job> <metrics file> <steps> <poll s>: until the metrics file
+# has that many steps (fails after 120 s with the job's output).
+wait_steps() {
+  local id=$1 metrics=$2 steps=$3 poll=$4 deadline=$((SECONDS + 120))
+  until [ -f "$metrics" ] && [ "$(grep -c '"step"' "$metrics")" -ge "$steps" ]; do
+    [ $SECONDS -lt $deadline ] || fail "job $id did not reach step $steps: $(cat "$(dirname "$metrics")"/job-*.out)"
+    sleep "$poll"
+  done
+}
+
+# wait_requeued <job>: waits until the job is pending again and its old
+# processes are gone (scontrol listpids fails). Slurm gives a requeued job a
+# begin time about two minutes out: finish_resumed starts it now.
+wait_requeued() {
+  local id=$1 deadline=$((SECONDS + 120))
+  until [ "$(squeue -h -j "$id" -o %T)" = PENDING ] && ! scontrol listpids "$id" >/dev/null 2>&1; do
+    [ $SECONDS -lt $deadline ] || fail "job $id was not requeued: $(squeue -j "$id")"
+    sleep 0.5
+  done
+}
+
+# finish_resumed <job> <dir>: lets the requeued job start now, waits for it
+# to complete, prints its output (set in OUT) and checks that it resumed.
+finish_resumed() {
+  local id=$1 dir=$2 state
+  scontrol update JobId="$id" StartTime=now || fail "could not release job $id"
+  state=$(wait_job "$id" 300)
+  OUT=$(cat "$dir"/job-*.out)
+  echo "$OUT"
+  assert_eq COMPLETED "$state" "final state of job $id"
+  assert_contains "$OUT" "resumed from checkpoint step" "the second attempt resumed"
+}
