@@ -26,7 +26,7 @@ build=$(cd "${HPCML_BUILD_DIR:-$top/build/default}" && pwd)
 export SLURM_CONF
 so=$build/spank/hpcml_guard.so
 [ -f "$so" ] || { echo "srun_latency: $so not built" >&2; exit 1; }
-plugstack=$HPCML_CLUSTER_DIR/etc/plugstack.conf
+source "$top/tests/cluster/lib.sh"  # set_plugstack: every host's plugstack.conf
 etc=$HPCML_CLUSTER_DIR/guard-bench
 user=${HPCML_BENCH_USER:-hpcml-alice}
 id "$user" >/dev/null 2>&1 || { echo "srun_latency: no user $user (hpcml-cluster up makes it)" >&2; exit 1; }
@@ -49,16 +49,16 @@ roles = ["bench"]
 role = "bench"
 EOP
 chmod 0644 "$etc/policy.toml"
-cp -p "$plugstack" "$etc/plugstack.saved"
+save_plugstack
 jobid=
 cleanup() {
-  cp -p "$etc/plugstack.saved" "$plugstack"
+  restore_plugstack
   [ -z "$jobid" ] || scancel "$jobid"
 }
 trap cleanup EXIT
-echo "# none" >"$plugstack"
+set_plugstack "# none"
 as_user() { (cd /tmp && runuser -u "$user" -- env SLURM_CONF="$SLURM_CONF" "$@"); }
-jobid=$(as_user salloc --no-shell -n1 2>&1 | sed -n 's/.*Granted job allocation \([0-9]*\).*/\1/p' | head -n1)
+jobid=$(as_user salloc --no-shell -n1 --constraint=zone-ae 2>&1 | sed -n 's/.*Granted job allocation \([0-9]*\).*/\1/p' | head -n1)
 [ -n "$jobid" ] || { echo "srun_latency: salloc failed" >&2; exit 1; }
 guard_line="required $so policy=$etc/policy.toml zone=ae audit=$etc/audit.jsonl job_cache=$etc/job-cache"
 
@@ -70,10 +70,10 @@ timed_srun() {
 }
 one() {  # one <with|without>
   if [ "$1" = with ]; then
-    echo "$guard_line" >"$plugstack"
+    set_plugstack "$guard_line"
     timed_srun --jobid="$jobid" -n1 --dataset="$etc/policy.toml" true  # a checked dataset
   else
-    echo "# none" >"$plugstack"
+    set_plugstack "# none"
     timed_srun --jobid="$jobid" -n1 true
   fi
 }

@@ -69,3 +69,41 @@ wait_job() {
 sacct_field() {
   sacct -n -X -P -j "$1" -o "$2" | tail -n1
 }
+
+# Every host's plugstack.conf with the zone of that host, as "<file> <zone>"
+# lines: the submit side's (this machine's own namespaces; given the first
+# node's zone), then each node's (seen by that node at the submit side's path).
+plugstack_files() {
+  local n z t a first=1
+  while read -r n z t a; do
+    [[ $n == \#* ]] && continue
+    [ $first = 0 ] || echo "$HPCML_CLUSTER_DIR/etc/host/plugstack.conf $z"
+    first=0
+    echo "$HPCML_CLUSTER_DIR/nodes/$n/plugstack.conf $z"
+  done <"$HPCML_CLUSTER_DIR/etc/nodes"
+}
+
+# set_plugstack <line>: every host's plugstack.conf becomes <line>, with
+# @ZONE@ replaced by that host's zone. SPANK re-reads it at every srun,
+# sbatch and step launch.
+set_plugstack() {
+  local f z
+  while read -r f z; do
+    printf '%s\n' "${1//@ZONE@/$z}" >"$f"
+  done < <(plugstack_files)
+}
+
+# save_plugstack / restore_plugstack: every host's plugstack.conf, kept
+# beside it and put back (restore is a no-op without a saved copy).
+save_plugstack() {
+  local f z
+  while read -r f z; do
+    [ -f "$f.saved" ] || cp -p "$f" "$f.saved"
+  done < <(plugstack_files)
+}
+restore_plugstack() {
+  local f z
+  while read -r f z; do
+    [ ! -f "$f.saved" ] || mv -f "$f.saved" "$f"
+  done < <(plugstack_files)
+}

@@ -1,7 +1,8 @@
 # Shared by the guard_* cluster tests (bash). Source it from a test script:
 #   source "$(dirname "$0")/guard_lib.sh"
-# It installs hpcml_guard.so in the cluster's plugstack.conf (re-read by every
-# srun, sbatch and slurmstepd) and restores the file when the test exits.
+# It installs hpcml_guard.so in every host's plugstack.conf (re-read by every
+# srun, sbatch and slurmstepd), each node with its own zone, and restores the
+# files when the test exits.
 source "$HPCML_SOURCE_DIR/tests/cluster/lib.sh"
 TEST_NAME=$(basename "$0" .sh)
 
@@ -15,15 +16,14 @@ if readelf -d "$GUARD_SO" | grep -q 'libasan\|libubsan'; then
   echo "SKIP: $TEST_NAME: $GUARD_SO is a sanitizer build; run the cluster tests with the default or ci preset"
   exit 77
 fi
-PLUGSTACK=$HPCML_CLUSTER_DIR/etc/plugstack.conf
 GUARD_ETC=$HPCML_CLUSTER_DIR/guard-etc  # root 0755: the policy's directory
 GUARD_LOG=$HPCML_CLUSTER_DIR/guard-log
 POLICY=$GUARD_ETC/policy.toml
 AUDIT=$GUARD_LOG/audit.jsonl
 GUARD_CACHE=$HPCML_CLUSTER_DIR/guard-cache  # the job facts cache (root 0700, made by the guard)
 DATA=$HPCML_CLUSTER_DIR/guard-data
-# One plugstack.conf serves every node, with zone=ae: until the guard takes
-# each node's zone from the cluster, its tests run on the ae nodes only.
+# The tests' datasets are mostly zone ae's: their jobs run on the ae nodes
+# unless a test asks for another zone's (guard_zones).
 export SLURM_CONSTRAINT=zone-ae SBATCH_CONSTRAINT=zone-ae
 ALICE=hpcml-alice
 BOB=hpcml-bob
@@ -119,21 +119,19 @@ EOP
   mv -f "$POLICY.tmp" "$POLICY"
 }
 
-# guard_install [plugin args...]: the guard line in plugstack.conf (default
-# arguments if none), restored on exit.
+# guard_install [plugin args...]: the guard line in every host's
+# plugstack.conf (default arguments, with each host's zone, if none; @ZONE@
+# in given arguments is the host's zone), restored on exit.
 guard_install() {
-  if [ ! -f "$PLUGSTACK.guard-saved" ]; then
-    cp -p "$PLUGSTACK" "$PLUGSTACK.guard-saved"
-    trap guard_restore EXIT
-    trap 'exit 143' TERM INT  # a ctest timeout still restores the file
+  if [ -z "${GUARD_SAVED:-}" ]; then
+    save_plugstack
+    GUARD_SAVED=1
+    trap restore_plugstack EXIT
+    trap 'exit 143' TERM INT  # a ctest timeout still restores the files
   fi
-  local args="policy=$POLICY zone=ae audit=$AUDIT cluster=hpcml job_cache=$GUARD_CACHE"
+  local args="policy=$POLICY zone=@ZONE@ audit=$AUDIT cluster=hpcml job_cache=$GUARD_CACHE"
   [ $# -gt 0 ] && args="$*"
-  echo "required $GUARD_SO $args" >"$PLUGSTACK"
-}
-guard_restore() {
-  [ -f "$PLUGSTACK.guard-saved" ] && mv -f "$PLUGSTACK.guard-saved" "$PLUGSTACK"
-  return 0
+  set_plugstack "required $GUARD_SO $args"
 }
 
 # A slurm.conf a user could write: the same cluster without plugstack.conf,

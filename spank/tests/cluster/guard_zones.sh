@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Residency across zones on the multi-zone cluster: every node's guard has
+# its own zone (node1, node2: ae; node3: eu). A zone's data is processed on
+# that zone's nodes only: eu data is allowed on the eu node and denied on an
+# ae node, ae data the other way round, a step spanning both zones with ae
+# data is denied on the eu node, and each node's audit line names it and its
+# zone. Nodes stay up after every denial.
+source "$(dirname "$0")/guard_lib.sh"
+write_policy
+guard_install
+eu="SLURM_CONSTRAINT=zone-eu"
+
+run_as $ALICE env $eu timeout 60 srun -n1 --ml-role=ml-engineer --dataset="$DATA/eu/b.h5" \
+  sh -c 'echo "$(hostname) $HPCML_ZONE $HPCML_DATASETS"'
+expect_allowed "eu data on the eu node"
+assert_contains "$OUT" "node3 eu $DATA/eu/b.h5" "the eu node's zone and dataset"
+
+run_as $ALICE env $eu timeout 60 srun -n1 --ml-role=ml-engineer --dataset="$DATA/ae/public/a.h5" true
+expect_denied "ae data on the eu node" "dataset '$DATA/ae/public/a.h5' is in zone 'ae'"
+assert_contains "$OUT" "not in zone 'eu'" "the eu node's zone in the reason"
+
+run_as $ALICE timeout 60 srun -n1 --ml-role=ml-engineer --dataset="$DATA/eu/b.h5" true
+expect_denied "eu data on an ae node" "dataset '$DATA/eu/b.h5' is in zone 'eu'"
+
+run_as $ALICE env $eu timeout 60 srun -n1 --data-zone=ae --ml-role=ml-engineer true
+expect_denied "--data-zone=ae on the eu node" "requested zone 'ae' is not this node's zone 'eu'"
+
+# One step on an ae node and the eu node with ae data: the eu node denies
+# its task, so the step fails although the ae node allowed its own.
+run_as $ALICE env -u SLURM_CONSTRAINT timeout 60 srun -N2 -w node1,node3 --ml-role=ml-engineer \
+  --dataset="$DATA/ae/public/a.h5" hostname
+expect_denied "a step spanning ae and eu with ae data" "not in zone 'eu'"
+
+# Audit: each node's decision names it and its zone.
+"$AUDIT_BIN" verify "$AUDIT" || fail "hpcml-audit verify failed on the live log"
+lines=$(grep '"context":"node"' "$AUDIT" | tail -n 6)
+assert_contains "$lines" '"node":"node3","job_id"' "an audit line from the eu node"
+grep '"node":"node3"' <<<"$lines" | grep -q '"zone":"eu"' || fail "node3's audit lines do not say zone eu: $lines"
+grep '"node":"node1"' <<<"$lines" | grep -q '"zone":"ae"' || fail "node1's audit lines do not say zone ae: $lines"
+pass
