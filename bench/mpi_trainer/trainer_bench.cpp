@@ -7,12 +7,24 @@
 //                     implementation
 //   bubble  (p ranks) measured bubble / (p-1)/(m+p-1), GPipe and 1F1B
 //   dp      (2 ranks) samples/s at dp=2 / (2 x samples/s of one rank alone)
+//   cuda    (1 rank)  the CUDA backend: samples/s, model FLOP/s and MFU of a
+//                     training step, and the step's time against its GEMMs
+//                     alone (cuBLAS, same shapes). Exits 77 on a machine
+//                     without a GPU (the rule of cuda::CountDevices).
 //
 // The model is stated on every line: input 256, hidden 1024,1024,1024,
 // 16 classes, relu, batch 256 (bubble: input 8, 2p hidden layers and an
-// output of 512, MSE, 64 rows per microbatch; see Bubble()).
+// output of 512, MSE, 64 rows per microbatch; see Bubble()). cuda: input
+// 1024, hidden 8192 x 4, 1024 classes, relu, batch 8192 unless given
+// (trainer_bench cuda [--input N] [--hidden W,W,...] [--outputs N]
+// [--batch B] [--steps S] [--peak-tflops P]).
 #include <cblas.h>
 #include <mpi.h>
+#ifdef HPCML_TRAINER_CUDA
+#include <cuda_runtime.h>
+
+#include "../../mpi_trainer/cuda/kernels.cuh"
+#endif
 
 #include <algorithm>
 #include <chrono>
@@ -20,6 +32,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hpcml/trainer/random.hpp"
@@ -353,22 +366,182 @@ void DataParallel() {
   }
 }
 
+#ifdef HPCML_TRAINER_CUDA
+// Dense (no sparsity) bf16 tensor-core peaks from NVIDIA's data sheets, by
+// device name; the first match wins. Others need --peak-tflops.
+double PeakBf16Tflops(const std::string& name) {
+  struct Peak {
+    const char* match;
+    double tflops;
+  };
+  constexpr Peak kPeaks[] = {{"H100 PCIe", 756.0}, {"H100 NVL", 835.0}, {"H100", 989.4},
+                             {"H200", 989.4},      {"H800", 989.4},     {"GH200", 989.4},
+                             {"A100", 312.0},      {"L40S", 362.1},     {"L4", 121.0}};
+  for (const Peak& p : kPeaks) {
+    if (name.find(p.match) != std::string::npos) return p.tflops;
+  }
+  return 0.0;
+}
+
+std::vector<std::int64_t> ParseWidths(const std::string& s) {
+  std::vector<std::int64_t> out;
+  std::size_t at = 0;
+  while (at < s.size()) {
+    const std::size_t comma = std::min(s.find(',', at), s.size());
+    out.push_back(std::stoll(s.substr(at, comma - at)));
+    at = comma + 1;
+  }
+  return out;
+}
+
+// The GEMMs of one training step (forward, weight gradient, input gradient
+// of every layer but the first) through the backend, on device buffers.
+double TimeGpuGemms(ht::Backend& b, const ht::ModelConfig& mc, std::int64_t rows, int reps) {
+  std::vector<ht::Buffer> w, x, y, dw, dx;
+  for (int l = 0; l < mc.num_layers(); ++l) {
+    const auto in = static_cast<std::size_t>(mc.in_dim(l));
+    const auto out = static_cast<std::size_t>(mc.out_dim(l));
+    const auto r = static_cast<std::size_t>(rows);
+    for (auto [v, n] : {std::pair{&w, out * in}, std::pair{&x, r * in}, std::pair{&y, r * out},
+                        std::pair{&dw, out * in}, std::pair{&dx, r * in}}) {
+      v->push_back(b.Alloc(n));
+      b.Fill(v->back().data(), n, 0.01f);  // not zero: a zero operand draws less power
+    }
+  }
+  auto once = [&] {
+    for (int l = 0; l < mc.num_layers(); ++l) {
+      const auto i = static_cast<std::size_t>(l);
+      const std::int64_t in = mc.in_dim(l), out = mc.out_dim(l);
+      b.Gemm(false, true, rows, out, in, 1.0f, x[i].data(), in, w[i].data(), in, 0.0f, y[i].data(),
+             out);
+      b.Gemm(true, false, out, in, rows, 1.0f, y[i].data(), out, x[i].data(), in, 0.0f,
+             dw[i].data(), in);
+      if (l > 0) {
+        b.Gemm(false, false, rows, in, out, 1.0f, y[i].data(), out, w[i].data(), in, 0.0f,
+               dx[i].data(), in);
+      }
+    }
+  };
+  once();
+  b.Synchronize();
+  const double t0 = Now();
+  for (int i = 0; i < reps; ++i) once();
+  b.Synchronize();
+  return (Now() - t0) / reps;
+}
+
+int CudaBench(int argc, char** argv) {
+  ht::ModelConfig mc;
+  mc.input_dim = 1024;
+  mc.hidden = {8192, 8192, 8192, 8192};
+  mc.output_dim = 1024;
+  mc.activation = ht::Activation::kRelu;
+  std::int64_t batch = 8192;
+  int steps = 20;
+  double peak = 0.0;
+  for (int i = 2; i + 1 < argc; i += 2) {
+    const std::string k = argv[i], v = argv[i + 1];
+    if (k == "--input") {
+      mc.input_dim = std::stoll(v);
+    } else if (k == "--hidden") {
+      mc.hidden = ParseWidths(v);
+    } else if (k == "--outputs") {
+      mc.output_dim = std::stoll(v);
+    } else if (k == "--batch") {
+      batch = std::stoll(v);
+    } else if (k == "--steps") {
+      steps = std::stoi(v);
+    } else if (k == "--peak-tflops") {
+      peak = std::stod(v);
+    } else {
+      std::fprintf(stderr, "trainer_bench: cuda: unknown option %s\n", k.c_str());
+      return 2;
+    }
+  }
+  const ht::cuda::DeviceCount dc = ht::cuda::CountDevices();
+  if (dc.count == 0) {
+    std::printf("cuda: %s: %s\n", dc.no_gpu ? "skipped: no GPU on this machine" : "error",
+                dc.reason.c_str());
+    return dc.no_gpu ? 77 : 1;
+  }
+  cudaDeviceProp prop{};
+  cudaGetDeviceProperties(&prop, 0);  // the backend of a lone rank uses device 0
+  const char* peak_source = "--peak-tflops";
+  if (peak <= 0.0) {
+    peak = PeakBf16Tflops(prop.name);
+    peak_source = "data sheet, dense bf16";
+  }
+  auto backend = ht::MakeCudaBackend(nullptr);
+  if (!backend.ok()) {
+    std::fprintf(stderr, "trainer_bench: %s\n", backend.status().ToString().c_str());
+    return 1;
+  }
+  ht::TrainConfig tc;
+  tc.global_batch = batch;
+  tc.clip = 1.0f;
+  ht::SyntheticConfig sc;
+  sc.features = mc.input_dim;
+  sc.outputs = mc.output_dim;
+  sc.samples = 2 * batch;
+  auto src = ht::MakeSyntheticSource(sc, tc.global_batch, 0, 1);
+  auto t = src.ok() ? ht::Trainer::Create(tc, mc, nullptr, backend->get(), src->get())
+                    : hpcml::Result<std::unique_ptr<ht::Trainer>>(src.status());
+  if (!t.ok()) {
+    std::fprintf(stderr, "trainer_bench: %s\n", t.status().ToString().c_str());
+    return 1;
+  }
+  const double step = TimeSteps(**t, 3, steps);
+  const double gemm = TimeGpuGemms(**backend, mc, batch, steps);
+  if (!(*backend)->status().ok()) {
+    std::fprintf(stderr, "trainer_bench: %s\n", (*backend)->status().ToString().c_str());
+    return 1;
+  }
+  const double flops = ModelFlopsPerSample(mc) * static_cast<double>(batch);
+  std::string dims = std::to_string(mc.input_dim);
+  for (std::int64_t h : mc.hidden) dims += "-" + std::to_string(h);
+  dims += "-" + std::to_string(mc.output_dim);
+  std::printf(
+      "cuda: MLP %s relu, batch %lld, %s (%d SMs): step %.2f ms, %.0f samples/s, model %.1f "
+      "TFLOP/s",
+      dims.c_str(), static_cast<long long>(batch), prop.name, prop.multiProcessorCount, step * 1e3,
+      static_cast<double>(batch) / step, flops / step * 1e-12);
+  if (peak > 0.0) {
+    std::printf(", MFU %.3f (peak %.1f TFLOP/s, %s)", flops / step * 1e-12 / peak, peak,
+                peak_source);
+  } else {
+    std::printf(", MFU n/a (unknown GPU: pass --peak-tflops)");
+  }
+  std::printf("; GEMMs alone %.2f ms = %.1f TFLOP/s; ratio %.3f\n", gemm * 1e3,
+              flops / gemm * 1e-12, gemm / step);
+  return 0;
+}
+#endif
+
 }  // namespace
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
   const std::string what = argc > 1 ? argv[1] : "";
-  if (what == "gemm")
+  int rc = 0;
+  if (what == "gemm") {
     Gemm();
-  else if (what == "naive")
+  } else if (what == "naive") {
     NaiveCompare();
-  else if (what == "bubble")
+  } else if (what == "bubble") {
     Bubble();
-  else if (what == "dp")
+  } else if (what == "dp") {
     DataParallel();
-  else if (g_rank == 0)
-    std::fprintf(stderr, "usage: trainer_bench gemm|naive|bubble|dp\n");
+  } else if (what == "cuda") {
+#ifdef HPCML_TRAINER_CUDA
+    rc = CudaBench(argc, argv);
+#else
+    std::fprintf(stderr, "trainer_bench: cuda: this build has no CUDA backend\n");
+    rc = 1;
+#endif
+  } else if (g_rank == 0) {
+    std::fprintf(stderr, "usage: trainer_bench gemm|naive|bubble|dp|cuda [cuda options]\n");
+  }
   MPI_Finalize();
-  return 0;
+  return rc;
 }

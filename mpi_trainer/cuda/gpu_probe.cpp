@@ -2,20 +2,29 @@
 // across all of them from one process (ncclCommInitAll).
 //
 //   hpcml-gpu-probe [--require-gpu]
-// Exit status: 0 ok; 1 a check failed; 77 no GPU visible and --require-gpu
-// given (the test harness reports that as skipped, with the reason printed).
+// Exit status: 0 ok (or no GPU on this machine without --require-gpu);
+// 1 a check failed, or CUDA failed beside a GPU (an old driver, a driver
+// without its device nodes, no libcuda: never a skip); 77 this machine has
+// no NVIDIA GPU and --require-gpu was given (the test harness reports that
+// as skipped, with the reason printed). HPCML_REQUIRE_GPU=1 turns the 77
+// into 1, for runs on a GPU machine where a skip must not pass.
+// "No GPU" is decided by cuda::CountDevices (kernels.cuh).
 #include <cuda_runtime.h>
 #include <nccl.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
+
+#include "kernels.cuh"
 
 namespace {
 
 bool CudaOk(cudaError_t e, const char* what) {
   if (e == cudaSuccess) return true;
-  std::fprintf(stderr, "hpcml-gpu-probe: %s: %s\n", what, cudaGetErrorString(e));
+  std::fprintf(stderr, "hpcml-gpu-probe: %s: %s (%s)\n", what, cudaGetErrorString(e),
+               cudaGetErrorName(e));
   return false;
 }
 
@@ -28,22 +37,37 @@ bool NcclOk(ncclResult_t r, const char* what) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool require = argc > 1 && std::strcmp(argv[1], "--require-gpu") == 0;
+  const bool require = argc > 1 && std::strcmp(argv[1], "--require-gpu") == 0;
+  const char* must = std::getenv("HPCML_REQUIRE_GPU");
+  const bool must_have = must != nullptr && std::strcmp(must, "1") == 0;
   int version = 0;
   ncclGetVersion(&version);
-  int n = 0;
-  cudaError_t e = cudaGetDeviceCount(&n);
-  if (e != cudaSuccess || n == 0) {
-    std::printf("hpcml-gpu-probe: skipped: no CUDA device visible (%s); NCCL %d linked\n",
-                e == cudaSuccess ? "0 devices" : cudaGetErrorString(e), version);
+  int driver = 0, runtime = 0;
+  cudaDriverGetVersion(&driver);
+  cudaRuntimeGetVersion(&runtime);
+  std::printf("hpcml-gpu-probe: CUDA runtime %d, driver %d, NCCL %d\n", runtime, driver, version);
+  const hpcml::trainer::cuda::DeviceCount dc = hpcml::trainer::cuda::CountDevices();
+  if (dc.count == 0) {
+    if (!dc.no_gpu) {
+      std::fprintf(stderr, "hpcml-gpu-probe: error: %s\n", dc.reason.c_str());
+      return 1;
+    }
+    if (must_have) {
+      std::fprintf(stderr, "hpcml-gpu-probe: error: no CUDA device (HPCML_REQUIRE_GPU=1): %s\n",
+                   dc.reason.c_str());
+      return 1;
+    }
+    std::printf("hpcml-gpu-probe: skipped: no CUDA device on this machine: %s\n",
+                dc.reason.c_str());
     return require ? 77 : 0;
   }
+  const int n = dc.count;
   for (int d = 0; d < n; ++d) {
     cudaDeviceProp p{};
     if (!CudaOk(cudaGetDeviceProperties(&p, d), "cudaGetDeviceProperties")) return 1;
-    std::printf("hpcml-gpu-probe: gpu %d: %s, %.1f GiB, sm_%d%d, pci %04x:%02x:%02x\n", d, p.name,
-                static_cast<double>(p.totalGlobalMem) / (1 << 30), p.major, p.minor, p.pciDomainID,
-                p.pciBusID, p.pciDeviceID);
+    std::printf("hpcml-gpu-probe: gpu %d: %s, %.1f GiB, sm_%d%d, %d SMs, pci %04x:%02x:%02x\n", d,
+                p.name, static_cast<double>(p.totalGlobalMem) / (1 << 30), p.major, p.minor,
+                p.multiProcessorCount, p.pciDomainID, p.pciBusID, p.pciDeviceID);
   }
 
   // One communicator per device; each contributes (d+1) in every element.
@@ -77,7 +101,7 @@ int main(int argc, char** argv) {
   for (int d = 0; d < n; ++d) {
     size_t i = static_cast<size_t>(d);
     std::vector<float> host(kCount);
-    cudaSetDevice(d);
+    if (!CudaOk(cudaSetDevice(d), "cudaSetDevice")) return 1;
     if (!CudaOk(cudaStreamSynchronize(streams[i]), "cudaStreamSynchronize")) return 1;
     if (!CudaOk(cudaMemcpy(host.data(), bufs[i], kCount * sizeof(float), cudaMemcpyDeviceToHost),
                 "cudaMemcpy"))
@@ -85,8 +109,14 @@ int main(int argc, char** argv) {
     for (float v : host) ok = ok && v == expect;
     cudaFree(bufs[i]);
     cudaStreamDestroy(streams[i]);
-    ncclCommDestroy(comms[i]);
   }
+  // The clean end: finalize every communicator, then destroy. One thread
+  // holds all ranks, so the finalizes go in one group (each waits for its
+  // peers to finalize too).
+  ok = NcclOk(ncclGroupStart(), "ncclGroupStart") && ok;
+  for (ncclComm_t c : comms) ok = NcclOk(ncclCommFinalize(c), "ncclCommFinalize") && ok;
+  ok = NcclOk(ncclGroupEnd(), "ncclGroupEnd") && ok;
+  for (ncclComm_t c : comms) ok = NcclOk(ncclCommDestroy(c), "ncclCommDestroy") && ok;
   std::printf("hpcml-gpu-probe: %s: NCCL %d all-reduce over %d GPU(s), expected %.0f\n",
               ok ? "ok" : "FAILED", version, n, static_cast<double>(expect));
   return ok ? 0 : 1;

@@ -1,35 +1,41 @@
 #include "kernels.cuh"
 
+#include <dirent.h>
+
+#include <cctype>
+#include <cmath>
+#include <fstream>
+#include <string>
+
 namespace hpcml::trainer::cuda {
 namespace {
 
 constexpr int kThreads = 256;
+constexpr int kWarp = 32;
+constexpr int kRowsPerBlock = kThreads / kWarp;  // row kernels: one warp per row
 constexpr float kGeluC = 0.7978845608028654f;
 constexpr float kGeluA = 0.044715f;
 
+// Bias gradient tiling: a block covers 32 columns and 8 row lanes; the rows
+// are cut into at most kBgChunks chunks (one per blockIdx.y), whose column
+// sums are added in chunk order by a second kernel.
+constexpr int kBgCols = 32;
+constexpr int kBgLanes = 8;
+constexpr std::int64_t kBgRowsPerChunk = 64;
+constexpr std::int64_t kBgChunks = 64;
+
 unsigned Blocks(std::size_t n) {
-  std::size_t b = (n + kThreads - 1) / kThreads;
+  const std::size_t b = (n + kThreads - 1) / kThreads;
   return static_cast<unsigned>(b < 65535 * 16 ? (b == 0 ? 1 : b) : 65535 * 16);
 }
 
-__global__ void FillK(float* x, std::size_t n, float v) {
-  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
-    x[i] = v;
+unsigned RowBlocks(std::int64_t rows) {
+  return static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
 }
 
-__global__ void AddBiasK(float* y, const float* b, std::int64_t rows, std::int64_t cols) {
-  const std::size_t n = static_cast<std::size_t>(rows * cols);
-  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
-    y[i] += b[i % cols];
-}
-
-// One thread per column; consecutive threads read consecutive addresses.
-__global__ void BiasGradK(const float* dy, std::int64_t rows, std::int64_t cols, float* db) {
-  const std::int64_t c = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= cols) return;
-  float s = 0.0f;
-  for (std::int64_t r = 0; r < rows; ++r) s += dy[r * cols + c];
-  db[c] += s;
+int BgChunks(std::int64_t rows) {
+  const std::int64_t c = (rows + kBgRowsPerChunk - 1) / kBgRowsPerChunk;
+  return static_cast<int>(c < 1 ? 1 : (c > kBgChunks ? kBgChunks : c));
 }
 
 __device__ float Act(int act, float x) {
@@ -48,73 +54,180 @@ __device__ float ActGrad(int act, float x) {
   return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * kGeluC * (1.0f + 3.0f * kGeluA * x * x);
 }
 
+// Butterfly reductions: every lane ends with the same value, bit for bit
+// (each step adds the same two numbers on both lanes, and + commutes).
+__device__ float WarpSum(float v) {
+  for (int o = kWarp / 2; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ double WarpSum(double v) {
+  for (int o = kWarp / 2; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ float WarpMax(float v) {
+  for (int o = kWarp / 2; o > 0; o /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// Grid-stride loops; I is the index type (32-bit when the size allows: the
+// bias index needs a modulo per element).
+template <typename I>
+__device__ I First() {
+  return static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+template <typename I>
+__device__ I Stride() {
+  return static_cast<I>(gridDim.x) * blockDim.x;
+}
+
+__global__ void FillK(float* x, std::size_t n, float v) {
+  for (std::size_t i = First<std::size_t>(); i < n; i += Stride<std::size_t>()) x[i] = v;
+}
+
+template <typename I>
+__global__ void AddBiasActK(int act, float* z, const float* b, float* out, I n, I cols) {
+  for (I i = First<I>(); i < n; i += Stride<I>()) {
+    const float v = z[i] + b[i % cols];
+    z[i] = v;
+    if (act != kNoActivation) out[i] = Act(act, v);
+  }
+}
+
 __global__ void ActForwardK(int act, const float* pre, float* out, std::size_t n) {
-  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+  for (std::size_t i = First<std::size_t>(); i < n; i += Stride<std::size_t>())
     out[i] = Act(act, pre[i]);
 }
 
 __global__ void ActBackwardK(int act, const float* pre, const float* dout, float* dpre,
                              std::size_t n) {
-  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+  for (std::size_t i = First<std::size_t>(); i < n; i += Stride<std::size_t>())
     dpre[i] = dout[i] * ActGrad(act, pre[i]);
 }
 
+// Column sums of one row chunk (blockIdx.y) for 32 columns (blockIdx.x):
+// thread (x, y) sums rows y, y + 8 * chunks, ... of its chunk's stride; the
+// 8 lanes are then added in lane order. Consecutive threads read
+// consecutive columns.
+__global__ void BiasGradPartK(int act, const float* pre, const float* dout, float* dpre,
+                              std::int64_t rows, std::int64_t cols, float* part) {
+  __shared__ float tile[kBgLanes][kBgCols + 1];
+  const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * kBgCols + threadIdx.x;
+  const std::int64_t step = static_cast<std::int64_t>(gridDim.y) * kBgLanes;
+  float s = 0.0f;
+  if (c < cols) {
+    for (std::int64_t r = static_cast<std::int64_t>(blockIdx.y) * kBgLanes + threadIdx.y; r < rows;
+         r += step) {
+      const std::int64_t i = r * cols + c;
+      float g = dout[i];
+      if (act != kNoActivation) {
+        g *= ActGrad(act, pre[i]);
+        dpre[i] = g;
+      }
+      s += g;
+    }
+  }
+  tile[threadIdx.y][threadIdx.x] = s;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < cols) {
+    float t = 0.0f;
+    for (int k = 0; k < kBgLanes; ++k) t += tile[k][threadIdx.x];
+    part[static_cast<std::int64_t>(blockIdx.y) * cols + c] = t;
+  }
+}
+
+__global__ void BiasGradSumK(const float* part, int chunks, std::int64_t cols, float* db) {
+  for (std::int64_t c = First<std::int64_t>(); c < cols; c += Stride<std::int64_t>()) {
+    float t = 0.0f;
+    for (int k = 0; k < chunks; ++k) t += part[static_cast<std::int64_t>(k) * cols + c];
+    db[c] += t;
+  }
+}
+
+// One warp per row: max, sum of exponentials, then the gradient; the row
+// stays in L1 between the passes. Float throughout; the loss itself is
+// formed in double from the float max and sum (one log per row).
 __global__ void CrossEntropyK(const float* z, const float* labels, std::int64_t rows,
                               std::int64_t cols, float scale, float* dz, double* row_loss) {
-  const std::int64_t r = blockIdx.x * blockDim.x + threadIdx.x;
-  if (r >= rows) return;
+  const int lane = static_cast<int>(threadIdx.x) % kWarp;
+  const std::int64_t r =
+      static_cast<std::int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
+  if (r >= rows) return;  // the whole warp leaves together
   const float* zr = z + r * cols;
   float* dr = dz + r * cols;
   const float label = labels[r];
   const auto t = static_cast<std::int64_t>(label);
   if (!(label >= 0.0f) || t >= cols) {
-    row_loss[r] = __longlong_as_double(0x7ff8000000000000LL);  // NaN, as on the CPU
-    for (std::int64_t c = 0; c < cols; ++c) dr[c] = 0.0f;
+    for (std::int64_t c = lane; c < cols; c += kWarp) dr[c] = 0.0f;
+    if (lane == 0) row_loss[r] = __longlong_as_double(0x7ff8000000000000LL);  // NaN, as on the CPU
     return;
   }
-  float mx = zr[0];
-  for (std::int64_t c = 1; c < cols; ++c) mx = fmaxf(mx, zr[c]);
-  double sum = 0.0;
-  for (std::int64_t c = 0; c < cols; ++c) sum += exp(static_cast<double>(zr[c] - mx));
-  const double lse = static_cast<double>(mx) + log(sum);
-  row_loss[r] = lse - static_cast<double>(zr[t]);
-  for (std::int64_t c = 0; c < cols; ++c) {
-    const double p = exp(static_cast<double>(zr[c]) - lse);
-    dr[c] = scale * static_cast<float>(p - (c == t ? 1.0 : 0.0));
+  float mx = -INFINITY;
+  for (std::int64_t c = lane; c < cols; c += kWarp) mx = fmaxf(mx, zr[c]);
+  mx = WarpMax(mx);
+  float sum = 0.0f;
+  for (std::int64_t c = lane; c < cols; c += kWarp) sum += expf(zr[c] - mx);
+  sum = WarpSum(sum);
+  const float inv = 1.0f / sum;
+  for (std::int64_t c = lane; c < cols; c += kWarp) {
+    const float p = expf(zr[c] - mx) * inv;
+    dr[c] = scale * (c == t ? p - 1.0f : p);
+  }
+  if (lane == 0) {
+    row_loss[r] =
+        static_cast<double>(mx) + log(static_cast<double>(sum)) - static_cast<double>(zr[t]);
   }
 }
 
 __global__ void MseK(const float* y, const float* t, std::int64_t rows, std::int64_t cols,
                      float scale, float* dy, double* row_loss) {
-  const std::int64_t r = blockIdx.x * blockDim.x + threadIdx.x;
+  const int lane = static_cast<int>(threadIdx.x) % kWarp;
+  const std::int64_t r =
+      static_cast<std::int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
   if (r >= rows) return;
   const float inv = 1.0f / static_cast<float>(cols);
   double s = 0.0;
-  for (std::int64_t c = 0; c < cols; ++c) {
+  for (std::int64_t c = lane; c < cols; c += kWarp) {
     const std::int64_t i = r * cols + c;
     const float d = y[i] - t[i];
     s += static_cast<double>(d) * static_cast<double>(d);
     dy[i] = scale * 2.0f * d * inv;
   }
-  row_loss[r] = s / static_cast<double>(cols);
+  s = WarpSum(s);
+  if (lane == 0) row_loss[r] = s / static_cast<double>(cols);
 }
 
-__global__ void SumSquaresK(const float* x, std::size_t n, double* out) {
-  __shared__ double part[kThreads];
-  double s = 0.0;
-  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
-    s += static_cast<double>(x[i]) * static_cast<double>(x[i]);
-  part[threadIdx.x] = s;
+// Block-wide tree sum of one double per thread, in a fixed order; the result
+// is in sh[0] (blockDim.x a power of two).
+__device__ void BlockSum(double* sh, double v) {
+  sh[threadIdx.x] = v;
   __syncthreads();
   for (unsigned w = blockDim.x / 2; w > 0; w /= 2) {
-    if (threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
+    if (threadIdx.x < w) sh[threadIdx.x] += sh[threadIdx.x + w];
     __syncthreads();
   }
-  if (threadIdx.x == 0) atomicAdd(out, part[0]);
+}
+
+__global__ void SumSquaresPartK(const float* x, std::size_t n, double* part) {
+  __shared__ double sh[kThreads];
+  double s = 0.0;
+  for (std::size_t i = First<std::size_t>(); i < n; i += Stride<std::size_t>())
+    s += static_cast<double>(x[i]) * static_cast<double>(x[i]);
+  BlockSum(sh, s);
+  if (threadIdx.x == 0) part[blockIdx.x] = sh[0];
+}
+
+constexpr int kSumThreads = 1024;
+
+__global__ void SumDoublesK(const double* x, std::size_t n, double* out) {
+  __shared__ double sh[kSumThreads];
+  double s = 0.0;
+  for (std::size_t i = threadIdx.x; i < n; i += blockDim.x) s += x[i];
+  BlockSum(sh, s);
+  if (threadIdx.x == 0) *out = sh[0];
 }
 
 __global__ void AdamWK(float* p, const float* g, float* m, float* v, std::size_t n, AdamArgs a) {
-  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+  for (std::size_t i = First<std::size_t>(); i < n; i += Stride<std::size_t>()) {
     const float gi = g[i] * a.grad_scale;
     m[i] = a.beta1 * m[i] + (1.0f - a.beta1) * gi;
     v[i] = a.beta2 * v[i] + (1.0f - a.beta2) * gi * gi;
@@ -123,43 +236,189 @@ __global__ void AdamWK(float* p, const float* g, float* m, float* v, std::size_t
   }
 }
 
-unsigned RowBlocks(std::int64_t rows) {
-  return static_cast<unsigned>((rows + kThreads - 1) / kThreads);
+// --- device discovery helpers (host code)
+
+std::string ReadSmall(const std::string& path) {
+  std::ifstream in(path);
+  std::string s;
+  std::getline(in, s);
+  return s;
+}
+
+// The first /dev/nvidia<N> or /dev/nvidiactl, or "".
+std::string NvidiaDeviceNode() {
+  DIR* d = opendir("/dev");
+  if (d == nullptr) return {};
+  std::string found;
+  while (dirent* e = readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.rfind("nvidia", 0) == 0 &&
+        (name == "nvidiactl" ||
+         (name.size() > 6 && std::isdigit(static_cast<unsigned char>(name[6]))))) {
+      found = "/dev/" + name;
+      break;
+    }
+  }
+  closedir(d);
+  return found;
+}
+
+// The PCI address of the first NVIDIA (vendor 0x10de) display or 3D
+// controller (class 0x03xxxx), or "".
+std::string NvidiaPciGpu() {
+  const std::string root = "/sys/bus/pci/devices";
+  DIR* d = opendir(root.c_str());
+  if (d == nullptr) return {};
+  std::string found;
+  while (dirent* e = readdir(d)) {
+    const std::string name = e->d_name;
+    if (name == "." || name == "..") continue;
+    if (ReadSmall(root + "/" + name + "/vendor") == "0x10de" &&
+        ReadSmall(root + "/" + name + "/class").rfind("0x03", 0) == 0) {
+      found = name;
+      break;
+    }
+  }
+  closedir(d);
+  return found;
+}
+
+std::string Version(int v) {
+  return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
 }
 
 }  // namespace
 
-void Fill(float* x, std::size_t n, float v, cudaStream_t s) {
+DeviceCount CountDevices() {
+  DeviceCount d;
+  d.error = cudaGetDeviceCount(&d.count);
+  if (d.error == cudaSuccess) {
+    // The runtime reports no device as cudaErrorNoDevice; 0 is not expected.
+    if (d.count == 0) {
+      d.no_gpu = true;
+      d.reason = "cudaGetDeviceCount: 0 devices";
+    }
+    return d;
+  }
+  d.count = 0;
+  const std::string what = std::string("cudaGetDeviceCount: ") + cudaGetErrorName(d.error) + " (" +
+                           cudaGetErrorString(d.error) + ")";
+  if (d.error == cudaErrorNoDevice) {
+    d.no_gpu = true;
+    d.reason = what;
+    return d;
+  }
+  if (d.error != cudaErrorInsufficientDriver) {
+    d.reason = what;
+    return d;
+  }
+  // Either no driver at all or one older than this runtime needs: only the
+  // first, on a machine without NVIDIA hardware, means "no GPU here".
+  int driver = -1, runtime = 0;
+  (void)cudaDriverGetVersion(&driver);
+  (void)cudaRuntimeGetVersion(&runtime);
+  const std::string node = NvidiaDeviceNode(), pci = NvidiaPciGpu();
+  if (driver == 0 && node.empty() && pci.empty()) {
+    d.no_gpu = true;
+    d.reason = what +
+               ": no CUDA driver installed, no /dev/nvidia* device node, no NVIDIA GPU on "
+               "the PCI bus";
+    return d;
+  }
+  d.reason = what + ": runtime " + Version(runtime) + ", driver " +
+             (driver > 0 ? Version(driver) : std::string("not loadable (libcuda.so.1)"));
+  if (!node.empty()) d.reason += ", device node " + node + " exists";
+  if (!pci.empty()) d.reason += ", NVIDIA GPU at PCI " + pci;
+  return d;
+}
+
+cudaError_t Fill(float* x, std::size_t n, float v, cudaStream_t s) {
+  if (n == 0) return cudaSuccess;
   FillK<<<Blocks(n), kThreads, 0, s>>>(x, n, v);
+  return cudaGetLastError();
 }
-void AddBias(float* y, const float* b, std::int64_t rows, std::int64_t cols, cudaStream_t s) {
-  AddBiasK<<<Blocks(static_cast<std::size_t>(rows * cols)), kThreads, 0, s>>>(y, b, rows, cols);
+
+cudaError_t AddBiasAct(int act, float* z, const float* b, float* out, std::int64_t rows,
+                       std::int64_t cols, cudaStream_t s) {
+  const auto n = static_cast<std::size_t>(rows * cols);
+  if (n == 0) return cudaSuccess;
+  // 32-bit indices while index + grid stride (at most 2^28) cannot wrap.
+  if (n <= (std::size_t{1} << 31)) {
+    AddBiasActK<unsigned><<<Blocks(n), kThreads, 0, s>>>(act, z, b, out, static_cast<unsigned>(n),
+                                                         static_cast<unsigned>(cols));
+  } else {
+    AddBiasActK<std::size_t>
+        <<<Blocks(n), kThreads, 0, s>>>(act, z, b, out, n, static_cast<std::size_t>(cols));
+  }
+  return cudaGetLastError();
 }
-void BiasGrad(const float* dy, std::int64_t rows, std::int64_t cols, float* db, cudaStream_t s) {
-  BiasGradK<<<RowBlocks(cols), kThreads, 0, s>>>(dy, rows, cols, db);
-}
-void ActForward(int act, const float* pre, float* out, std::size_t n, cudaStream_t s) {
+
+cudaError_t ActForward(int act, const float* pre, float* out, std::size_t n, cudaStream_t s) {
+  if (n == 0) return cudaSuccess;
   ActForwardK<<<Blocks(n), kThreads, 0, s>>>(act, pre, out, n);
+  return cudaGetLastError();
 }
-void ActBackward(int act, const float* pre, const float* dout, float* dpre, std::size_t n,
-                 cudaStream_t s) {
+
+cudaError_t ActBackward(int act, const float* pre, const float* dout, float* dpre, std::size_t n,
+                        cudaStream_t s) {
+  if (n == 0) return cudaSuccess;
   ActBackwardK<<<Blocks(n), kThreads, 0, s>>>(act, pre, dout, dpre, n);
+  return cudaGetLastError();
 }
-void CrossEntropy(const float* logits, const float* labels, std::int64_t rows, std::int64_t cols,
-                  float scale, float* dlogits, double* row_loss, cudaStream_t s) {
+
+std::size_t BiasGradScratch(std::int64_t rows, std::int64_t cols) {
+  return static_cast<std::size_t>(BgChunks(rows)) * static_cast<std::size_t>(cols);
+}
+
+cudaError_t BiasGrad(int act, const float* pre, const float* dout, float* dpre, std::int64_t rows,
+                     std::int64_t cols, float* db, float* scratch, cudaStream_t s) {
+  if (rows == 0 || cols == 0) return cudaSuccess;
+  const int chunks = BgChunks(rows);
+  const dim3 grid(static_cast<unsigned>((cols + kBgCols - 1) / kBgCols),
+                  static_cast<unsigned>(chunks));
+  BiasGradPartK<<<grid, dim3(kBgCols, kBgLanes), 0, s>>>(act, pre, dout, dpre, rows, cols, scratch);
+  cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) return e;
+  BiasGradSumK<<<Blocks(static_cast<std::size_t>(cols)), kThreads, 0, s>>>(scratch, chunks, cols,
+                                                                           db);
+  return cudaGetLastError();
+}
+
+cudaError_t CrossEntropy(const float* logits, const float* labels, std::int64_t rows,
+                         std::int64_t cols, float scale, float* dlogits, double* row_loss,
+                         cudaStream_t s) {
+  if (rows == 0) return cudaSuccess;
   CrossEntropyK<<<RowBlocks(rows), kThreads, 0, s>>>(logits, labels, rows, cols, scale, dlogits,
                                                      row_loss);
+  return cudaGetLastError();
 }
-void Mse(const float* y, const float* t, std::int64_t rows, std::int64_t cols, float scale,
-         float* dy, double* row_loss, cudaStream_t s) {
+
+cudaError_t Mse(const float* y, const float* t, std::int64_t rows, std::int64_t cols, float scale,
+                float* dy, double* row_loss, cudaStream_t s) {
+  if (rows == 0) return cudaSuccess;
   MseK<<<RowBlocks(rows), kThreads, 0, s>>>(y, t, rows, cols, scale, dy, row_loss);
+  return cudaGetLastError();
 }
-void SumSquares(const float* x, std::size_t n, double* out, cudaStream_t s) {
-  SumSquaresK<<<Blocks(n) < 1024 ? Blocks(n) : 1024, kThreads, 0, s>>>(x, n, out);
+
+cudaError_t SumSquares(const float* x, std::size_t n, double* partials, double* out,
+                       cudaStream_t s) {
+  const unsigned blocks = Blocks(n) < kSumPartials ? Blocks(n) : kSumPartials;
+  SumSquaresPartK<<<blocks, kThreads, 0, s>>>(x, n, partials);
+  cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) return e;
+  return SumDoubles(partials, blocks, out, s);
 }
-void AdamW(float* p, const float* g, float* m, float* v, std::size_t n, const AdamArgs& a,
-           cudaStream_t s) {
+
+cudaError_t SumDoubles(const double* x, std::size_t n, double* out, cudaStream_t s) {
+  SumDoublesK<<<1, kSumThreads, 0, s>>>(x, n, out);
+  return cudaGetLastError();
+}
+
+cudaError_t AdamW(float* p, const float* g, float* m, float* v, std::size_t n, const AdamArgs& a,
+                  cudaStream_t s) {
+  if (n == 0) return cudaSuccess;
   AdamWK<<<Blocks(n), kThreads, 0, s>>>(p, g, m, v, n, a);
+  return cudaGetLastError();
 }
 
 }  // namespace hpcml::trainer::cuda

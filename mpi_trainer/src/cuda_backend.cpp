@@ -1,28 +1,48 @@
 // CUDA backend: fp32 master weights and activations in device memory, GEMMs
 // on cuBLAS with bf16 tensor-core compute (CUBLAS_COMPUTE_32F_FAST_16BF:
-// fp32 storage, inputs rounded to bf16, fp32 accumulation), collectives on
-// NCCL communicators (one per tensor / data / world group, ids broadcast
-// over MPI), host sums of doubles over MPI.
+// fp32 storage, inputs rounded to bf16, fp32 accumulation), kernels in
+// ../cuda/kernels.cu, NCCL communicators for the tensor, data and pipeline
+// groups (ids broadcast over MPI), host sums of doubles over MPI.
 //
-// Pipeline point-to-point (pp > 1): NCCL send/receive on a pipeline
-// communicator, on a stream of their own. Send only records the message;
-// Recv issues every held send together with the receive in one
+// One stream. Every kernel, copy, cuBLAS call and NCCL operation of this
+// rank goes on one compute stream, so operations of two communicators are
+// never in flight at once: NCCL does not guarantee progress for concurrent
+// communicators (its kernels block waiting for peers and may need the
+// device). The price is that a pipeline send no longer overlaps compute.
+//
+// Pipeline point-to-point (pp > 1): Send only records the message; Recv
+// issues every held send together with the receive in one
 // ncclGroupStart/End, so a send never sits in front of the receive its peer
 // is waiting for (grouped operations progress together: the CPU backend's
 // MPI_Isend + MPI_Recv). FlushSends issues held sends alone, which the
-// schedule does only when its next operation receives nothing, and WaitSends
-// flushes and orders later compute after the sends. NCCL matches messages
-// between two ranks in issue order, which the schedules keep; tags are not
-// used. Compiled, never run on a GPU yet.
-// Errors of asynchronous calls are sticky and surface through status()
-// after the step.
+// schedule does only when its next operation receives nothing. NCCL
+// matches messages between two ranks in issue order, which the schedules
+// keep; tags are not used.
+//
+// Host waits (Synchronize, values returned to the host, ToHost) poll the
+// stream and, with communicators, ncclCommGetAsyncError of each, with a
+// deadline (HPCML_NCCL_TIMEOUT_S, default 600 s): a dead or stuck peer
+// fails the step instead of hanging it. Any failure aborts the
+// communicators (ncclCommAbort); a clean end finalizes them
+// (ncclCommFinalize, then ncclCommDestroy, the same order on every rank).
+//
+// Errors are sticky and surface through status(); kernel launches are
+// checked where they are made. Reductions are deterministic (see
+// kernels.cuh), and so are cuBLAS GEMMs on one GPU model and cuBLAS version
+// (no atomics mode): a run repeats bit for bit on the same machine.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <mpi.h>
 #include <nccl.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -32,7 +52,9 @@
 namespace hpcml::trainer {
 namespace {
 
-// Move-only owners of the CUDA, cuBLAS and NCCL handles.
+using Clock = std::chrono::steady_clock;
+
+// Move-only owners of the CUDA and cuBLAS handles.
 template <typename T, auto Destroy>
 class Handle {
  public:
@@ -61,12 +83,10 @@ class Handle {
 
 using Stream = Handle<cudaStream_t, cudaStreamDestroy>;
 using Cublas = Handle<cublasHandle_t, cublasDestroy>;
-using Nccl = Handle<ncclComm_t, ncclCommDestroy>;
-using Event = Handle<cudaEvent_t, cudaEventDestroy>;
 
 Status CudaCheck(cudaError_t e, const char* what) {
   if (e == cudaSuccess) return Status::Ok();
-  return Internal("CUDA {}: {}", what, cudaGetErrorString(e));
+  return Internal("CUDA {}: {} ({})", what, cudaGetErrorString(e), cudaGetErrorName(e));
 }
 
 Status NcclCheck(ncclResult_t e, const char* what) {
@@ -74,18 +94,100 @@ Status NcclCheck(ncclResult_t e, const char* what) {
   return Internal("NCCL {}: {}", what, ncclGetErrorString(e));
 }
 
+// Move-only owner of a communicator. Finalize() is the clean end
+// (ncclCommFinalize flushes outstanding work and waits for the peers to
+// finalize too, then ncclCommDestroy); the destructor aborts, which never
+// waits for peers.
+class NcclComm {
+ public:
+  NcclComm() = default;
+  explicit NcclComm(ncclComm_t c) : c_(c) {}
+  ~NcclComm() { Abort(); }
+  NcclComm(NcclComm&& o) noexcept : c_(std::exchange(o.c_, nullptr)) {}
+  NcclComm& operator=(NcclComm&& o) noexcept {
+    if (this != &o) {
+      Abort();
+      c_ = std::exchange(o.c_, nullptr);
+    }
+    return *this;
+  }
+  NcclComm(const NcclComm&) = delete;
+  NcclComm& operator=(const NcclComm&) = delete;
+  ncclComm_t get() const { return c_; }
+
+  Status Finalize() {
+    if (c_ == nullptr) return Status::Ok();
+    ncclComm_t c = std::exchange(c_, nullptr);
+    Status s = NcclCheck(ncclCommFinalize(c), "ncclCommFinalize");
+    if (!s.ok()) {
+      ncclCommAbort(c);
+      return s;
+    }
+    return NcclCheck(ncclCommDestroy(c), "ncclCommDestroy");
+  }
+  void Abort() noexcept {
+    if (c_ != nullptr) ncclCommAbort(std::exchange(c_, nullptr));
+  }
+
+ private:
+  ncclComm_t c_ = nullptr;
+};
+
 // One NCCL communicator over the members of `comm` (collective over it).
-Result<Nccl> MakeNccl(MPI_Comm comm) {
+Result<NcclComm> MakeNccl(MPI_Comm comm) {
   int rank = 0, size = 0;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
-  if (size == 1) return Nccl();  // a group of one needs no communication
+  if (size == 1) return NcclComm();  // a group of one needs no communication
   ncclUniqueId id{};
   if (rank == 0) HPCML_RETURN_IF_ERROR(NcclCheck(ncclGetUniqueId(&id), "ncclGetUniqueId"));
   MPI_Bcast(&id, static_cast<int>(sizeof id), MPI_BYTE, 0, comm);
   ncclComm_t c = nullptr;
   HPCML_RETURN_IF_ERROR(NcclCheck(ncclCommInitRank(&c, size, id, rank), "ncclCommInitRank"));
-  return Nccl(c);
+  return NcclComm(c);
+}
+
+// Device scratch that grows with stream-ordered allocation on the compute
+// stream: no device-wide synchronisation inside a step (cudaFree waits for
+// the whole device, including an NCCL kernel that waits for this host).
+class Scratch {
+ public:
+  Status Ensure(std::size_t bytes, cudaStream_t s) {
+    if (bytes <= bytes_) return Status::Ok();
+    Release(s);
+    void* p = nullptr;
+    HPCML_RETURN_IF_ERROR(CudaCheck(cudaMallocAsync(&p, bytes, s), "cudaMallocAsync"));
+    p_ = p;
+    bytes_ = bytes;
+    return Status::Ok();
+  }
+  void Release(cudaStream_t s) noexcept {
+    if (p_ != nullptr) cudaFreeAsync(p_, s);
+    p_ = nullptr;
+    bytes_ = 0;
+  }
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(p_);
+  }
+
+ private:
+  void* p_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
+// Floats per staged copy: larger transfers go in pieces of this size.
+constexpr std::size_t kStageChunk = std::size_t{16} << 20;  // 64 MiB
+
+Result<double> TimeoutSeconds() {
+  const char* v = std::getenv("HPCML_NCCL_TIMEOUT_S");
+  if (v == nullptr || *v == '\0') return 600.0;
+  char* end = nullptr;
+  const double t = std::strtod(v, &end);
+  if (end == v || *end != '\0' || !(t > 0.0)) {
+    return InvalidArgument("HPCML_NCCL_TIMEOUT_S={}: want a positive number of seconds", v);
+  }
+  return t;
 }
 
 class CudaBackend final : public Backend {
@@ -93,7 +195,16 @@ class CudaBackend final : public Backend {
   explicit CudaBackend(const ProcessGrid* grid) : grid_(grid) {}
 
   Status Init(int device) {
+    HPCML_ASSIGN_OR_RETURN(timeout_s_, TimeoutSeconds());
     HPCML_RETURN_IF_ERROR(CudaCheck(cudaSetDevice(device), "cudaSetDevice"));
+    int pools = 0;
+    HPCML_RETURN_IF_ERROR(CudaCheck(
+        cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device), "attribute"));
+    if (pools == 0) {
+      return FailedPrecondition("--backend cuda: GPU {} has no stream-ordered allocator", device);
+    }
+    // Non-blocking: libraries' work on the legacy default stream must not
+    // serialise with ours. Everything of this backend is on this stream.
     cudaStream_t s = nullptr;
     HPCML_RETURN_IF_ERROR(
         CudaCheck(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate"));
@@ -102,66 +213,111 @@ class CudaBackend final : public Backend {
     if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) return Internal("cublasCreate failed");
     cublas_ = Cublas(h);
     if (cublasSetStream(h, s) != CUBLAS_STATUS_SUCCESS) return Internal("cublasSetStream failed");
-    HPCML_RETURN_IF_ERROR(
-        CudaCheck(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate"));
-    p2p_stream_ = Stream(s);
-    for (Event* e : {&compute_done_, &p2p_done_}) {
-      cudaEvent_t ev = nullptr;
-      HPCML_RETURN_IF_ERROR(
-          CudaCheck(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "cudaEventCreate"));
-      *e = Event(ev);
-    }
     void* p = nullptr;
-    HPCML_RETURN_IF_ERROR(CudaCheck(cudaMalloc(&p, sizeof(double)), "cudaMalloc"));
-    scalar_ = static_cast<double*>(p);
+    HPCML_RETURN_IF_ERROR(
+        CudaCheck(cudaMalloc(&p, (cuda::kSumPartials + 1) * sizeof(double)), "cudaMalloc"));
+    partials_ = static_cast<double*>(p);
+    HPCML_RETURN_IF_ERROR(
+        CudaCheck(cudaHostAlloc(&p, sizeof(double), cudaHostAllocDefault), "cudaHostAlloc"));
+    host_scalar_ = static_cast<double*>(p);
     return Status::Ok();
   }
 
   // Collective over the grid's world: every rank creates the same groups in
-  // the same order.
+  // the same order. No world communicator: nothing reduces device memory
+  // over the whole world (host sums go over MPI).
   Status InitNccl() {
     if (grid_ == nullptr) return Status::Ok();
     HPCML_ASSIGN_OR_RETURN(tp_, MakeNccl(grid_->tp_comm()));
     HPCML_ASSIGN_OR_RETURN(dp_, MakeNccl(grid_->dp_comm()));
-    HPCML_ASSIGN_OR_RETURN(world_, MakeNccl(grid_->world()));
     HPCML_ASSIGN_OR_RETURN(pp_, MakeNccl(grid_->pp_comm()));
     return Status::Ok();
   }
 
   ~CudaBackend() override {
     // Held sends are dropped, not issued: their peers may be gone.
-    if (p2p_stream_.get() != nullptr) cudaStreamSynchronize(p2p_stream_.get());
-    if (stream_.get() != nullptr) cudaStreamSynchronize(stream_.get());
-    if (scalar_ != nullptr) cudaFree(scalar_);
-    if (row_loss_ != nullptr) cudaFree(row_loss_);
+    held_.clear();
+    if (stream_.get() != nullptr) (void)Drain();
+    if (error_.ok()) {
+      // Same order as creation on every rank: finalize waits for the peers.
+      for (NcclComm* c : {&tp_, &dp_, &pp_}) {
+        Status s = c->Finalize();
+        if (!s.ok()) {
+          Note(std::move(s));
+          AbortComms();
+          break;
+        }
+      }
+    } else {
+      AbortComms();
+    }
+    if (stream_.get() != nullptr) {
+      row_loss_.Release(S());
+      bias_scratch_.Release(S());
+      cudaStreamSynchronize(S());
+    }
+    if (partials_ != nullptr) cudaFree(partials_);
+    if (host_scalar_ != nullptr) cudaFreeHost(host_scalar_);
+    if (stage_ != nullptr) cudaFreeHost(stage_);
+    // A destructor has no caller to return to; say why the end was unclean.
+    if (!error_.ok()) std::fprintf(stderr, "hpcml cuda backend: %s\n", error_.ToString().c_str());
   }
 
   std::string_view name() const override { return "cuda"; }
   Status status() const override { return error_; }
 
+  // Zero-filled on the compute stream, so the fill is ordered before
+  // anything this backend later does with the buffer (a cudaMemset on the
+  // legacy stream would not be: ours is non-blocking).
   Buffer Alloc(std::size_t n) override {
     void* p = nullptr;
     Note(CudaCheck(cudaMalloc(&p, (n == 0 ? 1 : n) * sizeof(float)), "cudaMalloc"));
-    if (p != nullptr) Note(CudaCheck(cudaMemset(p, 0, n * sizeof(float)), "cudaMemset"));
+    if (p != nullptr && n > 0) {
+      Note(CudaCheck(cudaMemsetAsync(p, 0, n * sizeof(float), S()), "cudaMemsetAsync"));
+    }
     return Buffer(this, static_cast<float*>(p), p != nullptr ? n : 0);
   }
-  void Free(float* p) noexcept override { cudaFree(p); }
+  void Free(float* p) noexcept override {
+    // cudaFree waits for the device: drain (and poll NCCL) first, so a
+    // stuck communicator is aborted rather than hanging here.
+    if (stream_.get() != nullptr) (void)Drain();
+    cudaFree(p);
+  }
+  // Through pinned staging: returns without waiting (the host buffer may
+  // change right after; its contents are already copied).
   void ToDevice(float* dst, const float* host, std::size_t n) override {
-    Note(CudaCheck(cudaMemcpyAsync(dst, host, n * sizeof(float), cudaMemcpyHostToDevice, S()),
-                   "copy to device"));
-    Synchronize();  // the host buffer may change right after
+    for (std::size_t done = 0; done < n;) {
+      const std::size_t k = std::min(n - done, kStageChunk);
+      float* st = Stage(k);
+      if (st == nullptr) return;
+      std::memcpy(st, host + done, k * sizeof(float));
+      Note(
+          CudaCheck(cudaMemcpyAsync(dst + done, st, k * sizeof(float), cudaMemcpyHostToDevice, S()),
+                    "copy to device"));
+      done += k;
+    }
   }
   void ToHost(float* host, const float* src, std::size_t n) override {
-    Note(CudaCheck(cudaMemcpyAsync(host, src, n * sizeof(float), cudaMemcpyDeviceToHost, S()),
-                   "copy to host"));
-    Synchronize();
+    for (std::size_t done = 0; done < n;) {
+      const std::size_t k = std::min(n - done, kStageChunk);
+      float* st = Stage(k);
+      if (st == nullptr) return;
+      Note(
+          CudaCheck(cudaMemcpyAsync(st, src + done, k * sizeof(float), cudaMemcpyDeviceToHost, S()),
+                    "copy to host"));
+      if (!Drain()) return;
+      std::memcpy(host + done, st, k * sizeof(float));
+      done += k;
+    }
   }
   void Copy(float* dst, const float* src, std::size_t n) override {
     if (n == 0 || dst == src) return;
     Note(CudaCheck(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, S()),
                    "copy"));
   }
-  void Fill(float* x, std::size_t n, float v) override { cuda::Fill(x, n, v, S()); }
+  void Fill(float* x, std::size_t n, float v) override {
+    Launched(cuda::Fill(x, n, v, S()), "Fill");
+  }
 
   void Gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
             const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float beta,
@@ -173,58 +329,62 @@ class CudaBackend final : public Backend {
         static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha, b, CUDA_R_32F,
         static_cast<int>(ldb), a, CUDA_R_32F, static_cast<int>(lda), &beta, c, CUDA_R_32F,
         static_cast<int>(ldc), CUBLAS_COMPUTE_32F_FAST_16BF, CUBLAS_GEMM_DEFAULT);
-    if (st != CUBLAS_STATUS_SUCCESS)
-      Note(Internal("cublasGemmEx failed ({})", static_cast<int>(st)));
+    if (st != CUBLAS_STATUS_SUCCESS) {
+      Fail(Internal("cublasGemmEx {}x{}x{}: {}", m, n, k, cublasGetStatusString(st)));
+    }
   }
   void AddBias(float* y, const float* bias, std::int64_t rows, std::int64_t cols) override {
-    cuda::AddBias(y, bias, rows, cols, S());
+    Launched(cuda::AddBiasAct(cuda::kNoActivation, y, bias, nullptr, rows, cols, S()), "AddBias");
+  }
+  void AddBiasAct(Activation act, float* z, const float* bias, float* out, std::int64_t rows,
+                  std::int64_t cols) override {
+    const int code = out != nullptr ? static_cast<int>(act) : cuda::kNoActivation;
+    Launched(cuda::AddBiasAct(code, z, bias, out, rows, cols, S()), "AddBiasAct");
   }
   void BiasGrad(const float* dy, std::int64_t rows, std::int64_t cols, float* db) override {
-    cuda::BiasGrad(dy, rows, cols, db, S());
+    float* scratch = BiasScratch(rows, cols);
+    if (scratch == nullptr) return;
+    Launched(
+        cuda::BiasGrad(cuda::kNoActivation, nullptr, dy, nullptr, rows, cols, db, scratch, S()),
+        "BiasGrad");
+  }
+  void ActBackwardBiasGrad(Activation act, const float* pre, const float* dout, float* dpre,
+                           std::int64_t rows, std::int64_t cols, float* db) override {
+    float* scratch = BiasScratch(rows, cols);
+    if (scratch == nullptr) return;
+    Launched(cuda::BiasGrad(static_cast<int>(act), pre, dout, dpre, rows, cols, db, scratch, S()),
+             "ActBackwardBiasGrad");
   }
   void ActForward(Activation act, const float* pre, float* out, std::size_t n) override {
-    cuda::ActForward(static_cast<int>(act), pre, out, n, S());
+    Launched(cuda::ActForward(static_cast<int>(act), pre, out, n, S()), "ActForward");
   }
   void ActBackward(Activation act, const float* pre, const float* dout, float* dpre,
                    std::size_t n) override {
-    cuda::ActBackward(static_cast<int>(act), pre, dout, dpre, n, S());
+    Launched(cuda::ActBackward(static_cast<int>(act), pre, dout, dpre, n, S()), "ActBackward");
   }
 
+  // Per-row losses summed on the device in a fixed order; one 8-byte copy.
   double LossAndGrad(LossKind loss, const float* logits, const float* targets, std::int64_t rows,
                      std::int64_t cols, float scale, float* dlogits) override {
-    if (rows > row_loss_rows_) {
-      if (row_loss_ != nullptr) cudaFree(row_loss_);
-      void* p = nullptr;
-      Note(
-          CudaCheck(cudaMalloc(&p, static_cast<std::size_t>(rows) * sizeof(double)), "cudaMalloc"));
-      row_loss_ = static_cast<double*>(p);
-      row_loss_rows_ = p != nullptr ? rows : 0;
-      if (p == nullptr) return std::nan("");
+    Status st = row_loss_.Ensure(static_cast<std::size_t>(rows) * sizeof(double), S());
+    if (!st.ok()) {
+      Fail(std::move(st));
+      return std::nan("");
     }
+    double* row_loss = row_loss_.as<double>();
     if (loss == LossKind::kCrossEntropy) {
-      cuda::CrossEntropy(logits, targets, rows, cols, scale, dlogits, row_loss_, S());
+      Launched(cuda::CrossEntropy(logits, targets, rows, cols, scale, dlogits, row_loss, S()),
+               "CrossEntropy");
     } else {
-      cuda::Mse(logits, targets, rows, cols, scale, dlogits, row_loss_, S());
+      Launched(cuda::Mse(logits, targets, rows, cols, scale, dlogits, row_loss, S()), "Mse");
     }
-    host_loss_.resize(static_cast<std::size_t>(rows));
-    Note(CudaCheck(cudaMemcpyAsync(host_loss_.data(), row_loss_,
-                                   static_cast<std::size_t>(rows) * sizeof(double),
-                                   cudaMemcpyDeviceToHost, S()),
-                   "loss to host"));
-    Synchronize();
-    double total = 0.0;
-    for (double v : host_loss_) total += v;
-    return total;
+    Launched(cuda::SumDoubles(row_loss, static_cast<std::size_t>(rows), Scalar(), S()), "loss sum");
+    return ScalarToHost();
   }
 
   double SumSquares(const float* x, std::size_t n) override {
-    double out = 0.0;
-    Note(CudaCheck(cudaMemsetAsync(scalar_, 0, sizeof(double), S()), "memset"));
-    cuda::SumSquares(x, n, scalar_, S());
-    Note(CudaCheck(cudaMemcpyAsync(&out, scalar_, sizeof(double), cudaMemcpyDeviceToHost, S()),
-                   "norm to host"));
-    Synchronize();
-    return out;
+    Launched(cuda::SumSquares(x, n, partials_, Scalar(), S()), "SumSquares");
+    return ScalarToHost();
   }
 
   void AdamW(float* param, const float* grad, float* m, float* v, std::size_t n,
@@ -238,16 +398,23 @@ class CudaBackend final : public Backend {
                      st.grad_scale,
                      static_cast<float>(static_cast<double>(st.lr) / bc1),
                      static_cast<float>(1.0 / std::sqrt(bc2))};
-    cuda::AdamW(param, grad, m, v, n, a, S());
+    Launched(cuda::AdamW(param, grad, m, v, n, a, S()), "AdamW");
   }
 
   void Allreduce(float* x, std::size_t n, Group g) override {
+    if (n == 0 || !error_.ok()) return;
+    if (g == Group::kWorld) {
+      if (grid_ != nullptr && grid_->size() > 1) {
+        Fail(FailedPrecondition("cuda backend: no device all-reduce over the world group"));
+      }
+      return;
+    }
     ncclComm_t c = Comm(g);
-    if (c == nullptr || n == 0) return;
-    Note(NcclCheck(ncclAllReduce(x, x, n, ncclFloat, ncclSum, c, S()), "ncclAllReduce"));
+    if (c == nullptr) return;  // a group of one
+    Enqueued(ncclAllReduce(x, x, n, ncclFloat, ncclSum, c, S()), "ncclAllReduce");
   }
-  // Queued on the compute stream: later kernels see the result, so waiting
-  // is implicit (no overlap with the backward pass on this backend yet).
+  // Queued on the compute stream: later work sees the result, so waiting
+  // is implicit (no overlap with the backward pass on this backend).
   void StartAllreduce(float* x, std::size_t n, Group g) override { Allreduce(x, n, g); }
   void WaitAllreduces() override {}
 
@@ -276,53 +443,43 @@ class CudaBackend final : public Backend {
   }
   void Recv(float* x, std::size_t n, int peer_stage, int /*tag*/) override {
     IssueP2p(x, n, peer_stage);
-    // Compute queued after this sees the received data.
-    Note(CudaCheck(cudaEventRecord(p2p_done_.get(), p2p_stream_.get()), "cudaEventRecord"));
-    Note(CudaCheck(cudaStreamWaitEvent(S(), p2p_done_.get(), 0), "cudaStreamWaitEvent"));
   }
   void FlushSends() override {
     if (!held_.empty()) IssueP2p(nullptr, 0, -1);
   }
-  void WaitSends() override {
-    FlushSends();
-    // Later compute may overwrite the send buffers only after the sends.
-    Note(CudaCheck(cudaEventRecord(p2p_done_.get(), p2p_stream_.get()), "cudaEventRecord"));
-    Note(CudaCheck(cudaStreamWaitEvent(S(), p2p_done_.get(), 0), "cudaStreamWaitEvent"));
-  }
+  // Later work on the stream runs after the sends, so their buffers may be
+  // reused by anything queued from now on.
+  void WaitSends() override { FlushSends(); }
 
-  void Synchronize() override {
-    Note(CudaCheck(cudaStreamSynchronize(S()), "cudaStreamSynchronize"));
-  }
+  void Synchronize() override { (void)Drain(); }
 
  private:
   cudaStream_t S() const { return stream_.get(); }
+  double* Scalar() const { return partials_ + cuda::kSumPartials; }
 
-  // One NCCL group on the p2p stream: every held send, plus a receive into
-  // `recv` when it is not null. The p2p stream first waits for the compute
-  // queued so far (the sent data is produced there, and the receive buffer
-  // may still be read there).
-  void IssueP2p(float* recv, std::size_t n, int recv_peer) {
-    ncclComm_t c = pp_.get();
-    if (c == nullptr) {
-      Note(Internal("pipeline send/receive without a pipeline communicator"));
-      held_.clear();
-      return;
-    }
-    Note(CudaCheck(cudaEventRecord(compute_done_.get(), S()), "cudaEventRecord"));
-    Note(CudaCheck(cudaStreamWaitEvent(p2p_stream_.get(), compute_done_.get(), 0),
-                   "cudaStreamWaitEvent"));
-    Note(NcclCheck(ncclGroupStart(), "ncclGroupStart"));
-    for (const HeldSend& h : held_) {
-      Note(NcclCheck(ncclSend(h.data, h.n, ncclFloat, h.peer, c, p2p_stream_.get()), "ncclSend"));
-    }
-    if (recv != nullptr) {
-      Note(NcclCheck(ncclRecv(recv, n, ncclFloat, recv_peer, c, p2p_stream_.get()), "ncclRecv"));
-    }
-    Note(NcclCheck(ncclGroupEnd(), "ncclGroupEnd"));
-    held_.clear();
-  }
   void Note(Status s) {
     if (error_.ok() && !s.ok()) error_ = std::move(s);
+  }
+  // A failure after which this rank's peers cannot be served: record it and
+  // abort the communicators, so blocked NCCL kernels end (here and, through
+  // their failed connections, on the peers).
+  void Fail(Status s) {
+    Note(std::move(s));
+    AbortComms();
+  }
+  void AbortComms() noexcept {
+    tp_.Abort();
+    dp_.Abort();
+    pp_.Abort();
+  }
+  void Launched(cudaError_t e, const char* kernel) {
+    if (e != cudaSuccess) Fail(CudaCheck(e, kernel));
+  }
+  void Enqueued(ncclResult_t r, const char* what) {
+    if (r != ncclSuccess) Fail(NcclCheck(r, what));
+  }
+  bool HasComms() const {
+    return tp_.get() != nullptr || dp_.get() != nullptr || pp_.get() != nullptr;
   }
   ncclComm_t Comm(Group g) const {
     switch (g) {
@@ -330,12 +487,129 @@ class CudaBackend final : public Backend {
         return tp_.get();
       case Group::kData:
         return dp_.get();
-      case Group::kWorld:
-        return world_.get();
       case Group::kPipeline:
         return pp_.get();
+      case Group::kWorld:
+        return nullptr;
     }
     return nullptr;
+  }
+
+  // Waits until the stream is idle. With communicators: polls the stream
+  // and each communicator's asynchronous error, up to the deadline.
+  Status WaitStream() {
+    if (!HasComms()) return CudaCheck(cudaStreamSynchronize(S()), "cudaStreamSynchronize");
+    const auto start = Clock::now();
+    for (int spins = 0;; ++spins) {
+      const cudaError_t q = cudaStreamQuery(S());
+      if (q == cudaSuccess) return Status::Ok();
+      if (q != cudaErrorNotReady) return CudaCheck(q, "stream");
+      for (const NcclComm* c : {&tp_, &dp_, &pp_}) {
+        if (c->get() == nullptr) continue;
+        ncclResult_t r = ncclSuccess;
+        HPCML_RETURN_IF_ERROR(
+            NcclCheck(ncclCommGetAsyncError(c->get(), &r), "ncclCommGetAsyncError"));
+        if (r != ncclSuccess && r != ncclInProgress) {
+          return NcclCheck(r, c == &tp_   ? "tensor-parallel group"
+                              : c == &dp_ ? "data-parallel group"
+                                          : "pipeline group");
+        }
+      }
+      const double waited = std::chrono::duration<double>(Clock::now() - start).count();
+      if (waited > timeout_s_) {
+        return Unavailable(
+            "NCCL: device work not done after {:.0f} s (HPCML_NCCL_TIMEOUT_S): a peer rank is "
+            "gone or stuck; communicators aborted",
+            waited);
+      }
+      // Spin briefly (a step's last kernels), then stop burning the core.
+      if (spins < 2000) {
+        std::this_thread::yield();
+      } else {
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+      }
+    }
+  }
+  // WaitStream, recording a failure (and aborting the communicators). The
+  // staging area is free again once the stream is idle.
+  bool Drain() {
+    Status s = WaitStream();
+    if (!s.ok()) {
+      Fail(std::move(s));
+      return false;
+    }
+    staged_ = 0;
+    return true;
+  }
+
+  // `n` floats of pinned staging; drains the stream when the area is full
+  // (earlier copies may still read it), and grows it only then.
+  float* Stage(std::size_t n) {
+    if (staged_ + n > stage_cap_) {
+      if (!Drain()) return nullptr;
+      if (n > stage_cap_) {
+        if (stage_ != nullptr) cudaFreeHost(stage_);
+        stage_ = nullptr;
+        stage_cap_ = 0;
+        void* p = nullptr;
+        const std::size_t cap = std::max(n, std::min(2 * n, kStageChunk));
+        Status st = CudaCheck(cudaHostAlloc(&p, cap * sizeof(float), cudaHostAllocDefault),
+                              "cudaHostAlloc");
+        if (!st.ok()) {
+          Fail(std::move(st));
+          return nullptr;
+        }
+        stage_ = static_cast<float*>(p);
+        stage_cap_ = cap;
+      }
+    }
+    float* p = stage_ + staged_;
+    staged_ += n;
+    return p;
+  }
+
+  double ScalarToHost() {
+    Note(CudaCheck(
+        cudaMemcpyAsync(host_scalar_, Scalar(), sizeof(double), cudaMemcpyDeviceToHost, S()),
+        "copy to host"));
+    if (!Drain() || !error_.ok()) return std::numeric_limits<double>::quiet_NaN();
+    return *host_scalar_;
+  }
+
+  float* BiasScratch(std::int64_t rows, std::int64_t cols) {
+    Status st = bias_scratch_.Ensure(cuda::BiasGradScratch(rows, cols) * sizeof(float), S());
+    if (!st.ok()) {
+      Fail(std::move(st));
+      return nullptr;
+    }
+    return bias_scratch_.as<float>();
+  }
+
+  // One NCCL group on the compute stream: every held send, plus a receive
+  // into `recv` when it is not null.
+  void IssueP2p(float* recv, std::size_t n, int recv_peer) {
+    std::vector<HeldSend> sends = std::exchange(held_, {});
+    if (!error_.ok()) return;
+    ncclComm_t c = pp_.get();
+    if (c == nullptr) {
+      Fail(Internal("pipeline send/receive without a pipeline communicator"));
+      return;
+    }
+    ncclResult_t first = ncclGroupStart();
+    const char* what = "ncclGroupStart";
+    auto keep = [&](ncclResult_t r, const char* w) {
+      if (first == ncclSuccess && r != ncclSuccess) {
+        first = r;
+        what = w;
+      }
+    };
+    if (first == ncclSuccess) {
+      for (const HeldSend& h : sends)
+        keep(ncclSend(h.data, h.n, ncclFloat, h.peer, c, S()), "ncclSend");
+      if (recv != nullptr) keep(ncclRecv(recv, n, ncclFloat, recv_peer, c, S()), "ncclRecv");
+      keep(ncclGroupEnd(), "ncclGroupEnd");  // always closes the group
+    }
+    Enqueued(first, what);
   }
 
   struct HeldSend {
@@ -345,16 +619,16 @@ class CudaBackend final : public Backend {
   };
 
   const ProcessGrid* grid_;
+  double timeout_s_ = 600.0;
   Stream stream_;
   Cublas cublas_;
-  Stream p2p_stream_;              // pipeline sends and receives
-  Event compute_done_, p2p_done_;  // ordering between the two streams
-  std::vector<HeldSend> held_;     // sends not issued yet (see the file comment)
-  Nccl tp_, dp_, world_, pp_;
-  double* scalar_ = nullptr;
-  double* row_loss_ = nullptr;
-  std::int64_t row_loss_rows_ = 0;
-  std::vector<double> host_loss_;
+  std::vector<HeldSend> held_;  // sends not issued yet (see the file comment)
+  NcclComm tp_, dp_, pp_;
+  double* partials_ = nullptr;     // kSumPartials partial sums, then the result scalar
+  double* host_scalar_ = nullptr;  // pinned: the one value a reduction sends back
+  float* stage_ = nullptr;         // pinned staging for ToDevice/ToHost
+  std::size_t stage_cap_ = 0, staged_ = 0;
+  Scratch row_loss_, bias_scratch_;
   Status error_;
 };
 
@@ -366,12 +640,19 @@ bool CudaBackendBuilt() {
 
 Result<std::unique_ptr<Backend>> MakeCudaBackend(const ProcessGrid* grid) {
   // Local checks first, agreed on by all ranks before any collective setup.
+  // Only a machine without any NVIDIA GPU is "no GPU visible"; a CUDA error
+  // beside a GPU (old driver, missing device nodes, no libcuda) says so.
   Status local;
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    local = Unavailable(
-        "--backend cuda: no GPU visible (CUDA_VISIBLE_DEVICES={})",
-        std::getenv("CUDA_VISIBLE_DEVICES") ? std::getenv("CUDA_VISIBLE_DEVICES") : "unset");
+  const cuda::DeviceCount devices = cuda::CountDevices();
+  if (devices.count == 0) {
+    const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+    if (devices.no_gpu) {
+      local = Unavailable("--backend cuda: no GPU visible: {} (CUDA_VISIBLE_DEVICES={})",
+                          devices.reason, visible != nullptr ? visible : "unset");
+    } else {
+      local = FailedPrecondition("--backend cuda: CUDA cannot use this machine's GPUs: {}",
+                                 devices.reason);
+    }
   }
   int local_rank = 0;
   if (grid != nullptr) {
@@ -381,7 +662,7 @@ Result<std::unique_ptr<Backend>> MakeCudaBackend(const ProcessGrid* grid) {
     local_rank = owner.rank();
   }
   auto b = std::make_unique<CudaBackend>(grid);
-  if (local.ok()) local = b->Init(devices > 0 ? local_rank % devices : 0);
+  if (local.ok()) local = b->Init(local_rank % devices.count);
   if (grid != nullptr)
     HPCML_RETURN_IF_ERROR(AgreeOnStatus(grid->world(), local));
   else

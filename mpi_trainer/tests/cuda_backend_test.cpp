@@ -1,25 +1,55 @@
-// The CUDA backend against the CPU backend: every operation on the same
-// inputs, and a short serial training run. Exits 77 when no GPU is visible.
-// bf16 GEMM inputs: products agree to about 1e-2 relative, not 1e-6.
+// The CUDA backend against the CPU backend, and the properties a GPU run
+// must have: zero-filled allocations ordered before later work, copies
+// that survive the host buffer's reuse, deterministic reductions (a run
+// repeats bit for bit, so does a resume from a checkpoint), errors of
+// device work surfacing through status().
+//
+// Needs a GPU. Exits 77 (ctest: skipped) only when this machine has no
+// NVIDIA GPU at all (cuda::CountDevices, kernels.cuh); any other CUDA error
+// prints its name and fails. HPCML_REQUIRE_GPU=1 makes "no GPU" a failure
+// too, for runs on a GPU machine.
+//
+// Tolerances. GEMM inputs are rounded to bf16 (8 significant bits) and
+// accumulated in fp32: products agree with the fp32 CPU GEMM to 1e-2
+// relative (plus 0.1 absolute at k = 65). Everything else is fp32 on both
+// sides and agrees to float rounding (1e-6 to 1e-4, stated per check).
+// Training losses agree with the CPU run to kTrainLossTolerance relative.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 #include <mpi.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <string>
 #include <vector>
 
+#include "../cuda/kernels.cuh"
+#include "hpcml/common/log.hpp"
 #include "hpcml/trainer/backend.hpp"
+#include "hpcml/trainer/checkpointing.hpp"
 #include "hpcml/trainer/random.hpp"
 #include "hpcml/trainer/trainer.hpp"
 
 namespace hpcml::trainer {
 namespace {
 
+// bf16 GEMMs against fp32 ones, 20 steps of a 16-64-64-4 GELU MLP
+// (docs/trainer.md states the same figure).
+constexpr double kTrainLossTolerance = 2e-2;
+
 std::vector<float> Random(size_t n, std::uint64_t seed) {
   std::vector<float> v(n);
   for (size_t i = 0; i < n; ++i) v[i] = static_cast<float>(GaussianAt(seed, i));
   return v;
+}
+
+bool SameBits(double a, double b) {
+  return std::memcmp(&a, &b, sizeof a) == 0;
 }
 
 class CudaBackendTest : public ::testing::Test {
@@ -29,6 +59,11 @@ class CudaBackendTest : public ::testing::Test {
     ASSERT_TRUE(b.ok()) << b.status().ToString();
     gpu_ = std::move(*b);
     cpu_ = MakeCpuBackend(nullptr);
+  }
+  void TearDown() override {
+    if (gpu_ != nullptr) {
+      EXPECT_TRUE(gpu_->status().ok()) << gpu_->status().ToString();
+    }
   }
   Buffer Up(const std::vector<float>& h) {
     Buffer d = gpu_->Alloc(h.size());
@@ -57,7 +92,6 @@ TEST_F(CudaBackendTest, GemmMatchesCpuForEveryTransposition) {
       for (size_t i = 0; i < c.size(); ++i) EXPECT_NEAR(got[i], c[i], 0.1 + 1e-2 * std::abs(c[i]));
     }
   }
-  EXPECT_TRUE(gpu_->status().ok()) << gpu_->status().ToString();
 }
 
 TEST_F(CudaBackendTest, ElementwiseLossNormAndAdamMatchCpu) {
@@ -118,52 +152,287 @@ TEST_F(CudaBackendTest, ElementwiseLossNormAndAdamMatchCpu) {
   }
   auto gp = Down(dp);
   for (size_t i = 0; i < p.size(); ++i) EXPECT_NEAR(gp[i], p[i], 1e-5);
-  EXPECT_TRUE(gpu_->status().ok()) << gpu_->status().ToString();
 }
 
-TEST_F(CudaBackendTest, TrainingTracksTheCpuRun) {
+// The fused epilogue and prologue, and the bias gradient over enough rows
+// to be cut into chunks (1000 rows: 16 chunks of partial sums); db
+// accumulates into what it held.
+TEST_F(CudaBackendTest, FusedBiasActivationAndBiasGradMatchCpu) {
+  const int rows = 1000, cols = 300;
+  const auto n = static_cast<size_t>(rows * cols);
+  auto z = Random(n, 11), dout = Random(n, 12), bias = Random(cols, 13), db0 = Random(cols, 14);
+  for (Activation act : {Activation::kRelu, Activation::kGelu, Activation::kTanh}) {
+    std::vector<float> cz = z, cout(n), cdpre(n), cdb = db0;
+    cpu_->AddBiasAct(act, cz.data(), bias.data(), cout.data(), rows, cols);
+    cpu_->ActBackwardBiasGrad(act, cz.data(), dout.data(), cdpre.data(), rows, cols, cdb.data());
+    Buffer gz = Up(z), gb = Up(bias), gout = gpu_->Alloc(n), gdout = Up(dout),
+           gdpre = gpu_->Alloc(n), gdb = Up(db0);
+    gpu_->AddBiasAct(act, gz.data(), gb.data(), gout.data(), rows, cols);
+    gpu_->ActBackwardBiasGrad(act, gz.data(), gdout.data(), gdpre.data(), rows, cols, gdb.data());
+    auto hz = Down(gz), hout = Down(gout), hdpre = Down(gdpre), hdb = Down(gdb);
+    for (size_t i = 0; i < n; ++i) {
+      ASSERT_NEAR(hz[i], cz[i], 1e-5) << i;
+      ASSERT_NEAR(hout[i], cout[i], 1e-5) << i;
+      ASSERT_NEAR(hdpre[i], cdpre[i], 1e-5) << i;
+    }
+    // Float sums of 1000 terms in another order.
+    for (int c = 0; c < cols; ++c) {
+      const auto i = static_cast<size_t>(c);
+      EXPECT_NEAR(hdb[i], cdb[i], 2e-4 + 1e-5 * std::abs(cdb[i])) << "column " << c;
+    }
+  }
+  // No activation: the bias only, and the plain bias gradient.
+  std::vector<float> cz = z, cdb = db0;
+  cpu_->AddBiasAct(Activation::kRelu, cz.data(), bias.data(), nullptr, rows, cols);
+  cpu_->BiasGrad(dout.data(), rows, cols, cdb.data());
+  Buffer gz = Up(z), gb = Up(bias), gdout = Up(dout), gdb = Up(db0);
+  gpu_->AddBiasAct(Activation::kRelu, gz.data(), gb.data(), nullptr, rows, cols);
+  gpu_->BiasGrad(gdout.data(), rows, cols, gdb.data());
+  auto hz = Down(gz), hdb = Down(gdb);
+  for (size_t i = 0; i < n; ++i) ASSERT_NEAR(hz[i], cz[i], 1e-5) << i;
+  for (int c = 0; c < cols; ++c) {
+    const auto i = static_cast<size_t>(c);
+    EXPECT_NEAR(hdb[i], cdb[i], 2e-4 + 1e-5 * std::abs(cdb[i])) << "column " << c;
+  }
+}
+
+// Rows wider than a warp (the one-warp-per-row loss loops over columns),
+// logits large enough that a naive exp would overflow, one bad label.
+TEST_F(CudaBackendTest, CrossEntropyOnWideRowsMatchesCpu) {
+  const int rows = 300, cols = 1000;
+  const auto n = static_cast<size_t>(rows * cols);
+  auto z = Random(n, 21);
+  for (float& v : z) v = 30.0f * v;
+  std::vector<float> labels(rows);
+  for (int r = 0; r < rows; ++r) labels[static_cast<size_t>(r)] = static_cast<float>(r * 7 % cols);
+  std::vector<float> cd(n);
+  const double lc = cpu_->LossAndGrad(LossKind::kCrossEntropy, z.data(), labels.data(), rows, cols,
+                                      0.25f, cd.data());
+  Buffer gz = Up(z), gl = Up(labels), gd = gpu_->Alloc(n);
+  const double lg = gpu_->LossAndGrad(LossKind::kCrossEntropy, gz.data(), gl.data(), rows, cols,
+                                      0.25f, gd.data());
+  EXPECT_NEAR(lg, lc, 1e-5 * std::abs(lc));
+  auto hd = Down(gd);
+  for (size_t i = 0; i < n; ++i) ASSERT_NEAR(hd[i], cd[i], 1e-6) << i;
+
+  labels[3] = static_cast<float>(cols);  // out of range: NaN loss, zero gradient row
+  Buffer gl2 = Up(labels);
+  EXPECT_TRUE(std::isnan(gpu_->LossAndGrad(LossKind::kCrossEntropy, gz.data(), gl2.data(), rows,
+                                           cols, 0.25f, gd.data())));
+  hd = Down(gd);
+  for (int c = 0; c < cols; ++c) EXPECT_EQ(hd[static_cast<size_t>(3 * cols + c)], 0.0f);
+}
+
+// The zero-fill runs on the compute stream: whatever this backend does next
+// with the buffer comes after it (a fill on the legacy stream could land
+// after the initial weights). Repeated, with reused memory.
+TEST_F(CudaBackendTest, AllocZeroFillIsOrderedBeforeLaterWork) {
+  const size_t n = size_t{1} << 22;
+  const std::vector<float> ones(n, 1.0f);
+  for (int round = 0; round < 20; ++round) {
+    {
+      Buffer dirty = gpu_->Alloc(n);
+      gpu_->Fill(dirty.data(), n, 7.0f);
+    }
+    Buffer fresh = gpu_->Alloc(n);
+    auto h = Down(fresh);
+    ASSERT_EQ(std::count(h.begin(), h.end(), 0.0f), static_cast<long>(n)) << "round " << round;
+    Buffer w = gpu_->Alloc(n);
+    gpu_->ToDevice(w.data(), ones.data(), n);
+    h = Down(w);
+    ASSERT_EQ(std::count(h.begin(), h.end(), 1.0f), static_cast<long>(n)) << "round " << round;
+  }
+}
+
+// ToDevice returns before the copy is done; the host buffer may be reused at
+// once. Also a copy larger than one staging piece (64 MiB).
+TEST_F(CudaBackendTest, CopiesSurviveHostReuseAndSpanStagingPieces) {
+  std::vector<float> h = Random(1000, 31);
+  const std::vector<float> want = h;
+  Buffer a = gpu_->Alloc(h.size()), b = gpu_->Alloc(h.size());
+  gpu_->ToDevice(a.data(), h.data(), h.size());
+  std::fill(h.begin(), h.end(), -1.0f);
+  gpu_->ToDevice(b.data(), h.data(), h.size());
+  EXPECT_EQ(Down(a), want);
+  EXPECT_EQ(Down(b), h);
+
+  const size_t big = (size_t{20} << 20) + 3;
+  std::vector<float> large(big);
+  for (size_t i = 0; i < big; ++i) large[i] = static_cast<float>(i % 65521);
+  Buffer d = Up(large);
+  EXPECT_EQ(Down(d), large);
+}
+
+// The clip scale depends on the norm: it must not change in the last bits
+// between runs (no atomics in the reduction).
+TEST_F(CudaBackendTest, SumSquaresIsBitwiseRepeatable) {
+  const size_t n = (size_t{10} << 20) + 7;
+  auto x = Random(n, 41);
+  Buffer d = Up(x);
+  const double first = gpu_->SumSquares(d.data(), n);
+  for (int i = 0; i < 10; ++i) {
+    const double again = gpu_->SumSquares(d.data(), n);
+    EXPECT_TRUE(SameBits(first, again)) << first << " vs " << again;
+  }
+  const double cpu = cpu_->SumSquares(x.data(), n);
+  EXPECT_NEAR(first, cpu, 1e-12 * cpu);
+}
+
+ModelConfig SmallModel() {
   ModelConfig mc;
   mc.input_dim = 16;
   mc.hidden = {64, 64};
   mc.output_dim = 4;
   mc.activation = Activation::kGelu;
+  return mc;
+}
+
+TrainConfig SmallTraining() {
   TrainConfig tc;
   tc.global_batch = 64;
   tc.microbatches = 2;
   tc.lr = {3e-3, 3e-4, 2, 20};
-  tc.clip = 1.0f;
+  tc.clip = 0.5f;  // small: the clip scale is used on most steps
+  return tc;
+}
+
+struct History {
+  std::vector<double> loss, grad_norm;
+  std::vector<float> params;
+};
+
+History Train(Backend* backend, int steps) {
+  History h;
   SyntheticConfig sc;
   sc.features = 16;
   sc.outputs = 4;
-  std::vector<double> losses[2];
-  Backend* backends[2] = {cpu_.get(), gpu_.get()};
-  for (int i = 0; i < 2; ++i) {
+  const TrainConfig tc = SmallTraining();
+  auto src = MakeSyntheticSource(sc, tc.global_batch, 0, 1);
+  EXPECT_TRUE(src.ok());
+  if (!src.ok()) return h;
+  auto t = Trainer::Create(tc, SmallModel(), nullptr, backend, src->get());
+  EXPECT_TRUE(t.ok()) << t.status().ToString();
+  if (!t.ok()) return h;
+  Status run = (*t)->Run(steps, [&](const StepStats& s) {
+    h.loss.push_back(s.loss);
+    h.grad_norm.push_back(s.grad_norm);
+    return Status::Ok();
+  });
+  EXPECT_TRUE(run.ok()) << run.ToString();
+  h.params.resize((*t)->model().num_params());
+  backend->ToHost(h.params.data(), (*t)->model().param_data(), h.params.size());
+  return h;
+}
+
+TEST_F(CudaBackendTest, TrainingTracksTheCpuRunAndRepeatsBitwise) {
+  const History cpu = Train(cpu_.get(), 20);
+  const History gpu = Train(gpu_.get(), 20);
+  ASSERT_EQ(gpu.loss.size(), cpu.loss.size());
+  double worst = 0;
+  for (size_t s = 0; s < cpu.loss.size(); ++s) {
+    const double rel = std::abs(gpu.loss[s] - cpu.loss[s]) / std::abs(cpu.loss[s]);
+    worst = std::max(worst, rel);
+    EXPECT_LE(rel, kTrainLossTolerance) << "step " << s + 1;
+  }
+  std::printf("cuda vs cpu: largest relative loss difference over 20 steps %.3g (limit %.3g)\n",
+              worst, kTrainLossTolerance);
+  EXPECT_LT(gpu.loss.back(), gpu.loss.front());
+
+  const History again = Train(gpu_.get(), 20);
+  ASSERT_EQ(again.loss.size(), gpu.loss.size());
+  for (size_t s = 0; s < gpu.loss.size(); ++s) {
+    EXPECT_TRUE(SameBits(again.loss[s], gpu.loss[s])) << "loss, step " << s + 1;
+    EXPECT_TRUE(SameBits(again.grad_norm[s], gpu.grad_norm[s])) << "grad norm, step " << s + 1;
+  }
+  EXPECT_EQ(again.params, gpu.params);
+}
+
+// Save at step 5 from GPU memory, resume in a fresh trainer: steps 6-10 and
+// the final weights equal the uninterrupted run's bit for bit.
+TEST_F(CudaBackendTest, ResumeFromACheckpointIsBitwise) {
+  constexpr int kStop = 5, kSteps = 10;
+  const History reference = Train(gpu_.get(), kSteps);
+  ASSERT_EQ(reference.loss.size(), static_cast<size_t>(kSteps));
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("hpcml-cuda-resume-" + std::to_string(getpid())))
+          .string();
+  std::filesystem::remove_all(dir);
+  Logger log("trainer_cuda_backend_test");
+  CheckpointOptions opt;
+  opt.dir = dir;
+  opt.every_steps = kStop;
+  opt.async = false;
+  SyntheticConfig sc;
+  sc.features = 16;
+  sc.outputs = 4;
+  const TrainConfig tc = SmallTraining();
+  for (int attempt = 0; attempt < 2; ++attempt) {
     auto src = MakeSyntheticSource(sc, tc.global_batch, 0, 1);
     ASSERT_TRUE(src.ok());
-    auto t = Trainer::Create(tc, mc, nullptr, backends[i], src->get());
+    auto t = Trainer::Create(tc, SmallModel(), nullptr, gpu_.get(), src->get());
     ASSERT_TRUE(t.ok()) << t.status().ToString();
-    ASSERT_TRUE((*t)->Run(20,
-                          [&](const StepStats& s) {
-                            losses[i].push_back(s.loss);
-                            return Status::Ok();
-                          })
-                    .ok());
+    auto ck = Checkpointer::Create(opt, nullptr, t->get(), gpu_.get(), src->get(), &log);
+    ASSERT_TRUE(ck.ok()) << ck.status().ToString();
+    auto resumed = (*ck)->Resume();
+    ASSERT_TRUE(resumed.ok()) << resumed.status().ToString();
+    ASSERT_EQ(*resumed, attempt == 0 ? 0 : kStop);
+    const int until = attempt == 0 ? kStop : kSteps;
+    for (std::int64_t s = *resumed; s < until; ++s) {
+      auto st = (*t)->Step();
+      ASSERT_TRUE(st.ok()) << st.status().ToString();
+      if (attempt == 1) {
+        EXPECT_TRUE(SameBits(st->loss, reference.loss[static_cast<size_t>(s)]))
+            << "step " << s + 1 << ": " << st->loss << " vs "
+            << reference.loss[static_cast<size_t>(s)];
+      }
+      auto after = (*ck)->AfterStep(*st);
+      ASSERT_TRUE(after.ok()) << after.status().ToString();
+    }
+    if (attempt == 1) {
+      std::vector<float> params((*t)->model().num_params());
+      gpu_->ToHost(params.data(), (*t)->model().param_data(), params.size());
+      EXPECT_EQ(params, reference.params);
+    }
   }
-  for (size_t s = 0; s < losses[0].size(); ++s) {
-    EXPECT_NEAR(losses[1][s], losses[0][s], 2e-2 * std::abs(losses[0][s])) << "step " << s + 1;
-  }
-  EXPECT_LT(losses[1].back(), losses[1].front());
+  std::filesystem::remove_all(dir);
+}
+
+// Run alone (its own process: the fault breaks the CUDA context), by the
+// ctest entry trainer_cuda_backend_fault_test: a kernel that faults on the
+// device is reported by status() at the next synchronisation.
+TEST(CudaBackendFault, DISABLED_AnExecutionFaultSurfacesInStatus) {
+  auto b = MakeCudaBackend(nullptr);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  float* bogus = reinterpret_cast<float*>(std::uintptr_t{1} << 40);
+  (*b)->Fill(bogus, 1 << 20, 1.0f);
+  (*b)->Synchronize();
+  const Status s = (*b)->status();
+  ASSERT_FALSE(s.ok());
+  const std::string m = s.ToString();
+  EXPECT_TRUE(m.find("cudaErrorIllegalAddress") != std::string::npos ||
+              m.find("cudaErrorLaunchFailure") != std::string::npos)
+      << m;
 }
 
 }  // namespace
 }  // namespace hpcml::trainer
 
 int main(int argc, char** argv) {
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    std::printf("trainer_cuda_backend_test: skipped: no GPU visible\n");
-    return 77;
+  const hpcml::trainer::cuda::DeviceCount dc = hpcml::trainer::cuda::CountDevices();
+  if (dc.count == 0) {
+    const char* must = std::getenv("HPCML_REQUIRE_GPU");
+    if (dc.no_gpu && !(must != nullptr && std::strcmp(must, "1") == 0)) {
+      std::printf("trainer_cuda_backend_test: skipped: no GPU on this machine: %s\n",
+                  dc.reason.c_str());
+      return 77;
+    }
+    std::fprintf(stderr, "trainer_cuda_backend_test: error: %s\n", dc.reason.c_str());
+    return 1;
   }
+  // The checkpoint test's Checkpointer talks MPI (MPI_COMM_SELF without a grid).
+  MPI_Init(&argc, &argv);
   ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
+  const int rc = RUN_ALL_TESTS();
+  MPI_Finalize();
+  return rc;
 }
