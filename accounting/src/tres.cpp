@@ -3,6 +3,8 @@
 #include <charconv>
 #include <cmath>
 
+#include "hpcml/common/gpu_tres.hpp"
+
 namespace hpcml::accounting {
 
 namespace {
@@ -71,8 +73,7 @@ Result<double> ParseMemoryMiB(std::string_view text) {
 
 Result<Tres> ParseTres(std::string_view text) {
   Tres tres;
-  double untyped_gpus = 0;
-  bool have_untyped = false;
+  GpuTres gpus;
   while (!text.empty()) {
     size_t comma = text.find(',');
     std::string_view entry = text.substr(0, comma);
@@ -101,28 +102,15 @@ Result<Tres> ParseTres(std::string_view text) {
       tres.billing = count;
     } else if (name == "node") {
       tres.nodes = count;
-    } else if (name == "gres/gpu") {
-      untyped_gpus = count;
-      have_untyped = true;
-    } else if (name.starts_with("gres/gpu:")) {
-      std::string_view type = name.substr(9);
-      if (type.empty()) return InvalidArgument("TRES entry '{}': empty GPU type", entry);
-      bool merged = false;
-      for (auto& g : tres.gpus) {
-        if (g.first == type) {  // a repeated entry replaces, as Slurm's own parser does
-          g.second = count;
-          merged = true;
-        }
-      }
-      if (!merged) tres.gpus.emplace_back(std::string(type), count);
+    } else {
+      // GPU entries; others (energy, licenses, other GRES) are not priced.
+      HPCML_RETURN_IF_ERROR(gpus.Add(name, count).status());
     }
   }
-  if (have_untyped) {
-    double typed = tres.gpu_total();
-    // The untyped entry counts every GPU, typed ones included: only the rest
-    // is added, so gres/gpu:h100=2 + gres/gpu=2 is 2 GPUs, not 4.
-    if (untyped_gpus > typed) tres.gpus.emplace_back(std::string(), untyped_gpus - typed);
-  }
+  // GpuTres's rule (shared with the guard): each type, then the GPUs the
+  // types do not account for, under the empty type.
+  tres.gpus = gpus.typed;
+  if (gpus.of_no_type() > 0) tres.gpus.emplace_back(std::string(), gpus.of_no_type());
   return tres;
 }
 

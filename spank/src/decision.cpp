@@ -69,38 +69,45 @@ Decision Decide(const Policy& policy, const Request& req) {
                 fmt::format("the job has {} GPUs; role '{}' allows at most {} ({}:{})", *req.gpus,
                             role_name, role.max_gpus, policy.source(), role.line));
   if (req.partition && role.partitions) {
+    // Known (node side) but empty: fail closed rather than skip the rule.
+    if (req.partition->empty())
+      return Deny(role_name, zone,
+                  fmt::format("the job has no partition; role '{}' is limited to {} ({}:{})",
+                              role_name, Join(*role.partitions), policy.source(), role.line));
+    // Every partition of the list, an empty item included.
     std::string_view parts = *req.partition;
-    while (!parts.empty()) {
-      std::size_t comma = parts.find(',');
-      std::string part(parts.substr(0, comma));
+    for (;;) {
+      const std::size_t comma = parts.find(',');
+      const std::string part(parts.substr(0, comma));
       if (!role.partitions->count(part))
         return Deny(
             role_name, zone,
             fmt::format("partition '{}' is not allowed for role '{}' (allowed: {}; {}:{})", part,
                         role_name, Join(*role.partitions), policy.source(), role.line));
-      parts = comma == std::string_view::npos ? std::string_view() : parts.substr(comma + 1);
+      if (comma == std::string_view::npos) break;
+      parts = parts.substr(comma + 1);
     }
   }
 
   // 4. Every dataset: inside an entry of this zone with a classification the role allows.
   for (const std::string& path : req.datasets) {
     const DatasetEntry* e = policy.MatchDataset(path);
-    if (!e) {
-      if (policy.unknown_datasets() == UnknownDatasets::kAllow) continue;
+    if (!e && policy.unknown_datasets() == UnknownDatasets::kDeny)
       return Deny(
           role_name, zone,
           fmt::format("dataset '{}' matches no [[datasets]] entry in {}", path, policy.source()));
-    }
-    if (!zone.empty() && e->zone != zone)
+    if (e && !zone.empty() && e->zone != zone)
       return Deny(role_name, zone,
                   fmt::format("dataset '{}' is in zone '{}' ({}:{}), not in zone '{}'", path,
                               e->zone, policy.source(), e->line, zone));
-    if (!role.classifications.count(e->classification))
+    if (e && !role.classifications.count(e->classification))
       return Deny(role_name, zone,
                   fmt::format("dataset '{}' is classified '{}' ({}:{}); role '{}' allows: {}", path,
                               e->classification, policy.source(), e->line, role_name,
                               Join(role.classifications)));
-    // A directory holds every entry below it: each must pass as well.
+    // A directory holds every entry below it: each must pass as well, also
+    // when the directory itself is outside every entry (unknown_datasets =
+    // "allow" must not let "/" through with every dataset under it).
     for (const DatasetEntry* below : policy.EntriesBelow(path)) {
       if (!zone.empty() && below->zone != zone)
         return Deny(

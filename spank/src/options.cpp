@@ -1,8 +1,10 @@
 #include "hpcml/spank/options.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
-#include <fmt/format.h>
+#include "hpcml/common/gpu_tres.hpp"
 
 namespace hpcml::guard {
 namespace {
@@ -146,24 +148,8 @@ std::string JoinDatasets(const std::vector<std::string>& paths) {
 namespace hpcml::guard {
 
 Result<std::uint32_t> GpusFromTres(std::string_view tres) {
-  constexpr std::string_view kKey = "gres/gpu=";
-  std::size_t pos = 0;
-  while (pos <= tres.size()) {
-    std::size_t comma = tres.find(',', pos);
-    if (comma == std::string_view::npos) comma = tres.size();
-    std::string_view item = tres.substr(pos, comma - pos);
-    if (item.substr(0, kKey.size()) == kKey) {
-      std::string_view num = item.substr(kKey.size());
-      if (num.empty() || num.size() > 9 ||
-          num.find_first_not_of("0123456789") != std::string_view::npos)
-        return InvalidArgument("malformed GPU count in TRES '{}'", tres);
-      std::uint32_t v = 0;
-      for (char c : num) v = v * 10 + static_cast<std::uint32_t>(c - '0');
-      return v;
-    }
-    pos = comma + 1;
-  }
-  return std::uint32_t{0};
+  HPCML_ASSIGN_OR_RETURN(GpuTres gpus, ParseGpuTres(tres));
+  return static_cast<std::uint32_t>(gpus.total());
 }
 
 }  // namespace hpcml::guard

@@ -232,7 +232,9 @@ Result<JobFacts> LoadJobFacts(std::uint32_t job_id, uid_t uid) {
     JobFacts f;
     f.uid = uid;
     f.account = job.account;
-    f.partition = job.partition ? job.partition : "";
+    if (!job.partition || !*job.partition)
+      return Unavailable("job {}: slurmctld reports no partition", job_id);
+    f.partition = job.partition;
     f.cluster = job.cluster ? job.cluster : "";
     const char* tres = job.tres_alloc_str ? job.tres_alloc_str : job.tres_req_str;
     HPCML_ASSIGN_OR_RETURN(f.gpus, GpusFromTres(tres ? tres : ""));

@@ -205,6 +205,41 @@ TEST_F(DecisionTest, UnknownDatasetsMayBeAllowed) {
   EXPECT_TRUE(Decide(*p, r).allow);
 }
 
+// unknown_datasets = "allow" lets a path outside every entry through, but
+// not a directory above entries: "/" or "/data" holds every dataset of the
+// policy, and each entry below must pass as it would if named.
+TEST_F(DecisionTest, UnknownDatasetsAllowStillChecksEverythingBelow) {
+  std::string text = testing::kPolicy;
+  const std::string deny = "unknown_datasets = \"deny\"";
+  ASSERT_NE(text.find(deny), std::string::npos);
+  text.replace(text.find(deny), deny.size(), "unknown_datasets = \"allow\"");
+  auto p = ParsePolicy(text, "policy.toml");
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  Request r = Alice();
+  for (const char* above : {"/", "/data"}) {
+    r.datasets = {above};
+    Decision d = Decide(*p, r);
+    EXPECT_FALSE(d.allow) << above;
+    EXPECT_NE(d.reason.find("contains"), std::string::npos) << d.reason;
+  }
+  r.datasets = {"/data/ae"};  // holds /data/ae/restricted, which ml-engineer may not read
+  Decision d = Decide(*p, r);
+  EXPECT_FALSE(d.allow);
+  EXPECT_NE(d.reason.find("classified 'restricted'"), std::string::npos) << d.reason;
+  r.datasets = {"/scratch/x"};  // outside every entry, nothing below: allowed
+  EXPECT_TRUE(Decide(*p, r).allow) << Decide(*p, r).reason;
+}
+
+// On the node the job record's partition is known: an empty one must not
+// skip a role's partition rule.
+TEST_F(DecisionTest, AnEmptyPartitionDeniesARoleWithPartitions) {
+  Request r = Alice();
+  r.partition = "";
+  ExpectDeny(D(r), "the job has no partition");
+  r.partition = "batch,";
+  ExpectDeny(D(r), "partition '' is not allowed");
+}
+
 TEST_F(DecisionTest, SubmitSideSkipsWhatItCannotKnow) {
   Request r = Alice();
   r.account.reset();

@@ -122,6 +122,9 @@ TEST(Tres, ReadsTheUntypedGpuCount) {
   EXPECT_EQ(*GpusFromTres("cpu=1,mem=1G,node=1,billing=1,gres/gpu=2,gres/gpu:h100=2"), 2u);
   EXPECT_EQ(*GpusFromTres("cpu=1,gres/gpu:h100=3,gres/gpu=3"), 3u);
   EXPECT_EQ(*GpusFromTres("cpu=1,mem=1G"), 0u);
+  // Only typed entries (AccountingStorageTRES=gres/gpu:h100): still counted.
+  EXPECT_EQ(*GpusFromTres("cpu=1,gres/gpu:h100=3"), 3u);
+  EXPECT_EQ(*GpusFromTres("gres/gpu:h100=2,gres/gpu:a100=2"), 4u);
   EXPECT_EQ(*GpusFromTres(""), 0u);
   EXPECT_FALSE(GpusFromTres("gres/gpu=x").ok());
   EXPECT_FALSE(GpusFromTres("gres/gpu=").ok());

@@ -17,11 +17,21 @@ export OMPI_MCA_mpi_yield_when_idle=1
 
 TEST_NAME=$(basename "${BASH_SOURCE[1]:-$0}" .sh)
 
+# Jobs this test submitted with `submit`: a failing test cancels them, so
+# the next test does not meet them on its nodes.
+# (created by the first submit; $$ is this script's pid in subshells too).
+TEST_JOBS=${TMPDIR:-/tmp}/hpcml-test-jobs.$$
 fail() {
   echo "FAIL: $TEST_NAME: $*" >&2
+  # shellcheck disable=SC2046
+  [ ! -s "$TEST_JOBS" ] || scancel $(cat "$TEST_JOBS") 2>/dev/null || true
+  rm -f "$TEST_JOBS"
   exit 1
 }
-pass() { echo "PASS: $TEST_NAME${1:+: $1}"; }
+pass() {
+  rm -f "$TEST_JOBS"
+  echo "PASS: $TEST_NAME${1:+: $1}"
+}
 
 assert_eq() {  # assert_eq <expected> <actual> <what>
   [ "$1" = "$2" ] || fail "$3: expected '$1', got '$2'"
@@ -42,6 +52,7 @@ job_dir() {
 submit() {
   local out
   out=$(sbatch --parsable "$@") || fail "sbatch $* failed"
+  echo "${out%%;*}" >>"$TEST_JOBS"
   echo "${out%%;*}"
 }
 
@@ -63,6 +74,13 @@ wait_job() {
     [ $SECONDS -lt $deadline ] || fail "job $id: slurmdbd has no final state after ${timeout}s (last: '$state')"
     sleep 1
   done
+}
+
+# job_on_nodes <jobid>: true while any step daemon of the job (batch script
+# or step) is still on a node. The nodes are this machine's processes;
+# `scontrol listpids` would ask only a slurmd of the caller's own host.
+job_on_nodes() {
+  pgrep -f "^slurmstepd: \[$1\." >/dev/null
 }
 
 # sacct_field <jobid> <field>: the allocation row's field.

@@ -20,9 +20,12 @@ assert_eq "node1 node2 node3" "$hosts" "hostnames of a 3-node step"
 # Each node has its own network namespace: three distinct addresses.
 addrs=$(timeout 60 srun -N3 sh -c 'ip -4 -o addr show eth0 | awk "{print \$4}"' | sort -u | wc -l)
 assert_eq 3 "$addrs" "distinct node addresses"
-# ... and its own PMIx directory (a tmpfs per node).
+# ... its own PMIx directory (a tmpfs per node) ...
 pmix=$(timeout 60 srun -N3 sh -c "stat -f -c %T '$HPCML_CLUSTER_DIR/pmix'" | sort -u)
 assert_eq tmpfs "$pmix" "each node's PMIx directory"
+# ... and its own /dev/shm, as separate hosts have.
+shm=$(timeout 60 srun -N3 stat -c %d /dev/shm | sort -u | wc -l)
+assert_eq 3 "$shm" "distinct /dev/shm file systems"
 
 # MPI across nodes: 4 ranks on 2 nodes, 3 ranks on 3 nodes.
 out=$(timeout 120 srun --mpi=pmix -N2 --ntasks-per-node=2 "$probe" --expect-ranks 4 2>&1) ||

@@ -68,7 +68,7 @@ wait_state "$b" PENDING 60
 # while the old batch step is still being killed, the new one fails at once
 # (exit 1:0 within milliseconds; seen here).
 deadline=$((SECONDS + 60))
-while scontrol listpids "$b" >/dev/null 2>&1; do
+while job_on_nodes "$b"; do
   [ $SECONDS -lt $deadline ] || { diagnose "$b"; fail "job $b: first attempt still on the node"; }
   sleep 0.5
 done

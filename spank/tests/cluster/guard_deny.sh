@@ -43,4 +43,23 @@ out=$(cat "$JOB_DIR/bob.out")
 assert_contains "$out" "hpcml-guard: denied: user '$BOB'" "reason in the job's output"
 [[ $out != *ran* ]] || fail "the denied batch script ran"
 assert_node_idle "after the unbound user's batch job"
+
+# unknown_datasets = "allow" lets a path outside every entry through, not a
+# directory above entries: "/" holds every dataset of the policy (eu and
+# restricted ones among them), checked on the node as the submit side is
+# bypassed (a user's own slurm.conf).
+sed -i 's/^unknown_datasets = "deny"$/unknown_datasets = "allow"/' "$POLICY"
+grep -q '^unknown_datasets = "allow"$' "$POLICY" || fail "policy not switched to allow"
+conf=$(bypass_conf)
+opt=_SLURM_SPANK_OPTION_hpcml_guard
+for above in / "$DATA" "$DATA/ae"; do
+  run_as $ALICE env SLURM_CONF="$conf" ${opt}_ml_role=ml-engineer ${opt}_dataset="$above" \
+    timeout 60 srun -n1 true
+  expect_denied "--dataset=$above with unknown_datasets = allow" "contains"
+done
+run_as $ALICE timeout 60 srun -n1 --ml-role=ml-engineer --dataset=/ true
+expect_denied "--dataset=/ with unknown_datasets = allow, srun's check" "contains"
+run_as $ALICE timeout 60 srun -n1 --ml-role=ml-engineer --dataset=/usr/share printenv HPCML_DATASETS
+expect_allowed "a path outside every entry with unknown_datasets = allow"
+write_policy
 pass

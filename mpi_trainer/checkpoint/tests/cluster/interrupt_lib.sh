@@ -18,12 +18,14 @@ wait_steps() {
   done
 }
 
-# wait_requeued <job>: waits until the job is pending again and its old
-# processes are gone (scontrol listpids fails). Slurm gives a requeued job a
-# begin time about two minutes out: finish_resumed starts it now.
+# wait_requeued <job>: waits until the job is pending again and no step
+# daemon of its first attempt is left on any node. Slurm gives a requeued
+# job a begin time about two minutes out: finish_resumed starts it now, so
+# the old steps must be gone first (the new attempt's steps reuse their ids
+# and PMIx directory names).
 wait_requeued() {
   local id=$1 deadline=$((SECONDS + 120))
-  until [ "$(squeue -h -j "$id" -o %T)" = PENDING ] && ! scontrol listpids "$id" >/dev/null 2>&1; do
+  until [ "$(squeue -h -j "$id" -o %T)" = PENDING ] && ! job_on_nodes "$id"; do
     [ $SECONDS -lt $deadline ] || fail "job $id was not requeued: $(squeue -j "$id")"
     sleep 0.5
   done

@@ -52,7 +52,11 @@ steps0=$(grep -c '"step"' "$dir/metrics-0.jsonl")
 
 # Slurm notices (SlurmdTimeout), marks the node down and requeues the job.
 wait_requeued "$id"
-assert_contains "$(sinfo -h -N -n $victim -o %t | head -n1)" "down" "state of $victim"
+deadline=$((SECONDS + 30))
+until [[ $(sinfo -h -N -n $victim -o %t | head -n1) == down* ]]; do
+  [ $SECONDS -lt $deadline ] || fail "$victim is '$(sinfo -h -N -n $victim -o %t | head -n1)', not down"
+  sleep 0.5
+done
 finish_resumed "$id" "$dir"
 out=$OUT
 assert_contains "$out" "attempt 1 on node1: 2 ranks" "second attempt on the node left, smaller layout"

@@ -68,9 +68,9 @@ std::string JoinDatasets(const std::vector<std::string>& paths);
 
 namespace hpcml::guard {
 
-// The GPU count in a Slurm TRES string ("cpu=2,mem=1G,gres/gpu=2,gres/gpu:h100=2"
-// -> 2): the value of the untyped "gres/gpu" entry, 0 if there is none. A
-// malformed count is an error.
+// The GPU count in a Slurm TRES string ("cpu=2,gres/gpu=2,gres/gpu:h100=2"
+// -> 2, "gres/gpu:h100=3" -> 3): hpcml::GpuTres's rule, shared with
+// accounting. A malformed GPU count is an error (the caller denies).
 Result<std::uint32_t> GpusFromTres(std::string_view tres);
 
 }  // namespace hpcml::guard
