@@ -75,7 +75,7 @@ struct GuardState {
   std::vector<std::string> datasets;
   std::optional<std::string> zone;
   std::optional<std::string> role;
-  std::string option_error;  // first bad option value seen in remote context
+  std::string option_error;  // first bad option value: denied on the node, refused on submit
   bool decided = false;
   Decision decision;
   std::string datasets_env;              // canonical datasets, comma-joined
@@ -163,14 +163,14 @@ int OnOption(int id, const char* optarg, int remote) noexcept {
       if (State().option_error.empty()) State().option_error = st.message();
       return 0;
     }
+    // Remembered too: should a command go on after a failed option
+    // callback, init_post_opt refuses it before any job exists.
     slurm_error("hpcml-guard: %s", st.message().c_str());
+    if (State().option_error.empty()) State().option_error = st.message();
     return -1;
   } catch (...) {
-    if (remote) {
-      State().option_error = "internal error while reading an option";
-      return 0;
-    }
-    return -1;
+    State().option_error = "internal error while reading an option";
+    return remote ? 0 : -1;
   }
 }
 
@@ -494,6 +494,10 @@ HPCML_GUARD_EXPORT int slurm_spank_init_post_opt(spank_t sp, int, char**) {
   try {
     GuardState& s = State();
     if (!s.args.ok()) return -1;
+    if (!s.option_error.empty()) {
+      slurm_error("hpcml-guard: %s: no job submitted", s.option_error.c_str());
+      return -1;
+    }
     // Slurm forwards only the last value of a repeated option: forward them
     // all, to this step (srun's environment, sbatch's job environment) and to
     // the steps inside the job (the SPANK job environment, which Slurm hands
