@@ -109,6 +109,7 @@ std::string FormatAuditLine(const AuditRecord& rec, std::uint64_t seq,
   j["seq"] = seq;
   j["time"] = NowUtc();
   j["context"] = rec.context;
+  j["enforce"] = rec.enforce;
   j["cluster"] = rec.cluster;
   j["node"] = rec.node;
   j["job_id"] = rec.job_id;

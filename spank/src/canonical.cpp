@@ -123,28 +123,33 @@ Result<std::string> CanonicalPath(const std::string& path) {
   return PathOf(fd.get(), path);
 }
 
-Result<std::vector<Result<std::string>>> CanonicalPathsAsUser(
+Result<std::vector<Result<ResolvedPath>>> CanonicalPathsAsUser(
     const UserCredentials& user, const std::vector<std::string>& paths) {
-  std::vector<Result<std::string>> out;
-  if (paths.empty()) return out;
+  std::vector<Result<UniqueFd>> fds;
+  if (paths.empty()) return std::vector<Result<ResolvedPath>>{};
+  fds.reserve(paths.size());
   if (::geteuid() != 0) {
     if (::geteuid() != user.uid)
       return PermissionDenied("cannot resolve paths as uid {}: not running as root", user.uid);
-    for (const std::string& p : paths) out.push_back(CanonicalPath(p));
-    return out;
+    for (const std::string& p : paths) fds.push_back(OpenPath(p));
+  } else {
+    for (std::size_t i = 0; i < paths.size(); ++i) fds.emplace_back(Internal("not resolved"));
+    HPCML_RETURN_IF_ERROR(AsUser(user, [&] {
+      for (std::size_t i = 0; i < paths.size(); ++i) fds[i] = OpenPath(paths[i]);
+    }));
   }
-  std::vector<Result<UniqueFd>> fds;
-  fds.reserve(paths.size());
-  for (std::size_t i = 0; i < paths.size(); ++i) fds.emplace_back(Internal("not resolved"));
-  HPCML_RETURN_IF_ERROR(AsUser(user, [&] {
-    for (std::size_t i = 0; i < paths.size(); ++i) fds[i] = OpenPath(paths[i]);
-  }));
+  std::vector<Result<ResolvedPath>> out;
   for (std::size_t i = 0; i < paths.size(); ++i) {
-    if (fds[i].ok()) {
-      out.push_back(PathOf(fds[i]->get(), paths[i]));
-    } else {
+    if (!fds[i].ok()) {
       out.push_back(fds[i].status());
+      continue;
     }
+    auto path = PathOf(fds[i]->get(), paths[i]);
+    if (!path.ok()) {
+      out.push_back(path.status());
+      continue;
+    }
+    out.push_back(ResolvedPath{std::move(path).value(), std::move(fds[i]).value()});
   }
   return out;
 }

@@ -2,15 +2,18 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <sched.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <map>
 #include <memory>
+#include <optional>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -19,30 +22,141 @@
 namespace hpcml::guard {
 namespace {
 
-std::size_t Depth(std::string_view path) {
-  return static_cast<std::size_t>(std::count(path.begin(), path.end(), '/'));
-}
+using PathSet = std::set<std::string, std::less<>>;
 
 std::string_view ParentOf(std::string_view p) {
   std::size_t slash = p.rfind('/');
   return slash == 0 || slash == std::string_view::npos ? std::string_view("/") : p.substr(0, slash);
 }
 
-// mkdir -p of `dir`'s missing components (inside a cover's tmpfs).
-Status MakeDirectories(const std::string& dir) {
-  struct stat st {};
-  if (::lstat(dir.c_str(), &st) == 0) return Status::Ok();
-  if (dir != "/") HPCML_RETURN_IF_ERROR(MakeDirectories(std::string(ParentOf(dir))));
-  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return ErrnoError("mkdir " + dir, errno);
+// Whether `p` or one of its ancestors is in `set`.
+bool SelfOrAncestorIn(std::string_view p, const PathSet& set) {
+  for (std::string_view cur = p;; cur = ParentOf(cur)) {
+    if (set.contains(cur)) return true;
+    if (cur == "/") return false;
+  }
+}
+bool StrictAncestorIn(std::string_view p, const PathSet& set) {
+  return p != "/" && SelfOrAncestorIn(ParentOf(p), set);
+}
+
+// The paths that no other path of the list contains, shallowest first.
+std::vector<std::string> Outermost(std::vector<std::string> paths) {
+  auto depth = [](const std::string& p) { return std::count(p.begin(), p.end(), '/'); };
+  std::sort(paths.begin(), paths.end(), [&](const std::string& a, const std::string& b) {
+    return std::pair(depth(a), std::string_view(a)) < std::pair(depth(b), std::string_view(b));
+  });
+  PathSet kept;
+  std::vector<std::string> out;
+  for (std::string& p : paths) {
+    if (SelfOrAncestorIn(p, kept)) continue;
+    kept.insert(p);
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+// `path` below `dir`, without the leading slash ("/a/b" below "/a" is "b").
+std::string_view RelativeTo(std::string_view path, std::string_view dir) {
+  return path.substr(dir == "/" ? 1 : dir.size() + 1);
+}
+
+// An O_PATH descriptor of `path` found as root with no symlink followed on
+// the way; a trailing symlink is opened itself (O_NOFOLLOW).
+Result<UniqueFd> OpenNoFollow(const std::string& path, int flags) {
+  open_how how{};
+  how.flags = static_cast<std::uint64_t>(flags | O_NOFOLLOW | O_CLOEXEC);
+  how.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+  long fd = ::syscall(SYS_openat2, AT_FDCWD, path.c_str(), &how, sizeof how);
+  if (fd < 0) {
+    if (errno == ELOOP)
+      return InvalidArgument("{}: a symlink on the way (the policy's paths must be canonical)",
+                             path);
+    return ErrnoError(path, errno);
+  }
+  return UniqueFd(static_cast<int>(fd));
+}
+
+Status SetAttributes(int mount_fd, std::uint64_t attrs, unsigned flags, const std::string& what) {
+  mount_attr attr{};
+  attr.attr_set = attrs;
+  if (::mount_setattr(mount_fd, "", AT_EMPTY_PATH | flags, &attr, sizeof attr) != 0)
+    return ErrnoError(fmt::format("enforce=mount: mount attributes of {}", what), errno);
   return Status::Ok();
+}
+
+Status MoveMount(int from, int to, const std::string& what) {
+  if (::move_mount(from, "", to, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0)
+    return ErrnoError(fmt::format("enforce=mount: mounting {}", what), errno);
+  return Status::Ok();
+}
+
+// A read-only detached copy of what `resolved` names (with its submounts).
+Result<UniqueFd> ReadOnlyCopy(const ResolvedPath& resolved) {
+  int fd = ::open_tree(resolved.fd.get(), "",
+                       OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE);
+  if (fd < 0) return ErrnoError("enforce=mount: copying " + resolved.path, errno);
+  UniqueFd tree(fd);
+  HPCML_RETURN_IF_ERROR(SetAttributes(tree.get(),
+                                      MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+                                      AT_RECURSIVE, resolved.path));
+  return tree;
+}
+
+// An empty tmpfs, not yet attached anywhere.
+Result<UniqueFd> NewTmpfs(const std::string& what) {
+  UniqueFd fs(::fsopen("tmpfs", FSOPEN_CLOEXEC));
+  if (!fs) return ErrnoError("enforce=mount: fsopen(tmpfs)", errno);
+  if (::fsconfig(fs.get(), FSCONFIG_SET_STRING, "mode", "0755", 0) != 0 ||
+      ::fsconfig(fs.get(), FSCONFIG_SET_STRING, "size", "64k", 0) != 0 ||
+      ::fsconfig(fs.get(), FSCONFIG_CMD_CREATE, nullptr, nullptr, 0) != 0)
+    return ErrnoError(fmt::format("enforce=mount: a tmpfs to cover {}", what), errno);
+  int mnt = ::fsmount(fs.get(), FSMOUNT_CLOEXEC,
+                      MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
+  if (mnt < 0) return ErrnoError(fmt::format("enforce=mount: fsmount for {}", what), errno);
+  return UniqueFd(mnt);
+}
+
+// Makes `rel` (a directory, or an empty file) inside the tmpfs `root`, with
+// its missing parent directories. Only this process can reach the tmpfs.
+Status MakeMountPoint(int root, std::string_view rel, bool dir, const std::string& what) {
+  UniqueFd cur;
+  int at = root;
+  std::size_t start = 0;
+  for (;;) {
+    std::size_t slash = rel.find('/', start);
+    std::string name(rel.substr(start, slash == std::string_view::npos ? rel.npos : slash - start));
+    bool last = slash == std::string_view::npos;
+    if (last && !dir) {
+      UniqueFd f(
+          ::openat(at, name.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0644));
+      if (!f) return ErrnoError(fmt::format("enforce=mount: mount point for {}", what), errno);
+      return Status::Ok();
+    }
+    if (::mkdirat(at, name.c_str(), 0755) != 0 && errno != EEXIST)
+      return ErrnoError(fmt::format("enforce=mount: mount point for {}", what), errno);
+    if (last) return Status::Ok();
+    cur.reset(::openat(at, name.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!cur) return ErrnoError(fmt::format("enforce=mount: mount point for {}", what), errno);
+    at = cur.get();
+    start = slash + 1;
+  }
+}
+
+bool IsDirectory(int fd) {
+  struct stat st {};
+  return ::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
 }  // namespace
 
 std::vector<std::string> ListDirectoryNames(const std::string& dir) {
   std::vector<std::string> names;
-  std::unique_ptr<DIR, int (*)(DIR*)> d(::opendir(dir.c_str()), ::closedir);
+  auto fd = OpenNoFollow(dir, O_RDONLY | O_DIRECTORY);
+  if (!fd.ok()) return names;
+  std::unique_ptr<DIR, int (*)(DIR*)> d(::fdopendir(fd->get()), ::closedir);
   if (!d) return names;
+  fd->release();  // the DIR owns it now
   while (const dirent* e = ::readdir(d.get())) {
     std::string_view n = e->d_name;
     if (n != "." && n != "..") names.emplace_back(n);
@@ -50,88 +164,99 @@ std::vector<std::string> ListDirectoryNames(const std::string& dir) {
   return names;
 }
 
-std::vector<MountStep> PlanDatasetView(const Policy& policy,
-                                       const std::vector<std::string>& allowed,
-                                       const ListDirectory& list) {
-  // path -> kind; an exposed path is never also covered.
-  std::map<std::string, MountStep::Kind> steps;
-  auto cover = [&](std::string path) { steps.emplace(std::move(path), MountStep::Kind::kCover); };
+DatasetView PlanDatasetView(const Policy& policy, const std::vector<std::string>& allowed,
+                            const ListDirectory& list) {
+  std::vector<std::string> outer_allowed = Outermost(allowed);
+  const PathSet allowed_set(outer_allowed.begin(), outer_allowed.end());
+  std::vector<std::string> candidates;
   for (const DatasetEntry& e : policy.datasets()) {
     if (!e.string_prefix) {
-      cover(e.path);
+      candidates.push_back(e.path);
       continue;
     }
     std::string dir(ParentOf(e.path));
-    std::string_view stem = std::string_view(e.path).substr(dir == "/" ? 1 : dir.size() + 1);
+    std::string_view stem = RelativeTo(e.path, dir);
     for (const std::string& name : list(dir))
-      if (name.starts_with(stem)) cover(dir == "/" ? "/" + name : dir + "/" + name);
+      if (name.starts_with(stem)) candidates.push_back(dir == "/" ? "/" + name : dir + "/" + name);
   }
-  for (const std::string& path : allowed) steps[path] = MountStep::Kind::kExpose;
-  std::vector<MountStep> out;
-  for (auto& [path, kind] : steps) out.push_back(MountStep{kind, path});
-  std::stable_sort(out.begin(), out.end(), [](const MountStep& a, const MountStep& b) {
-    return Depth(a.path) < Depth(b.path);
-  });
-  return out;
+  DatasetView view;
+  for (std::string& c : Outermost(std::move(candidates)))
+    (SelfOrAncestorIn(c, allowed_set) ? view.read_only : view.covers).push_back(std::move(c));
+  const PathSet cover_set(view.covers.begin(), view.covers.end());
+  for (const std::string& a : outer_allowed)
+    if (StrictAncestorIn(a, cover_set)) view.exposed.push_back(a);
+  return view;
 }
 
-Status ApplyDatasetView(const std::vector<MountStep>& steps) {
+Status ApplyDatasetView(const DatasetView& view, const std::vector<ResolvedPath>& resolved) {
+  // The copies first, in the node's namespace: open_tree clones only mounts
+  // of the caller's namespace, and the descriptors were resolved in it.
+  std::vector<UniqueFd> copies;
+  for (const std::string& path : view.exposed) {
+    auto it = std::find_if(resolved.begin(), resolved.end(),
+                           [&](const ResolvedPath& r) { return r.path == path; });
+    if (it == resolved.end() || !it->fd)
+      return Internal("enforce=mount: {} was allowed but not resolved", path);
+    HPCML_ASSIGN_OR_RETURN(UniqueFd copy, ReadOnlyCopy(*it));
+    copies.push_back(std::move(copy));
+  }
+
   if (::unshare(CLONE_NEWNS) != 0) return ErrnoError("enforce=mount: unshare(CLONE_NEWNS)", errno);
-  // Slave: the node's later mounts still reach the task, the task's never
+  // Slave: the node's later mounts still reach the step, the step's never
   // reach the node.
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) != 0)
     return ErrnoError("enforce=mount: making / a slave mount", errno);
-  // What will be exposed is opened before the covers hide it, and after the
-  // unshare: a bind mount's source must be a mount of this namespace.
-  std::map<std::string, UniqueFd> sources;
-  for (const MountStep& s : steps) {
-    if (s.kind != MountStep::Kind::kExpose) continue;
-    int fd = ::open(s.path.c_str(), O_PATH | O_CLOEXEC);
-    if (fd < 0) return ErrnoError("enforce=mount: open " + s.path, errno);
-    sources.emplace(s.path, UniqueFd(fd));
+
+  // A policy path as root, with no symlink followed: nullopt when absent or
+  // itself a symlink.
+  auto open_policy_path = [](const std::string& path) -> Result<std::optional<UniqueFd>> {
+    auto fd = OpenNoFollow(path, O_PATH);
+    if (!fd.ok() && fd.status().code() == StatusCode::kNotFound) return std::optional<UniqueFd>();
+    if (!fd.ok()) return fd.status().WithContext("enforce=mount");
+    struct stat st {};
+    if (::fstat(fd->get(), &st) != 0) return ErrnoError("enforce=mount: stat " + path, errno);
+    if (S_ISLNK(st.st_mode)) return std::optional<UniqueFd>();
+    return std::optional<UniqueFd>(std::move(fd).value());
+  };
+
+  for (const std::string& path : view.read_only) {
+    HPCML_ASSIGN_OR_RETURN(auto target, open_policy_path(path));
+    if (!target) continue;
+    HPCML_ASSIGN_OR_RETURN(UniqueFd copy, ReadOnlyCopy(ResolvedPath{path, std::move(*target)}));
+    HPCML_ASSIGN_OR_RETURN(target, open_policy_path(path));
+    if (!target) return Internal("enforce=mount: {} is gone", path);
+    HPCML_RETURN_IF_ERROR(MoveMount(copy.get(), target->get(), path));
   }
 
-  std::vector<std::string> tmpfs_covers;
-  for (const MountStep& s : steps) {
-    const char* path = s.path.c_str();
-    struct stat st {};
-    if (s.kind == MountStep::Kind::kCover) {
-      if (::stat(path, &st) != 0) continue;  // absent here, or hidden by a cover above
-      if (S_ISDIR(st.st_mode)) {
-        if (::mount("hpcml-guard", path, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                    "mode=0755,size=64k") != 0)
-          return ErrnoError(fmt::format("enforce=mount: covering {}", s.path), errno);
-        tmpfs_covers.push_back(s.path);
-      } else if (::mount("/dev/null", path, nullptr, MS_BIND, nullptr) != 0) {
-        return ErrnoError(fmt::format("enforce=mount: covering {}", s.path), errno);
-      }
+  for (const std::string& cover : view.covers) {
+    HPCML_ASSIGN_OR_RETURN(auto target, open_policy_path(cover));
+    if (!target) continue;
+    if (!IsDirectory(target->get())) {
+      UniqueFd null(::open_tree(AT_FDCWD, "/dev/null", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC));
+      if (!null) return ErrnoError("enforce=mount: open_tree(/dev/null)", errno);
+      HPCML_RETURN_IF_ERROR(MoveMount(null.get(), target->get(), cover));
       continue;
     }
-    const UniqueFd& src = sources.at(s.path);
-    if (::fstat(src.get(), &st) != 0) return ErrnoError("enforce=mount: stat " + s.path, errno);
-    // The mount point: exists unless a cover above hid it; then it is made
-    // inside that cover's (still writable) tmpfs.
-    struct stat here {};
-    if (::lstat(path, &here) != 0) {
-      HPCML_RETURN_IF_ERROR(MakeDirectories(std::string(ParentOf(s.path))));
-      if (S_ISDIR(st.st_mode)) {
-        if (::mkdir(path, 0755) != 0) return ErrnoError("enforce=mount: mkdir " + s.path, errno);
-      } else {
-        int fd = ::open(path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
-        if (fd < 0) return ErrnoError("enforce=mount: creating " + s.path, errno);
-        ::close(fd);
-      }
+    HPCML_ASSIGN_OR_RETURN(UniqueFd tmpfs, NewTmpfs(cover));
+    std::vector<std::size_t> below;
+    for (std::size_t i = 0; i < view.exposed.size(); ++i) {
+      const std::string& path = view.exposed[i];
+      if (!StrictAncestorIn(path, PathSet{cover})) continue;
+      below.push_back(i);
+      HPCML_RETURN_IF_ERROR(
+          MakeMountPoint(tmpfs.get(), RelativeTo(path, cover), IsDirectory(copies[i].get()), path));
     }
-    std::string from = fmt::format("/proc/self/fd/{}", src.get());
-    if (::mount(from.c_str(), path, nullptr, MS_BIND | MS_REC, nullptr) != 0)
-      return ErrnoError(fmt::format("enforce=mount: exposing {}", s.path), errno);
-  }
-  for (const std::string& path : tmpfs_covers) {
-    if (::mount(nullptr, path.c_str(), nullptr,
-                MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                "mode=0755,size=64k") != 0)
-      return ErrnoError(fmt::format("enforce=mount: making the cover of {} read-only", path),
-                        errno);
+    HPCML_RETURN_IF_ERROR(MoveMount(tmpfs.get(), target->get(), cover));
+    for (std::size_t i : below) {
+      const std::string& path = view.exposed[i];
+      std::string rel(RelativeTo(path, cover));
+      UniqueFd point(::openat(tmpfs.get(), rel.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
+      if (!point) return ErrnoError("enforce=mount: mount point " + path, errno);
+      HPCML_RETURN_IF_ERROR(MoveMount(copies[i].get(), point.get(), path));
+    }
+    HPCML_RETURN_IF_ERROR(SetAttributes(
+        tmpfs.get(), MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
+        0, "the cover of " + cover));
   }
   return Status::Ok();
 }

@@ -79,8 +79,8 @@ Result<PluginConfig> ParsePluginArgs(const std::vector<std::string_view>& args) 
       config.audit_sync = value == "yes";
     } else if (key == "enforce") {
       HPCML_RETURN_IF_ERROR(once(&have_enforce));
-      if (value != "mount" && value != "none")
-        return InvalidArgument("plugin argument 'enforce': expected mount or none");
+      if (value != "mount" && value != "advisory")
+        return InvalidArgument("plugin argument 'enforce': expected mount or advisory");
       config.enforce_mount = value == "mount";
     } else if (key == "job_cache") {
       HPCML_RETURN_IF_ERROR(once(&have_cache));
@@ -93,7 +93,7 @@ Result<PluginConfig> ParsePluginArgs(const std::vector<std::string_view>& args) 
     } else {
       return InvalidArgument(
           "unknown plugin argument '{}' (expected policy=, zone=, audit=, audit_sync=, cluster=, "
-          "job_cache=)",
+          "job_cache=, enforce=)",
           HasControlChar(key) ? std::string("<control>") : std::string(key));
     }
   }

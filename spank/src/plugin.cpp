@@ -9,27 +9,38 @@
 //   slurmctld, one lookup per job and node: job_cache.hpp), logged, and only
 //   *stored*: failing init_post_opt or user_init drains the node. An allowed
 //   step gets HPCML_ZONE, HPCML_ROLE and HPCML_DATASETS in its environment
-//   there; task_init_privileged delivers a denial (the task exits 1, the
-//   node stays idle) or, with enforce=mount, builds the task's view of the
-//   datasets (mount_view.hpp).
+//   there. With enforce=mount (the default) an allowed step's slurmstepd
+//   then moves into its view of the datasets (mount_view.hpp), before it
+//   opens the step's stdin/stdout/stderr files and forks the tasks, so both
+//   see only what was allowed.
+// - remote context, task_init_privileged (each task, root): delivers a
+//   denial (the task exits 1, the node stays idle), and denies a task whose
+//   open files (its stdio files) read a dataset it was not allowed or write
+//   into any dataset.
 // - job script context, job_epilog: drops the job's cached facts.
 // Every callback catches everything: no exception crosses into Slurm, and in
 // remote context every failure becomes a denial, never a drained node.
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <pwd.h>
+#include <sys/stat.h>
 #include <syslog.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <slurm/slurm.h>
 // spank.h declares the slurm_spank_* callbacks outside its extern "C" block.
 extern "C" {
@@ -80,7 +91,9 @@ struct GuardState {
   Decision decision;
   std::string datasets_env;              // canonical datasets, comma-joined
   const char* facts_source = "nowhere";  // where the node decision got the job facts
-  std::vector<MountStep> mount_view;     // enforce=mount: applied in each task
+  AuditRecord record;                    // the node decision's line, for a task's denial
+  std::optional<Policy> policy;          // the policy the step was decided on
+  std::vector<std::string> allowed;      // the step's canonical datasets
 };
 
 GuardState& State() {
@@ -278,11 +291,19 @@ std::string StepName(std::uint32_t step) {
   }
 }
 
+const std::string& PathOf(const std::string& path) {
+  return path;
+}
+const std::string& PathOf(const ResolvedPath& resolved) {
+  return resolved.path;
+}
+
 // The resolved datasets, in request order, each once. A path that did not
 // resolve, or whose canonical form has a comma (HPCML_DATASETS is
 // comma-separated), is an error naming it.
+template <typename Resolved>
 Result<std::vector<std::string>> CanonicalDatasets(const std::vector<std::string>& requested,
-                                                   const std::vector<Result<std::string>>& resolved,
+                                                   const std::vector<Result<Resolved>>& resolved,
                                                    const std::string& user) {
   std::vector<std::string> out;
   for (std::size_t i = 0; i < resolved.size(); ++i) {
@@ -290,10 +311,11 @@ Result<std::vector<std::string>> CanonicalDatasets(const std::vector<std::string
     if (!r.ok())
       return InvalidArgument("dataset '{}' cannot be resolved as user '{}': {}", requested[i], user,
                              r.status().message());
-    if (r->find(',') != std::string::npos)
+    const std::string& path = PathOf(*r);
+    if (path.find(',') != std::string::npos)
       return InvalidArgument("dataset '{}' resolves to '{}', which contains a comma", requested[i],
-                             *r);
-    if (std::find(out.begin(), out.end(), *r) == out.end()) out.push_back(*r);
+                             path);
+    if (std::find(out.begin(), out.end(), path) == out.end()) out.push_back(path);
   }
   return out;
 }
@@ -303,6 +325,7 @@ Result<std::vector<std::string>> CanonicalDatasets(const std::vector<std::string
 Decision DecideOnNode(spank_t sp, AuditRecord* rec) {
   GuardState& s = State();
   rec->context = "node";
+  rec->enforce = s.config.enforce_name();
   rec->node = ShortHostname();
   rec->zone = s.config.zone;
   rec->datasets = s.datasets;
@@ -370,9 +393,19 @@ Decision DecideOnNode(spank_t sp, AuditRecord* rec) {
   req.datasets = std::move(canonical).value();
   rec->datasets = req.datasets;
   Decision d = Decide(*policy, req);
-  if (d.allow) s.datasets_env = JoinDatasets(req.datasets);
-  if (d.allow && s.config.enforce_mount)
-    s.mount_view = PlanDatasetView(*policy, req.datasets, ListDirectoryNames);
+  if (d.allow && s.config.enforce_mount) {
+    // Built from the descriptors resolved above, in this slurmstepd, before
+    // it opens the step's stdio files.
+    std::vector<ResolvedPath> fds;
+    for (auto& r : *resolved) fds.push_back(std::move(r).value());
+    Status view = ApplyDatasetView(PlanDatasetView(*policy, req.datasets, ListDirectoryNames), fds);
+    if (!view.ok()) return DenyForError(view);
+  }
+  if (d.allow) {
+    s.datasets_env = JoinDatasets(req.datasets);
+    s.allowed = req.datasets;
+    s.policy = std::move(policy).value();
+  }
   return d;
 }
 
@@ -381,6 +414,7 @@ Decision DecideOnNode(spank_t sp, AuditRecord* rec) {
 Decision DecideOnSubmit(AuditRecord* rec) {
   GuardState& s = State();
   rec->context = "submit";
+  rec->enforce = s.config.enforce_name();
   rec->node = ShortHostname();
   rec->cluster = s.config.cluster;
   rec->uid = ::getuid();
@@ -409,6 +443,49 @@ Decision DecideOnSubmit(AuditRecord* rec) {
   req.datasets = std::move(canonical).value();
   rec->datasets = req.datasets;
   return Decide(*policy, req);
+}
+
+// Whether `path` is `dir` or below it.
+bool IsWithin(std::string_view path, std::string_view dir) {
+  return path == dir || dir == "/" ||
+         (path.starts_with(dir) && path.size() > dir.size() && path[dir.size()] == '/');
+}
+
+// The task's open files, before it runs: slurmstepd opened its stdin, stdout
+// and stderr files for it. A file or directory of a policy dataset open for
+// reading must be within an allowed dataset; nothing of a dataset may be open
+// for writing. With enforce=mount the view already hid or made read-only
+// every such file; this check makes the advisory mode decide them too.
+Status CheckOpenFiles(const Policy& policy, const std::vector<std::string>& allowed) {
+  std::unique_ptr<DIR, int (*)(DIR*)> dir(::opendir("/proc/self/fd"), ::closedir);
+  if (!dir) return ErrnoError("listing /proc/self/fd", errno);
+  while (const dirent* e = ::readdir(dir.get())) {
+    int fd = std::atoi(e->d_name);
+    if (e->d_name[0] == '.' || fd == ::dirfd(dir.get())) continue;
+    int flags = ::fcntl(fd, F_GETFL);
+    struct stat st {};
+    if (flags < 0 || (flags & O_PATH) || ::fstat(fd, &st) != 0) continue;
+    if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) continue;
+    char link[64], buf[PATH_MAX];
+    std::snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    ssize_t n = ::readlink(link, buf, sizeof buf - 1);
+    if (n <= 0) return ErrnoError(fmt::format("reading {}", link), errno);
+    std::string path(buf, static_cast<std::size_t>(n));
+    const DatasetEntry* entry = policy.MatchDataset(path);
+    bool holds_entries = S_ISDIR(st.st_mode) && !policy.EntriesBelow(path).empty();
+    if (!entry && !holds_entries) continue;
+    if ((flags & O_ACCMODE) != O_RDONLY)
+      return PermissionDenied("'{}' (a stdio file?) is open for writing in a data root{}", path,
+                              entry ? fmt::format(" (dataset entry '{}')", entry->path) : "");
+    bool within = std::any_of(allowed.begin(), allowed.end(),
+                              [&](const std::string& a) { return IsWithin(path, a); });
+    if (!within)
+      return PermissionDenied(
+          "'{}' (a stdio file?) is open for reading but is not within the "
+          "step's datasets",
+          path);
+  }
+  return Status::Ok();
 }
 
 std::vector<std::string_view> Args(int ac, char** av) {
@@ -468,6 +545,7 @@ HPCML_GUARD_EXPORT int slurm_spank_init_post_opt(spank_t sp, int, char**) {
       rec.role = d.role;
       if (!d.zone.empty()) rec.zone = d.zone;
       rec.reason = d.reason;
+      State().record = rec;
       Status logged = Audit(rec, true);
       if (!logged.ok() && d.allow) {
         // No record, no run: an unlogged allow would defeat the audit.
@@ -536,12 +614,18 @@ HPCML_GUARD_EXPORT int slurm_spank_task_init_privileged(spank_t, int, char**) {
       slurm_error("hpcml-guard: denied: %s", s.decision.reason.c_str());
       return -1;
     }
-    if (s.config.enforce_mount) {
-      Status view = ApplyDatasetView(s.mount_view);
-      if (!view.ok()) {
-        slurm_error("hpcml-guard: denied: %s", view.message().c_str());
-        return -1;
-      }
+    if (!s.policy) {
+      slurm_error("hpcml-guard: denied: the step's policy is gone");
+      return -1;
+    }
+    Status files = CheckOpenFiles(*s.policy, s.allowed);
+    if (!files.ok()) {
+      AuditRecord rec = s.record;
+      rec.allow = false;
+      rec.reason = "task: " + files.message();
+      (void)Audit(rec, true);  // the task is denied whether or not the line is written
+      slurm_error("hpcml-guard: denied: %s", rec.reason.c_str());
+      return -1;
     }
     return 0;
   } catch (...) {

@@ -64,7 +64,13 @@ TEST_F(CanonicalTest, AsUserSeesWhatTheUserSees) {
   ASSERT_EQ(r->size(), 4u);
   std::string real_root = fs::canonical(root_).string();
   ASSERT_TRUE((*r)[0].ok());
-  EXPECT_EQ(*(*r)[0], real_root + "/allowed/ok.h5");
+  EXPECT_EQ((*r)[0]->path, real_root + "/allowed/ok.h5");
+  // The descriptor is the object that was resolved.
+  struct stat by_fd {
+  }, by_path{};
+  ASSERT_EQ(::fstat((*r)[0]->fd.get(), &by_fd), 0);
+  ASSERT_EQ(::stat(P("allowed/ok.h5").c_str(), &by_path), 0);
+  EXPECT_EQ(by_fd.st_ino, by_path.st_ino);
   // nobody cannot search forbidden/: neither the link nor the path resolves.
   ASSERT_FALSE((*r)[1].ok());
   EXPECT_NE((*r)[1].status().message().find("Permission denied"), std::string::npos);
@@ -94,7 +100,7 @@ TEST_F(CanonicalTest, AsUserSupplementaryGroupsCount) {
   auto allowed = CanonicalPathsAsUser(member, paths);
   ASSERT_TRUE(allowed.ok()) << allowed.status().message();
   ASSERT_TRUE((*allowed)[0].ok()) << (*allowed)[0].status().message();
-  EXPECT_EQ(*(*allowed)[0], fs::canonical(root_).string() + "/forbidden/secret.h5");
+  EXPECT_EQ((*allowed)[0]->path, fs::canonical(root_).string() + "/forbidden/secret.h5");
   std::vector<gid_t> mine(static_cast<std::size_t>(::getgroups(0, nullptr)));
   ASSERT_EQ(::getgroups(static_cast<int>(mine.size()), mine.data()), static_cast<int>(mine.size()));
   EXPECT_EQ(std::count(mine.begin(), mine.end(), team), 0) << "the caller's groups changed";
@@ -125,7 +131,7 @@ TEST_F(CanonicalTest, AsRootMatchesInProcess) {
   UserCredentials root{0, 0, {0}};
   auto r = CanonicalPathsAsUser(root, {P("allowed/link.h5")});
   ASSERT_TRUE(r.ok()) << r.status().message();
-  EXPECT_EQ(*(*r)[0], *CanonicalPath(P("allowed/link.h5")));
+  EXPECT_EQ((*r)[0]->path, *CanonicalPath(P("allowed/link.h5")));
   auto empty = CanonicalPathsAsUser(root, {});
   ASSERT_TRUE(empty.ok());
   EXPECT_TRUE(empty->empty());

@@ -40,9 +40,11 @@ TEST(PluginArgs, JobCacheIsADirectoryOrOff) {
 }
 
 TEST(PluginArgs, EnforceIsMountOrNone) {
-  EXPECT_FALSE(ParsePluginArgs(V({"policy=/p.toml", "zone=ae"}))->enforce_mount);
+  // The view is the default; the advisory mode must be named.
+  EXPECT_TRUE(ParsePluginArgs(V({"policy=/p.toml", "zone=ae"}))->enforce_mount);
   EXPECT_TRUE(ParsePluginArgs(V({"policy=/p.toml", "zone=ae", "enforce=mount"}))->enforce_mount);
-  EXPECT_FALSE(ParsePluginArgs(V({"policy=/p.toml", "zone=ae", "enforce=none"}))->enforce_mount);
+  EXPECT_FALSE(
+      ParsePluginArgs(V({"policy=/p.toml", "zone=ae", "enforce=advisory"}))->enforce_mount);
 }
 
 TEST(PluginArgs, RejectsBadArguments) {
@@ -57,7 +59,8 @@ TEST(PluginArgs, RejectsBadArguments) {
       {V({"policy=/p", "zone=ae", "zone=eu"}), "given twice"},
       {V({"policy=/p", "zone=ae", "audit_sync=maybe"}), "expected yes or no"},
       {V({"policy=/p", "zone=ae", "job_cache=cache"}), "not an absolute path"},
-      {V({"policy=/p", "zone=ae", "enforce=chroot"}), "expected mount or none"},
+      {V({"policy=/p", "zone=ae", "enforce=chroot"}), "expected mount or advisory"},
+      {V({"policy=/p", "zone=ae", "enforce=none"}), "expected mount or advisory"},
       {V({"policy=/p", "zone="}), "empty value"},
       {V({"policy=/p", "zone=a e"}), "character other than"},
       {V({"zone=ae"}), "missing plugin argument policy="},

@@ -18,6 +18,7 @@ namespace hpcml::guard {
 
 struct AuditRecord {
   std::string context;  // "node" (slurmstepd) or "submit" (srun/sbatch/salloc)
+  std::string enforce;  // the plugin's enforce= mode: "mount" or "advisory"
   std::string cluster;
   std::string node;
   std::string job_id;   // "" on the submit side (no job yet)

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "hpcml/common/status.hpp"
+#include "hpcml/common/unique_fd.hpp"
 
 namespace hpcml::guard {
 
@@ -24,14 +25,22 @@ struct UserCredentials {
   std::vector<gid_t> groups;  // supplementary
 };
 
+// A path as the user resolved it: the O_PATH descriptor the kernel gave and
+// the absolute path it names. The descriptor is what was decided on: use it,
+// never the path, to reach the object again (mount_view.hpp).
+struct ResolvedPath {
+  std::string path;
+  UniqueFd fd;
+};
+
 // Resolves each path as the user. Called by root in slurmstepd: the calling
 // thread takes the user's groups, gid and uid as its effective credentials
 // for the lookups only (see canonical.cpp) and has root's back on return;
 // other threads never change. When this process already runs as the user
 // (not root), resolves in-process. Results are in input order; each is a
-// path or the error for that path. An error for the whole call (credentials
-// that could not be taken or given back) means: deny.
-Result<std::vector<Result<std::string>>> CanonicalPathsAsUser(
+// resolution or the error for that path. An error for the whole call
+// (credentials that could not be taken or given back) means: deny.
+Result<std::vector<Result<ResolvedPath>>> CanonicalPathsAsUser(
     const UserCredentials& user, const std::vector<std::string>& paths);
 
 }  // namespace hpcml::guard

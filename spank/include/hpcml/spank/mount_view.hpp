@@ -1,8 +1,14 @@
-// enforce=mount: the task's own view of the datasets. Every dataset entry of
-// the policy is covered (a directory by an empty tmpfs, a file by /dev/null),
-// then each dataset the step was allowed is bind-mounted back at its own path,
-// so code that ignores HPCML_DATASETS still reads nothing else under the
-// policy's entries. Paths outside every entry are untouched.
+// enforce=mount (the default): the step's own view of the datasets. Each
+// top-level data root of the policy is covered (a directory by an empty,
+// read-only tmpfs, a file by /dev/null), then each dataset the step was
+// allowed is mounted back, read-only, at its own path, so code that ignores
+// HPCML_DATASETS, and slurmstepd opening the step's stdin/stdout/stderr files,
+// reach nothing else of the policy's data. Paths outside every entry are
+// untouched.
+//
+// What is checked is what is mounted: an allowed dataset is mounted from the
+// descriptor it was resolved to as the user (canonical.hpp), never by a fresh
+// lookup; covers are found as root without following any symlink.
 #pragma once
 
 #include <functional>
@@ -10,41 +16,48 @@
 #include <vector>
 
 #include "hpcml/common/status.hpp"
+#include "hpcml/spank/canonical.hpp"
 #include "hpcml/spank/policy.hpp"
 
 namespace hpcml::guard {
 
-struct MountStep {
-  enum class Kind { kCover, kExpose };
-  Kind kind = Kind::kCover;
-  std::string path;
+struct DatasetView {
+  // Policy paths to hide: no one is below (or equal to) another, and none is
+  // within an allowed path.
+  std::vector<std::string> covers;
+  // Policy paths within an allowed path: made read-only where they are.
+  // Nothing below them is covered: the decision allows a directory only when
+  // it allows every entry below it (decision.hpp).
+  std::vector<std::string> read_only;
+  // Allowed paths strictly below a cover, to mount back read-only: none below
+  // another. An allowed path outside every policy path needs no mount.
+  std::vector<std::string> exposed;
 
-  friend bool operator==(const MountStep&, const MountStep&) = default;
+  friend bool operator==(const DatasetView&, const DatasetView&) = default;
 };
 
 // The names in a directory (no "." or ".."); empty if it cannot be read.
 using ListDirectory = std::function<std::vector<std::string>(const std::string& dir)>;
 
-// The steps, in the order to apply them: shallower paths first, so an exposed
-// path inside a cover is mounted on top of it, and an entry nested inside an
-// exposed directory is covered again. A path both covered and exposed is only
-// exposed. A prefix entry ("/data/ae/fraud-*") covers each name in its
-// directory that starts with it (`list` is asked for the names). `allowed`
-// are canonical paths the decision allowed.
-std::vector<MountStep> PlanDatasetView(const Policy& policy,
-                                       const std::vector<std::string>& allowed,
-                                       const ListDirectory& list);
+// The view for `allowed` (canonical paths the decision allowed). A prefix
+// entry ("/data/ae/fraud-*") covers each name in its directory that starts
+// with it (`list` is asked for the names).
+DatasetView PlanDatasetView(const Policy& policy, const std::vector<std::string>& allowed,
+                            const ListDirectory& list);
 
-// The directory lister of the real file system, for PlanDatasetView.
+// The directory lister of the real file system, for PlanDatasetView: the
+// directory is opened without following a symlink anywhere in its path.
 std::vector<std::string> ListDirectoryNames(const std::string& dir);
 
-// Applies the plan to the calling process: a new mount namespace
-// (unshare(CLONE_NEWNS)) whose mounts do not propagate back to the node, then
-// the steps; covers are made read-only at the end. A step whose path does not
-// exist in this view (already hidden by a cover above it) is skipped. Needs
-// CAP_SYS_ADMIN: call as root in the task process before exec
-// (task_init_privileged). On error the process's view is half-built: the
-// caller must not run the task.
-Status ApplyDatasetView(const std::vector<MountStep>& steps);
+// Builds the view for the calling thread and the processes it forks: first a
+// read-only detached copy of each exposed dataset, cloned from its resolved
+// descriptor in `resolved` (in the node's mount namespace), then a new mount
+// namespace (unshare(CLONE_NEWNS); the node's later mounts still reach it,
+// its mounts never reach the node), the read-only paths and the covers (each
+// opened with no symlink followed; one that is absent, or is itself a
+// symlink, is skipped: its target is a policy path of its own, or outside the
+// policy), and the copies moved onto mount points made inside the covers. Needs CAP_SYS_ADMIN. On
+// error the view is half-built: the caller must run no task.
+Status ApplyDatasetView(const DatasetView& view, const std::vector<ResolvedPath>& resolved);
 
 }  // namespace hpcml::guard

@@ -40,7 +40,11 @@ struct PluginConfig {
   static constexpr const char* kDefaultJobCache = "/run/hpcml-guard";
   std::string cluster;
   bool audit_sync = false;
-  bool enforce_mount = false;
+  // enforce=mount (default): each step runs in a view where only its allowed
+  // datasets of the policy are visible (mount_view.hpp). enforce=advisory: no
+  // view; declared datasets and stdio files are still decided. Audited.
+  bool enforce_mount = true;
+  const char* enforce_name() const { return enforce_mount ? "mount" : "advisory"; }
   std::string job_cache = kDefaultJobCache;  // "" (job_cache=off): ask slurmctld every step
 };
 
