@@ -39,6 +39,13 @@ Decision Decide(const Policy& policy, const Request& req) {
         role_name, "",
         fmt::format("user '{}' (uid {}{}) is not bound to role '{}'", req.user, req.uid,
                     req.account ? fmt::format(", account '{}'", *req.account) : "", role_name));
+  if (req.account && !req.associations_enforced &&
+      !policy.IsBoundToPerson(role_name, req.user, req.groups))
+    return Deny(role_name, "",
+                fmt::format("role '{}' comes only from the binding of account '{}', and slurmctld "
+                            "does not enforce associations (any user may name any account): set "
+                            "AccountingStorageEnforce=associations in slurm.conf",
+                            role_name, *req.account));
 
   // 2. The zone: the node's; a requested zone must equal it. On the submit
   // side (no node zone) the requested zone, if any, stands in.

@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -18,8 +19,16 @@
 namespace hpcml::guard {
 namespace {
 
-std::string EntryName(JobKey key) {
-  return fmt::format("job-{}.{}.json", key.job_id, key.restart_count);
+// cluster= is a validated name (options.cpp): no '/' and no '.'-only names.
+std::string BaseName(const JobKey& key) {
+  return key.cluster.empty() ? fmt::format("job-{}", key.job_id)
+                             : fmt::format("job-{}-{}", key.cluster, key.job_id);
+}
+std::string EntryPath(const std::string& dir, const JobKey& key) {
+  return dir + "/" + BaseName(key) + ".json";
+}
+std::string MarkerPath(const std::string& dir, const JobKey& key) {
+  return dir + "/" + BaseName(key) + ".attempt";
 }
 
 // Calls fn(name) for each directory entry; errors end the walk silently (a
@@ -42,9 +51,34 @@ Status CheckDirectory(const std::string& dir) {
   return Status::Ok();
 }
 
+// The content of a root-owned regular file writable by nobody else, opened
+// without following a symlink.
+Result<std::string> ReadTrustedFile(const std::string& path) {
+  HPCML_ASSIGN_OR_RETURN(UniqueFd fd, OpenFd(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != 0 ||
+      (st.st_mode & 022) != 0 || st.st_size > 65536)
+    return PermissionDenied("{}: not a root-owned regular file writable only by root", path);
+  std::string text(static_cast<std::size_t>(st.st_size), '\0');
+  if (::pread(fd.get(), text.data(), text.size(), 0) != static_cast<ssize_t>(text.size()))
+    return IoError("{}: short read", path);
+  return text;
+}
+
+// The current attempt's marker of `key` (written by BeginJobAttempt).
+Result<std::string> CurrentAttempt(const std::string& dir, const JobKey& key) {
+  auto marker = ReadTrustedFile(MarkerPath(dir, key));
+  if (!marker.ok() && marker.status().code() == StatusCode::kNotFound)
+    return FailedPrecondition(
+        "no attempt marker for job {}: slurmd runs the guard's prolog only if plugstack.conf had "
+        "the plugin when slurmd started (restart slurmd after installing it)",
+        key.job_id);
+  return marker;
+}
+
 }  // namespace
 
-std::optional<JobFacts> ReadCachedJobFacts(const std::string& dir, JobKey key, uid_t uid,
+std::optional<JobFacts> ReadCachedJobFacts(const std::string& dir, const JobKey& key, uid_t uid,
                                            std::string* why_missed) {
   auto miss = [&](std::string why) -> std::optional<JobFacts> {
     if (why_missed) *why_missed = std::move(why);
@@ -52,18 +86,13 @@ std::optional<JobFacts> ReadCachedJobFacts(const std::string& dir, JobKey key, u
   };
   if (Status d = CheckDirectory(dir); !d.ok())
     return miss(d.code() == StatusCode::kNotFound ? "" : d.message());
-  std::string path = dir + "/" + EntryName(key);
-  auto fd = OpenFd(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  if (!fd.ok())
-    return miss(fd.status().code() == StatusCode::kNotFound ? "" : fd.status().message());
-  struct stat st {};
-  if (::fstat(fd->get(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != 0 ||
-      (st.st_mode & 022) != 0 || st.st_size > 65536)
-    return miss(path + ": not a root-owned regular file writable only by root");
-  std::string text(static_cast<std::size_t>(st.st_size), '\0');
-  if (::pread(fd->get(), text.data(), text.size(), 0) != static_cast<ssize_t>(text.size()))
-    return miss(path + ": short read");
-  auto j = nlohmann::json::parse(text, nullptr, false);
+  auto attempt = CurrentAttempt(dir, key);
+  if (!attempt.ok()) return miss(attempt.status().message());
+  const std::string path = EntryPath(dir, key);
+  auto text = ReadTrustedFile(path);
+  if (!text.ok())
+    return miss(text.status().code() == StatusCode::kNotFound ? "" : text.status().message());
+  auto j = nlohmann::json::parse(*text, nullptr, false);
   try {
     if (!j.is_object()) return miss(path + ": not a JSON object");
     JobFacts f;
@@ -72,9 +101,13 @@ std::optional<JobFacts> ReadCachedJobFacts(const std::string& dir, JobKey key, u
     f.partition = j.at("partition").get<std::string>();
     f.cluster = j.at("cluster").get<std::string>();
     f.gpus = j.at("gpus").get<std::uint32_t>();
+    if (const auto& a = j.at("associations_enforced"); !a.is_null())
+      f.associations_enforced = a.get<bool>();
     if (j.at("job_id").get<std::uint32_t>() != key.job_id ||
-        j.at("restart_count").get<std::uint32_t>() != key.restart_count)
-      return miss(path + ": for another job or attempt");
+        j.at("key_cluster").get<std::string>() != key.cluster)
+      return miss(path + ": for another job");
+    if (j.at("attempt").get<std::string>() != *attempt)
+      return miss(path + ": from an earlier attempt of the job");
     if (f.uid != uid) return miss(fmt::format("{}: written for uid {}, not {}", path, f.uid, uid));
     if (f.account.empty()) return miss(path + ": no account");
     return f;
@@ -83,9 +116,9 @@ std::optional<JobFacts> ReadCachedJobFacts(const std::string& dir, JobKey key, u
   }
 }
 
-Status WriteCachedJobFacts(const std::string& dir, JobKey key, const JobFacts& facts) {
-  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return ErrnoError("mkdir " + dir, errno);
+Status WriteCachedJobFacts(const std::string& dir, const JobKey& key, const JobFacts& facts) {
   HPCML_RETURN_IF_ERROR(CheckDirectory(dir));
+  HPCML_ASSIGN_OR_RETURN(std::string attempt, CurrentAttempt(dir, key));
   const std::time_t oldest = std::time(nullptr) - std::time_t{kMaxEntryAgeDays} * 24 * 3600;
   ForEachEntry(dir, [&](std::string_view name) {
     if (!name.starts_with("job-")) return;
@@ -94,24 +127,34 @@ Status WriteCachedJobFacts(const std::string& dir, JobKey key, const JobFacts& f
     if (::lstat(path.c_str(), &st) == 0 && st.st_mtime < oldest) ::unlink(path.c_str());
   });
   nlohmann::json j = {
-      {"job_id", key.job_id},     {"restart_count", key.restart_count}, {"uid", facts.uid},
-      {"account", facts.account}, {"partition", facts.partition},       {"cluster", facts.cluster},
-      {"gpus", facts.gpus}};
-  return WriteFileAtomic(dir + "/" + EntryName(key),
+      {"job_id", key.job_id},     {"key_cluster", key.cluster}, {"attempt", attempt},
+      {"uid", facts.uid},         {"account", facts.account},   {"partition", facts.partition},
+      {"cluster", facts.cluster}, {"gpus", facts.gpus},         {"associations_enforced", nullptr}};
+  if (facts.associations_enforced) j["associations_enforced"] = *facts.associations_enforced;
+  return WriteFileAtomic(EntryPath(dir, key),
                          j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), 0600);
 }
 
-Status RemoveCachedJobFacts(const std::string& dir, std::uint32_t job_id) {
+Status BeginJobAttempt(const std::string& dir, const JobKey& key) {
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return ErrnoError("mkdir " + dir, errno);
+  HPCML_RETURN_IF_ERROR(CheckDirectory(dir));
+  const std::string entry = EntryPath(dir, key);
+  if (::unlink(entry.c_str()) != 0 && errno != ENOENT) return ErrnoError("unlink " + entry, errno);
+  std::uint8_t nonce[16];
+  if (::getrandom(nonce, sizeof nonce, 0) != static_cast<ssize_t>(sizeof nonce))
+    return ErrnoError("getrandom", errno);
+  std::string hex;
+  for (std::uint8_t b : nonce) hex += fmt::format("{:02x}", b);
+  return WriteFileAtomic(MarkerPath(dir, key), hex, 0600);
+}
+
+Status RemoveCachedJobFacts(const std::string& dir, const JobKey& key) {
   if (Status d = CheckDirectory(dir); !d.ok())
     return d.code() == StatusCode::kNotFound ? Status::Ok() : d;
-  const std::string prefix = fmt::format("job-{}.", job_id);
   Status result;
-  ForEachEntry(dir, [&](std::string_view name) {
-    if (!name.starts_with(prefix) || !name.ends_with(".json")) return;
-    std::string path = dir + "/" + std::string(name);
+  for (const std::string& path : {EntryPath(dir, key), MarkerPath(dir, key)})
     if (::unlink(path.c_str()) != 0 && errno != ENOENT && result.ok())
       result = ErrnoError("unlink " + path, errno);
-  });
   return result;
 }
 

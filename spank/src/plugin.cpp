@@ -17,7 +17,9 @@
 //   denial (the task exits 1, the node stays idle), and denies a task whose
 //   open files (its stdio files) read a dataset it was not allowed or write
 //   into any dataset.
-// - job script context, job_epilog: drops the job's cached facts.
+// - job script context, job_prolog and job_epilog: drop the job's cached
+//   facts, so each attempt of a job is decided on its own facts
+//   (job_cache.hpp).
 // Every callback catches everything: no exception crosses into Slurm, and in
 // remote context every failure becomes a denial, never a drained node.
 
@@ -226,9 +228,24 @@ Status Audit(const AuditRecord& rec, bool write_file) {
   return file_status;
 }
 
+// slurmctld's AccountingStorageEnforce: associations (src/common/read_config.h).
+constexpr std::uint16_t kEnforceAssociations = 1u << 0;
+
+// Whether slurmctld enforces associations (one RPC).
+Result<bool> AssociationsEnforced() {
+  slurm_conf_t* conf = nullptr;
+  if (slurm_load_ctl_conf(0, &conf) != SLURM_SUCCESS || !conf)
+    return Unavailable("cannot load slurmctld's configuration: {}",
+                       slurm_strerror(slurm_get_errno()));
+  bool enforced = (conf->accounting_storage_enforce & kEnforceAssociations) != 0;
+  slurm_free_ctl_conf(conf);
+  return enforced;
+}
+
 // Account, partition and GPU count from slurmctld's job record (libslurm, one
-// RPC): never from the job's environment, which the user controls.
-Result<JobFacts> LoadJobFacts(std::uint32_t job_id, uid_t uid) {
+// RPC), and with `need_enforcement` whether slurmctld enforces associations
+// (one more): never from the job's environment, which the user controls.
+Result<JobFacts> LoadJobFacts(std::uint32_t job_id, uid_t uid, bool need_enforcement) {
   job_info_msg_t* msg = nullptr;
   if (slurm_load_job(&msg, job_id, SHOW_ALL) != SLURM_SUCCESS || !msg)
     return Unavailable("cannot load job {} from slurmctld: {}", job_id,
@@ -251,6 +268,9 @@ Result<JobFacts> LoadJobFacts(std::uint32_t job_id, uid_t uid) {
     f.cluster = job.cluster ? job.cluster : "";
     const char* tres = job.tres_alloc_str ? job.tres_alloc_str : job.tres_req_str;
     HPCML_ASSIGN_OR_RETURN(f.gpus, GpusFromTres(tres ? tres : ""));
+    if (need_enforcement) {
+      HPCML_ASSIGN_OR_RETURN(f.associations_enforced, AssociationsEnforced());
+    }
     return f;
   }
   return NotFound("job {} not found in slurmctld's answer", job_id);
@@ -258,19 +278,22 @@ Result<JobFacts> LoadJobFacts(std::uint32_t job_id, uid_t uid) {
 
 // The job facts from this node's cache (job_cache.hpp), else from slurmctld,
 // then cached for the job's next steps here. A cache that cannot be read or
-// written costs a lookup, never a wrong answer.
-Result<JobFacts> JobFactsForStep(JobKey key, uid_t uid, bool* cached) {
+// written costs a lookup, never a wrong answer. With `need_enforcement` the
+// facts say whether slurmctld enforces associations.
+Result<JobFacts> JobFactsForStep(const JobKey& key, uid_t uid, bool need_enforcement,
+                                 bool* cached) {
   const std::string& dir = State().config.job_cache;
   *cached = false;
   if (!dir.empty()) {
     std::string why;
-    if (auto hit = ReadCachedJobFacts(dir, key, uid, &why)) {
+    auto hit = ReadCachedJobFacts(dir, key, uid, &why);
+    if (hit && (!need_enforcement || hit->associations_enforced)) {
       *cached = true;
       return *hit;
     }
     if (!why.empty()) slurm_info("hpcml-guard: job facts cache not used: %s", why.c_str());
   }
-  HPCML_ASSIGN_OR_RETURN(JobFacts facts, LoadJobFacts(key.job_id, uid));
+  HPCML_ASSIGN_OR_RETURN(JobFacts facts, LoadJobFacts(key.job_id, uid, need_enforcement));
   if (!dir.empty()) {
     Status st = WriteCachedJobFacts(dir, key, facts);
     if (!st.ok()) slurm_info("hpcml-guard: job facts not cached: %s", st.message().c_str());
@@ -363,16 +386,18 @@ Decision DecideOnNode(spank_t sp, AuditRecord* rec) {
     creds.groups.resize(static_cast<std::size_t>(n));
   }
 
+  auto policy = LoadPolicyFile(s.config.policy_path);
+  if (!policy.ok()) return DenyForError(policy.status());
   bool cached = false;
-  JobKey key{job_id, 0};
-  if (spank_get_item(sp, S_SLURM_RESTART_COUNT, &key.restart_count) != ESPANK_SUCCESS)
-    return DenyForError(Internal("cannot read the job's restart count from slurmstepd"));
-  auto facts = JobFactsForStep(key, uid, &cached);
+  auto facts =
+      JobFactsForStep(JobKey{s.config.cluster, job_id}, uid, policy->binds_accounts(), &cached);
   if (!facts.ok()) return DenyForError(facts.status());
   s.facts_source = cached ? "this node's cache" : "slurmctld";
   rec->cluster = facts->cluster;
-  auto policy = LoadPolicyFile(s.config.policy_path);
-  if (!policy.ok()) return DenyForError(policy.status());
+  if (!s.config.cluster.empty() && facts->cluster != s.config.cluster)
+    return DenyForError(PermissionDenied(
+        "slurmctld reports job {} in cluster '{}', but this node's plugin argument is cluster={}",
+        job_id, facts->cluster, s.config.cluster));
 
   auto resolved = CanonicalPathsAsUser(creds, s.datasets);
   if (!resolved.ok()) return DenyForError(resolved.status());
@@ -385,6 +410,7 @@ Decision DecideOnNode(spank_t sp, AuditRecord* rec) {
   req.account = facts->account;
   req.partition = facts->partition;
   req.gpus = facts->gpus;
+  req.associations_enforced = facts->associations_enforced.value_or(true);
   req.node_zone = s.config.zone;
   req.role = s.role;
   req.zone = s.zone;
@@ -492,6 +518,26 @@ std::vector<std::string_view> Args(int ac, char** av) {
   std::vector<std::string_view> args;
   for (int i = 0; i < ac; ++i) args.emplace_back(av[i] ? av[i] : "");
   return args;
+}
+
+// The prolog starts a new attempt of the job in this node's facts cache, the
+// epilog removes the job's files (job_cache.hpp). Always 0: a failing prolog
+// or epilog drains the node. A failure is logged; an entry is then trusted
+// only under the marker of the attempt that wrote it.
+int CacheJobAttempt(spank_t sp, int ac, char** av, bool begin) noexcept {
+  try {
+    auto config = ParsePluginArgs(Args(ac, av));
+    std::uint32_t job_id = 0;
+    if (!config.ok() || config->job_cache.empty() ||
+        spank_get_item(sp, S_JOB_ID, &job_id) != ESPANK_SUCCESS)
+      return 0;
+    JobKey key{config->cluster, job_id};
+    Status st = begin ? BeginJobAttempt(config->job_cache, key)
+                      : RemoveCachedJobFacts(config->job_cache, key);
+    if (!st.ok()) slurm_error("hpcml-guard: %s", st.message().c_str());
+  } catch (...) {
+  }
+  return 0;
 }
 
 }  // namespace
@@ -633,20 +679,13 @@ HPCML_GUARD_EXPORT int slurm_spank_task_init_privileged(spank_t, int, char**) {
   }
 }
 
-// Job end, on each node the job ran on (slurmd's epilog, as root): drops the
-// job's cached facts. Always 0: a failing epilog drains the node.
+// Each attempt's start on each node (slurmd's prolog, as root, before any of
+// its steps) and its end.
+HPCML_GUARD_EXPORT int slurm_spank_job_prolog(spank_t sp, int ac, char** av) {
+  return CacheJobAttempt(sp, ac, av, true);
+}
 HPCML_GUARD_EXPORT int slurm_spank_job_epilog(spank_t sp, int ac, char** av) {
-  try {
-    auto config = ParsePluginArgs(Args(ac, av));
-    std::uint32_t job_id = 0;
-    if (!config.ok() || config->job_cache.empty() ||
-        spank_get_item(sp, S_JOB_ID, &job_id) != ESPANK_SUCCESS)
-      return 0;
-    Status st = RemoveCachedJobFacts(config->job_cache, job_id);
-    if (!st.ok()) slurm_info("hpcml-guard: %s", st.message().c_str());
-  } catch (...) {
-  }
-  return 0;
+  return CacheJobAttempt(sp, ac, av, false);
 }
 
 }  // extern "C"

@@ -191,17 +191,27 @@ std::vector<const DatasetEntry*> Policy::EntriesBelow(std::string_view canonical
   return out;
 }
 
+namespace {
+bool IndexHas(const std::unordered_map<std::string, std::set<std::string>>& index,
+              const std::string& name, const std::string& role) {
+  auto it = index.find(name);
+  return it != index.end() && it->second.count(role) > 0;
+}
+}  // namespace
+
+bool Policy::IsBoundToPerson(const std::string& role, const std::string& user,
+                             const std::vector<std::string>& groups) const {
+  if (IndexHas(user_roles_, user, role)) return true;
+  for (const std::string& g : groups)
+    if (IndexHas(group_roles_, g, role)) return true;
+  return false;
+}
+
 bool Policy::IsBound(const std::string& role, const std::string& user,
                      const std::vector<std::string>& groups,
                      const std::optional<std::string>& account) const {
-  auto has = [&](const auto& index, const std::string& name) {
-    auto it = index.find(name);
-    return it != index.end() && it->second.count(role) > 0;
-  };
-  if (has(user_roles_, user)) return true;
-  for (const std::string& g : groups)
-    if (has(group_roles_, g)) return true;
-  if (account) return has(account_roles_, *account);
+  if (IsBoundToPerson(role, user, groups)) return true;
+  if (account) return IndexHas(account_roles_, *account, role);
   return account_bound_roles_.count(role) > 0;
 }
 

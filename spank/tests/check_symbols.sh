@@ -11,7 +11,7 @@ if [ -n "$bad" ]; then
   exit 1
 fi
 for s in slurm_spank_init slurm_spank_init_post_opt slurm_spank_task_init_privileged \
-  slurm_spank_job_epilog \
+  slurm_spank_job_prolog slurm_spank_job_epilog \
   plugin_name plugin_type plugin_version; do
   grep -qx "$s" <<<"$exported" || { echo "FAIL: $so does not export $s" >&2; exit 1; }
 done

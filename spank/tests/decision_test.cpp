@@ -61,6 +61,19 @@ TEST_F(DecisionTest, Table) {
        true, ""},
       {"default role needs its GPUs", [](Request& r) { r.role.reset(); }, false,
        "allows at most 0"},
+      {"an account binding without enforced associations",
+       [](Request& r) {
+         r.user = "bob";  // reader only through account hpcml-ml
+         r.role.reset();
+         r.gpus = 0;
+         r.associations_enforced = false;
+       },
+       false,
+       "role 'reader' comes only from the binding of account 'hpcml-ml', and slurmctld does not "
+       "enforce associations (any user may name any account): set "
+       "AccountingStorageEnforce=associations in slurm.conf"},
+      {"a user binding needs no enforced associations",
+       [](Request& r) { r.associations_enforced = false; }, true, ""},
       {"unbound role", [](Request& r) { r.role = "fraud-analyst"; }, false,
        "is not bound to role 'fraud-analyst'"},
       {"bound through a group",

@@ -9,12 +9,14 @@
 
 #include <gtest/gtest.h>
 
+#include "hpcml/common/fs.hpp"
+
 namespace hpcml::guard {
 namespace {
 
 namespace fs = std::filesystem;
 
-constexpr JobKey kJob7{7, 0};
+const JobKey kJob7{"c1", 7};
 
 class JobCacheTest : public ::testing::Test {
  protected:
@@ -28,7 +30,12 @@ class JobCacheTest : public ::testing::Test {
   void TearDown() override {
     if (!root_.empty()) fs::remove_all(root_);
   }
-  static JobFacts Facts() { return JobFacts{1001, "hpcml-ml", "batch", "c1", 2}; }
+  // The prolog's part, then the write.
+  Status Write(const JobKey& key, const JobFacts& facts) {
+    if (Status st = BeginJobAttempt(dir_, key); !st.ok()) return st;
+    return WriteCachedJobFacts(dir_, key, facts);
+  }
+  static JobFacts Facts() { return JobFacts{1001, "hpcml-ml", "batch", "c1", 2, true}; }
 
   fs::path root_;
   std::string dir_;
@@ -36,35 +43,35 @@ class JobCacheTest : public ::testing::Test {
 
 TEST_F(JobCacheTest, RoundTripForTheSameUid) {
   EXPECT_FALSE(ReadCachedJobFacts(dir_, kJob7, 1001).has_value());  // no directory yet
-  ASSERT_TRUE(WriteCachedJobFacts(dir_, kJob7, Facts()).ok());
+  ASSERT_TRUE(Write(kJob7, Facts()).ok());
   EXPECT_EQ(fs::status(dir_).permissions() & fs::perms::all, fs::perms::owner_all);
   auto got = ReadCachedJobFacts(dir_, kJob7, 1001);
   ASSERT_TRUE(got.has_value());
   EXPECT_EQ(*got, Facts());
-  EXPECT_FALSE(ReadCachedJobFacts(dir_, JobKey{8, 0}, 1001).has_value());  // another job
-  ASSERT_TRUE(RemoveCachedJobFacts(dir_, 7).ok());
+  EXPECT_FALSE(ReadCachedJobFacts(dir_, JobKey{"c1", 8}, 1001).has_value());  // another job
+  ASSERT_TRUE(RemoveCachedJobFacts(dir_, kJob7).ok());
   EXPECT_FALSE(ReadCachedJobFacts(dir_, kJob7, 1001).has_value());
-  EXPECT_TRUE(RemoveCachedJobFacts(dir_, 7).ok());  // already gone
+  EXPECT_TRUE(RemoveCachedJobFacts(dir_, kJob7).ok());  // already gone
 }
 
 TEST_F(JobCacheTest, AnotherUidMisses) {
-  ASSERT_TRUE(WriteCachedJobFacts(dir_, kJob7, Facts()).ok());
+  ASSERT_TRUE(Write(kJob7, Facts()).ok());
   std::string why;
   EXPECT_FALSE(ReadCachedJobFacts(dir_, kJob7, 1002, &why).has_value());
   EXPECT_NE(why.find("written for uid 1001, not 1002"), std::string::npos) << why;
 }
 
 TEST_F(JobCacheTest, AnOpenDirectoryIsNeitherReadNorWritten) {
-  ASSERT_TRUE(WriteCachedJobFacts(dir_, kJob7, Facts()).ok());
+  ASSERT_TRUE(Write(kJob7, Facts()).ok());
   fs::permissions(dir_, fs::perms::others_write | fs::perms::others_exec, fs::perm_options::add);
   std::string why;
   EXPECT_FALSE(ReadCachedJobFacts(dir_, kJob7, 1001, &why).has_value());
   EXPECT_NE(why.find("expected 0700"), std::string::npos) << why;
-  EXPECT_FALSE(WriteCachedJobFacts(dir_, JobKey{8, 0}, Facts()).ok());
+  EXPECT_FALSE(Write(JobKey{"c1", 8}, Facts()).ok());
 }
 
 TEST_F(JobCacheTest, ASymlinkedDirectoryMisses) {
-  ASSERT_TRUE(WriteCachedJobFacts(dir_, kJob7, Facts()).ok());
+  ASSERT_TRUE(Write(kJob7, Facts()).ok());
   fs::create_directory_symlink(dir_, root_ / "link");
   std::string why;
   EXPECT_FALSE(ReadCachedJobFacts((root_ / "link").string(), kJob7, 1001, &why).has_value());
@@ -72,8 +79,8 @@ TEST_F(JobCacheTest, ASymlinkedDirectoryMisses) {
 }
 
 TEST_F(JobCacheTest, AWritableOrForeignOrMalformedEntryMisses) {
-  ASSERT_TRUE(WriteCachedJobFacts(dir_, kJob7, Facts()).ok());
-  std::string entry = dir_ + "/job-7.0.json";
+  ASSERT_TRUE(Write(kJob7, Facts()).ok());
+  std::string entry = dir_ + "/job-c1-7.json";
   std::string why;
 
   ::chmod(entry.c_str(), 0622);
@@ -87,40 +94,77 @@ TEST_F(JobCacheTest, AWritableOrForeignOrMalformedEntryMisses) {
   ASSERT_EQ(::chown(entry.c_str(), 0, 0), 0);
   std::ofstream(entry) << R"({"job_id": 7, "uid": 1001, "account": "a"})";
   EXPECT_FALSE(ReadCachedJobFacts(dir_, kJob7, 1001, &why).has_value());
-  EXPECT_NE(why.find("job-7.0.json"), std::string::npos) << why;
+  EXPECT_NE(why.find("job-c1-7.json"), std::string::npos) << why;
 
   std::ofstream(entry) << "not json";
   EXPECT_FALSE(ReadCachedJobFacts(dir_, kJob7, 1001).has_value());
 
   // An entry renamed from another job's file does not answer for this job.
-  ASSERT_TRUE(WriteCachedJobFacts(dir_, JobKey{9, 0}, Facts()).ok());
-  fs::rename(dir_ + "/job-9.0.json", entry);
+  ASSERT_TRUE(Write(JobKey{"c1", 9}, Facts()).ok());
+  fs::rename(dir_ + "/job-c1-9.json", entry);
   EXPECT_FALSE(ReadCachedJobFacts(dir_, kJob7, 1001, &why).has_value());
   EXPECT_NE(why.find("another job"), std::string::npos) << why;
 }
 
-TEST_F(JobCacheTest, EachAttemptHasItsOwnEntryAndRemovalTakesAll) {
-  // A requeued job may have been moved to another partition while pending.
-  ASSERT_TRUE(WriteCachedJobFacts(dir_, kJob7, Facts()).ok());
-  EXPECT_FALSE(ReadCachedJobFacts(dir_, JobKey{7, 1}, 1001).has_value());
+TEST_F(JobCacheTest, EntriesArePerClusterAndRemovalTakesOnlyTheJobs) {
+  // Two clusters (or one whose job ids started again) never share an entry.
+  ASSERT_TRUE(Write(kJob7, Facts()).ok());
+  EXPECT_FALSE(ReadCachedJobFacts(dir_, JobKey{"c2", 7}, 1001).has_value());
+  EXPECT_FALSE(ReadCachedJobFacts(dir_, JobKey{"", 7}, 1001).has_value());
+  JobFacts other = Facts();
+  other.partition = "urgent";
+  other.associations_enforced.reset();
+  ASSERT_TRUE(Write(JobKey{"", 7}, other).ok());
+  EXPECT_EQ(*ReadCachedJobFacts(dir_, JobKey{"", 7}, 1001), other);
+  // An entry renamed to another cluster's name does not answer for it.
+  ASSERT_TRUE(BeginJobAttempt(dir_, JobKey{"c2", 7}).ok());
+  fs::rename(dir_ + "/job-7.json", dir_ + "/job-c2-7.json");
+  EXPECT_FALSE(ReadCachedJobFacts(dir_, JobKey{"c2", 7}, 1001).has_value());
+  ASSERT_TRUE(Write(JobKey{"c1", 70}, Facts()).ok());
+  ASSERT_TRUE(RemoveCachedJobFacts(dir_, kJob7).ok());
+  EXPECT_FALSE(ReadCachedJobFacts(dir_, kJob7, 1001).has_value());
+  EXPECT_TRUE(ReadCachedJobFacts(dir_, JobKey{"c1", 70}, 1001).has_value()) << "job 70 is not 7";
+}
+
+TEST_F(JobCacheTest, AnEntryServesOnlyTheAttemptThatWroteIt) {
+  // The first attempt's entry survives a crash (no epilog); the job, moved
+  // to another partition while requeued, starts again here: the prolog's new
+  // marker makes the old entry a miss even if it were written back.
+  ASSERT_TRUE(Write(kJob7, Facts()).ok());
+  std::string old_entry = *ReadFile(dir_ + "/job-c1-7.json");
+  ASSERT_TRUE(BeginJobAttempt(dir_, kJob7).ok());
+  EXPECT_FALSE(fs::exists(dir_ + "/job-c1-7.json"));
+  { std::ofstream(dir_ + "/job-c1-7.json") << old_entry; }
+  ::chmod((dir_ + "/job-c1-7.json").c_str(), 0600);
+  std::string why;
+  EXPECT_FALSE(ReadCachedJobFacts(dir_, kJob7, 1001, &why).has_value());
+  EXPECT_NE(why.find("from an earlier attempt"), std::string::npos) << why;
   JobFacts moved = Facts();
   moved.partition = "urgent";
-  ASSERT_TRUE(WriteCachedJobFacts(dir_, JobKey{7, 1}, moved).ok());
-  EXPECT_EQ(ReadCachedJobFacts(dir_, JobKey{7, 1}, 1001)->partition, "urgent");
-  ASSERT_TRUE(WriteCachedJobFacts(dir_, JobKey{70, 0}, Facts()).ok());
-  ASSERT_TRUE(RemoveCachedJobFacts(dir_, 7).ok());
-  EXPECT_FALSE(ReadCachedJobFacts(dir_, kJob7, 1001).has_value());
-  EXPECT_FALSE(ReadCachedJobFacts(dir_, JobKey{7, 1}, 1001).has_value());
-  EXPECT_TRUE(ReadCachedJobFacts(dir_, JobKey{70, 0}, 1001).has_value()) << "job 70 is not job 7";
+  ASSERT_TRUE(WriteCachedJobFacts(dir_, kJob7, moved).ok());
+  EXPECT_EQ(ReadCachedJobFacts(dir_, kJob7, 1001)->partition, "urgent");
+}
+
+TEST_F(JobCacheTest, WithoutAPrologNothingIsCached) {
+  std::filesystem::create_directories(dir_);
+  ::chmod(dir_.c_str(), 0700);
+  Status st = WriteCachedJobFacts(dir_, kJob7, Facts());
+  EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition) << st.message();
+  EXPECT_NE(st.message().find("restart slurmd"), std::string::npos) << st.message();
+  ASSERT_TRUE(Write(kJob7, Facts()).ok());
+  ASSERT_TRUE(RemoveCachedJobFacts(dir_, kJob7).ok());  // the epilog: entry and marker
+  EXPECT_FALSE(fs::exists(dir_ + "/job-c1-7.attempt"));
+  std::string why;
+  EXPECT_FALSE(ReadCachedJobFacts(dir_, kJob7, 1001, &why).has_value());
 }
 
 TEST_F(JobCacheTest, WritingSweepsEntriesOlderThanTheMaximumAge) {
-  ASSERT_TRUE(WriteCachedJobFacts(dir_, kJob7, Facts()).ok());
-  fs::last_write_time(dir_ + "/job-7.0.json", fs::file_time_type::clock::now() -
-                                                  std::chrono::hours(24 * kMaxEntryAgeDays + 1));
-  ASSERT_TRUE(WriteCachedJobFacts(dir_, JobKey{8, 0}, Facts()).ok());
-  EXPECT_FALSE(fs::exists(dir_ + "/job-7.0.json"));
-  EXPECT_TRUE(ReadCachedJobFacts(dir_, JobKey{8, 0}, 1001).has_value());
+  ASSERT_TRUE(Write(kJob7, Facts()).ok());
+  fs::last_write_time(dir_ + "/job-c1-7.json", fs::file_time_type::clock::now() -
+                                                   std::chrono::hours(24 * kMaxEntryAgeDays + 1));
+  ASSERT_TRUE(Write(JobKey{"c1", 8}, Facts()).ok());
+  EXPECT_FALSE(fs::exists(dir_ + "/job-c1-7.json"));
+  EXPECT_TRUE(ReadCachedJobFacts(dir_, JobKey{"c1", 8}, 1001).has_value());
 }
 
 }  // namespace

@@ -50,7 +50,8 @@ assert_node_idle "after the allowed jobs"
 
 # The job facts cache: slurmctld's answer for the job is kept in a root-only
 # directory for the job's later steps on this node, and the job's epilog
-# removes it. slurmd runs a plugin's epilog only if it loaded the plugin when
+# removes it (the prolog of each attempt starts it afresh: job_cache.hpp).
+# slurmd runs a plugin's prolog and epilog only if it loaded the plugin when
 # it started.
 "$HPCML_SOURCE_DIR/tests/cluster/hpcml-cluster" restart-slurmd
 id=$(as $ALICE sbatch --parsable --output="$JOB_DIR/cached.out" \
@@ -60,7 +61,7 @@ until [ -e "$JOB_DIR/cached.steps-done" ]; do
   [ $SECONDS -lt $deadline ] || fail "job $id: its step did not run within 60 s"
   sleep 0.2
 done
-entry=$GUARD_CACHE/job-$id.0.json
+entry=$GUARD_CACHE/job-hpcml-$id.json
 [ -f "$entry" ] || fail "job $id is running but $entry does not exist"
 assert_eq "700 root" "$(stat -c '%a %U' "$GUARD_CACHE")" "cache directory mode and owner"
 assert_contains "$(cat "$entry")" '"account":"hpcml-ml"' "cached job facts"

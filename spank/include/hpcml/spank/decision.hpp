@@ -22,6 +22,9 @@ struct Request {
   std::optional<std::string> account;
   std::optional<std::string> partition;  // comma-separated if several
   std::optional<std::uint32_t> gpus;
+  // Whether slurmctld enforces associations: without it a user may name any
+  // account, and an account binding proves nothing.
+  bool associations_enforced = true;
   // This node's zone (plugin argument); nullopt on the submit side, where
   // datasets are checked against the requested zone instead.
   std::optional<std::string> node_zone;

@@ -5,15 +5,21 @@
 // Why this is sound: a running job's account, partition and GPU count do not
 // change (Slurm lets them be updated only while the job is pending), and the
 // cache lives in a directory only root can write. A requeued job may have
-// been changed while pending, so entries are per attempt: keyed by the job id
-// and its restart count, both from slurmstepd. An entry is trusted only when
-// the directory is a root-owned 0700 directory (not a symlink) and the file a
-// root-owned regular file writable by nobody else, and only for the uid it
-// was written for. Anything else is a miss, never a decision: the caller asks
-// slurmctld. The job epilog removes a job's entries (when slurmd was started
-// with the plugin in plugstack.conf); entries older than kMaxEntryAge are
-// swept on every write; the default directory is on /run (tmpfs), so a
-// reboot clears it too.
+// been changed while pending, so an entry serves one attempt on one node:
+// the job prolog, which slurmd runs on each node of each attempt before any
+// of its steps, starts the attempt (BeginJobAttempt: a fresh random marker,
+// the old entry removed), and an entry is trusted only when it was written
+// under the marker that is there now. Nothing relies on the epilog (a crash
+// skips it) or on the restart count slurmstepd reports (Slurm 22.05 never
+// sets it). Without a marker (slurmd was started before the plugin was in
+// plugstack.conf, so it runs no prolog of ours) nothing is cached: every step
+// asks slurmctld. Entries are keyed by cluster (the plugin's cluster=) and job
+// id, so two clusters, or a cluster whose job ids started again, never share
+// one. Files are trusted only in a root-owned 0700 directory (not a symlink),
+// as root-owned regular files writable by nobody else, and an entry only for
+// the uid it was written for. Anything else is a miss, never a decision: the
+// caller asks slurmctld. Files older than kMaxEntryAge are swept on every
+// write; the default directory is on /run (tmpfs), so a reboot clears it too.
 #pragma once
 
 #include <sys/types.h>
@@ -30,14 +36,18 @@ struct JobFacts {
   uid_t uid = 0;
   std::string account, partition, cluster;
   std::uint32_t gpus = 0;
+  // Whether slurmctld enforces associations (AccountingStorageEnforce has
+  // associations): only then is a job's account one its user may charge.
+  // nullopt: not asked (the policy binds no account).
+  std::optional<bool> associations_enforced;
 
   friend bool operator==(const JobFacts&, const JobFacts&) = default;
 };
 
-// One attempt of one job.
+// One job of one cluster ("" when the plugin has no cluster=).
 struct JobKey {
+  std::string cluster;
   std::uint32_t job_id = 0;
-  std::uint32_t restart_count = 0;
 };
 
 // Older entries are removed by WriteCachedJobFacts; a job that runs longer
@@ -45,17 +55,23 @@ struct JobKey {
 inline constexpr int kMaxEntryAgeDays = 7;
 
 // The cached facts of `key` for `uid`; nullopt on any miss (no entry, an
-// entry for another uid, unsafe ownership or mode, unreadable or malformed).
+// entry for another uid or job, unsafe ownership or mode, unreadable or
+// malformed).
 // `why_missed`, when given, gets the reason for a miss other than "no entry".
-std::optional<JobFacts> ReadCachedJobFacts(const std::string& dir, JobKey key, uid_t uid,
+std::optional<JobFacts> ReadCachedJobFacts(const std::string& dir, const JobKey& key, uid_t uid,
                                            std::string* why_missed = nullptr);
 
-// Stores the facts of `key` atomically and sweeps stale entries; creates
-// `dir` (mode 0700) if it does not exist. Refuses a directory that is not
-// root-owned 0700.
-Status WriteCachedJobFacts(const std::string& dir, JobKey key, const JobFacts& facts);
+// Stores the facts of `key` for the current attempt atomically and sweeps
+// stale files. Refuses a directory that is not root-owned 0700, and a job
+// with no attempt marker (FailedPrecondition).
+Status WriteCachedJobFacts(const std::string& dir, const JobKey& key, const JobFacts& facts);
 
-// Removes every entry of `job_id` (all attempts); none is not an error.
-Status RemoveCachedJobFacts(const std::string& dir, std::uint32_t job_id);
+// The job prolog: removes the entry of `key` and writes a new attempt marker;
+// creates `dir` (mode 0700) if it does not exist.
+Status BeginJobAttempt(const std::string& dir, const JobKey& key);
+
+// The job epilog: removes the entry and the marker of `key`; none is not an
+// error.
+Status RemoveCachedJobFacts(const std::string& dir, const JobKey& key);
 
 }  // namespace hpcml::guard

@@ -63,6 +63,9 @@ class Policy {
   // Whether any binding names a group (a decision then needs the user's
   // group names).
   bool binds_groups() const { return !group_roles_.empty(); }
+  // Whether any binding names an account (a decision then needs to know that
+  // slurmctld enforces associations).
+  bool binds_accounts() const { return !account_roles_.empty(); }
 
   // The most specific entry containing `canonical` (an absolute, resolved
   // path), or nullptr. Cost: O(path depth), independent of the entry count.
@@ -79,6 +82,9 @@ class Policy {
   bool IsBound(const std::string& role, const std::string& user,
                const std::vector<std::string>& groups,
                const std::optional<std::string>& account) const;
+  // Whether a user or group binding (no account binding) gives `role`.
+  bool IsBoundToPerson(const std::string& role, const std::string& user,
+                       const std::vector<std::string>& groups) const;
 
  private:
   friend Result<Policy> ParsePolicy(std::string_view text, std::string_view source);
