@@ -91,15 +91,14 @@ Status MoveMount(int from, int to, const std::string& what) {
   return Status::Ok();
 }
 
-// A read-only detached copy of what `resolved` names (with its submounts).
-Result<UniqueFd> ReadOnlyCopy(const ResolvedPath& resolved) {
-  int fd = ::open_tree(resolved.fd.get(), "",
-                       OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE);
-  if (fd < 0) return ErrnoError("enforce=mount: copying " + resolved.path, errno);
+// A read-only detached copy of what `from` (`path`) names, with its submounts.
+Result<UniqueFd> ReadOnlyCopy(int from, const std::string& path) {
+  int fd =
+      ::open_tree(from, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE);
+  if (fd < 0) return ErrnoError("enforce=mount: copying " + path, errno);
   UniqueFd tree(fd);
-  HPCML_RETURN_IF_ERROR(SetAttributes(tree.get(),
-                                      MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
-                                      AT_RECURSIVE, resolved.path));
+  HPCML_RETURN_IF_ERROR(SetAttributes(
+      tree.get(), MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, AT_RECURSIVE, path));
   return tree;
 }
 
@@ -150,12 +149,18 @@ bool IsDirectory(int fd) {
 
 }  // namespace
 
-std::vector<std::string> ListDirectoryNames(const std::string& dir) {
+Result<std::vector<std::string>> ListDirectoryNames(const std::string& dir) {
   std::vector<std::string> names;
   auto fd = OpenNoFollow(dir, O_RDONLY | O_DIRECTORY);
-  if (!fd.ok()) return names;
+  if (!fd.ok() && fd.status().code() == StatusCode::kNotFound) return names;
+  if (!fd.ok()) return fd.status().WithContext("the directory of a prefix entry");
+  struct stat st {};
+  if (::fstat(fd->get(), &st) != 0) return ErrnoError("stat " + dir, errno);
+  if (st.st_uid != 0 || (st.st_mode & 022) != 0)
+    return PermissionDenied(
+        "{}, the directory of a prefix entry, must be root-owned and writable only by root", dir);
   std::unique_ptr<DIR, int (*)(DIR*)> d(::fdopendir(fd->get()), ::closedir);
-  if (!d) return names;
+  if (!d) return ErrnoError("opendir " + dir, errno);
   fd->release();  // the DIR owns it now
   while (const dirent* e = ::readdir(d.get())) {
     std::string_view n = e->d_name;
@@ -164,8 +169,8 @@ std::vector<std::string> ListDirectoryNames(const std::string& dir) {
   return names;
 }
 
-DatasetView PlanDatasetView(const Policy& policy, const std::vector<std::string>& allowed,
-                            const ListDirectory& list) {
+Result<DatasetView> PlanDatasetView(const Policy& policy, const std::vector<std::string>& allowed,
+                                    const ListDirectory& list) {
   std::vector<std::string> outer_allowed = Outermost(allowed);
   const PathSet allowed_set(outer_allowed.begin(), outer_allowed.end());
   std::vector<std::string> candidates;
@@ -176,7 +181,8 @@ DatasetView PlanDatasetView(const Policy& policy, const std::vector<std::string>
     }
     std::string dir(ParentOf(e.path));
     std::string_view stem = RelativeTo(e.path, dir);
-    for (const std::string& name : list(dir))
+    HPCML_ASSIGN_OR_RETURN(std::vector<std::string> names, list(dir));
+    for (const std::string& name : names)
       if (name.starts_with(stem)) candidates.push_back(dir == "/" ? "/" + name : dir + "/" + name);
   }
   DatasetView view;
@@ -197,7 +203,7 @@ Status ApplyDatasetView(const DatasetView& view, const std::vector<ResolvedPath>
                            [&](const ResolvedPath& r) { return r.path == path; });
     if (it == resolved.end() || !it->fd)
       return Internal("enforce=mount: {} was allowed but not resolved", path);
-    HPCML_ASSIGN_OR_RETURN(UniqueFd copy, ReadOnlyCopy(*it));
+    HPCML_ASSIGN_OR_RETURN(UniqueFd copy, ReadOnlyCopy(it->fd.get(), it->path));
     copies.push_back(std::move(copy));
   }
 
@@ -222,9 +228,8 @@ Status ApplyDatasetView(const DatasetView& view, const std::vector<ResolvedPath>
   for (const std::string& path : view.read_only) {
     HPCML_ASSIGN_OR_RETURN(auto target, open_policy_path(path));
     if (!target) continue;
-    HPCML_ASSIGN_OR_RETURN(UniqueFd copy, ReadOnlyCopy(ResolvedPath{path, std::move(*target)}));
-    HPCML_ASSIGN_OR_RETURN(target, open_policy_path(path));
-    if (!target) return Internal("enforce=mount: {} is gone", path);
+    // The copy goes back onto the very object it was made from.
+    HPCML_ASSIGN_OR_RETURN(UniqueFd copy, ReadOnlyCopy(target->get(), path));
     HPCML_RETURN_IF_ERROR(MoveMount(copy.get(), target->get(), path));
   }
 

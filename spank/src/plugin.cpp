@@ -96,6 +96,7 @@ struct GuardState {
   AuditRecord record;                    // the node decision's line, for a task's denial
   std::optional<Policy> policy;          // the policy the step was decided on
   std::vector<std::string> allowed;      // the step's canonical datasets
+  ino_t view_namespace = 0;              // enforce=mount: the view's mount namespace
 };
 
 GuardState& State() {
@@ -343,6 +344,27 @@ Result<std::vector<std::string>> CanonicalDatasets(const std::vector<std::string
   return out;
 }
 
+// The inode of the calling thread's mount namespace (0 if unknown).
+ino_t MountNamespace() {
+  struct stat st {};
+  return ::stat("/proc/thread-self/ns/mnt", &st) == 0 ? st.st_ino : 0;
+}
+
+// enforce=mount: moves this slurmstepd (the thread that goes on to open the
+// step's stdio files and fork its tasks) into the view where only `allowed`
+// of the policy's datasets are visible (mount_view.hpp), and remembers the
+// view's namespace for task_init_privileged.
+Status EnterDatasetView(const std::vector<std::string>& allowed,
+                        const std::vector<ResolvedPath>& resolved) {
+  GuardState& s = State();
+  if (!s.policy) return Internal("enforce=mount: no policy to build the view from");
+  HPCML_ASSIGN_OR_RETURN(DatasetView view, PlanDatasetView(*s.policy, allowed, ListDirectoryNames));
+  HPCML_RETURN_IF_ERROR(ApplyDatasetView(view, resolved));
+  s.view_namespace = MountNamespace();
+  if (s.view_namespace == 0) return Internal("enforce=mount: cannot stat the view's namespace");
+  return Status::Ok();
+}
+
 // The authoritative decision in slurmstepd. Everything trusted comes from
 // Slurm (spank items, slurmctld) or the admin (plugin arguments, policy).
 Decision DecideOnNode(spank_t sp, AuditRecord* rec) {
@@ -386,11 +408,13 @@ Decision DecideOnNode(spank_t sp, AuditRecord* rec) {
     creds.groups.resize(static_cast<std::size_t>(n));
   }
 
-  auto policy = LoadPolicyFile(s.config.policy_path);
-  if (!policy.ok()) return DenyForError(policy.status());
+  auto loaded = LoadPolicyFile(s.config.policy_path);
+  if (!loaded.ok()) return DenyForError(loaded.status());
+  s.policy = std::move(loaded).value();  // kept: the view and the tasks' checks use it
+  const Policy& policy = *s.policy;
   bool cached = false;
   auto facts =
-      JobFactsForStep(JobKey{s.config.cluster, job_id}, uid, policy->binds_accounts(), &cached);
+      JobFactsForStep(JobKey{s.config.cluster, job_id}, uid, policy.binds_accounts(), &cached);
   if (!facts.ok()) return DenyForError(facts.status());
   s.facts_source = cached ? "this node's cache" : "slurmctld";
   rec->cluster = facts->cluster;
@@ -406,7 +430,7 @@ Decision DecideOnNode(spank_t sp, AuditRecord* rec) {
   req.user = *user;
   std::vector<gid_t> all_gids = creds.groups;
   all_gids.push_back(gid);
-  req.groups = GroupNames(*policy, std::move(all_gids));
+  req.groups = GroupNames(policy, std::move(all_gids));
   req.account = facts->account;
   req.partition = facts->partition;
   req.gpus = facts->gpus;
@@ -418,19 +442,17 @@ Decision DecideOnNode(spank_t sp, AuditRecord* rec) {
   if (!canonical.ok()) return DenyForError(canonical.status());
   req.datasets = std::move(canonical).value();
   rec->datasets = req.datasets;
-  Decision d = Decide(*policy, req);
+  Decision d = Decide(policy, req);
   if (d.allow && s.config.enforce_mount) {
-    // Built from the descriptors resolved above, in this slurmstepd, before
-    // it opens the step's stdio files.
+    // From the descriptors resolved above, never from a fresh lookup.
     std::vector<ResolvedPath> fds;
     for (auto& r : *resolved) fds.push_back(std::move(r).value());
-    Status view = ApplyDatasetView(PlanDatasetView(*policy, req.datasets, ListDirectoryNames), fds);
+    Status view = EnterDatasetView(req.datasets, fds);
     if (!view.ok()) return DenyForError(view);
   }
   if (d.allow) {
     s.datasets_env = JoinDatasets(req.datasets);
     s.allowed = req.datasets;
-    s.policy = std::move(policy).value();
   }
   return d;
 }
@@ -598,6 +620,13 @@ HPCML_GUARD_EXPORT int slurm_spank_init_post_opt(spank_t sp, int, char**) {
         d = DenyForError(logged.WithContext("audit log"));
       }
       GuardState& s = State();
+      if (!d.allow && s.config.enforce_mount && s.policy && s.view_namespace == 0) {
+        // Denied: the tasks will not run, but slurmstepd still opens the
+        // step's stdio files as the user. Let those reach no dataset either.
+        Status covered = EnterDatasetView({}, {});
+        if (!covered.ok())
+          slurm_info("hpcml-guard: denied step not covered: %s", covered.message().c_str());
+      }
       slurm_debug(
           "hpcml-guard: job %s step %s decided and logged in %.2f ms (job facts from %s)",
           rec.job_id.c_str(), rec.step_id.c_str(),
@@ -664,7 +693,12 @@ HPCML_GUARD_EXPORT int slurm_spank_task_init_privileged(spank_t, int, char**) {
       slurm_error("hpcml-guard: denied: the step's policy is gone");
       return -1;
     }
-    Status files = CheckOpenFiles(*s.policy, s.allowed);
+    Status files = Status::Ok();
+    if (s.config.enforce_mount && MountNamespace() != s.view_namespace)
+      files = FailedPrecondition(
+          "the task is not in its step's dataset view (a job container plugin, such as "
+          "job_container/tmpfs, moved it): the guard's view cannot be combined with one");
+    if (files.ok()) files = CheckOpenFiles(*s.policy, s.allowed);
     if (!files.ok()) {
       AuditRecord rec = s.record;
       rec.allow = false;

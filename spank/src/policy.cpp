@@ -111,6 +111,13 @@ Status NormalisePolicyPath(std::string_view raw, std::string* path, bool* prefix
   }
   if (!*prefix)
     while (p.size() > 1 && p.back() == '/') p.pop_back();
+  // The view covers each entry (mount_view.hpp): a cover over / hides
+  // nothing, and one over every name in / hides the system.
+  if (p == "/")
+    return InvalidArgument(
+        "'{}': the file system root cannot be a dataset; name its data "
+        "directories",
+        raw);
   *path = std::move(p);
   return Status::Ok();
 }

@@ -51,8 +51,8 @@ TEST(MountViewPlan, CoversTheOutermostEntriesAndMountsBackTheAllowedPathsBelowTh
   Policy p = MustParse(PolicyOver("/d"));
   std::map<std::string, std::vector<std::string>> dirs = {
       {"/d/ae", {"fraud-1.h5", "fraud-2", "public", "restricted"}}};
-  auto list = [&](const std::string& dir) { return dirs[dir]; };
-  auto view = PlanDatasetView(p, {"/d/ae/public/a.h5", "/d/ae/public", "/d/eu.h5", "/d/x"}, list);
+  auto list = [&](const std::string& dir) -> Result<std::vector<std::string>> { return dirs[dir]; };
+  auto view = *PlanDatasetView(p, {"/d/ae/public/a.h5", "/d/ae/public", "/d/eu.h5", "/d/x"}, list);
   // /d/ae holds restricted and the fraud-* names: one cover hides them all.
   // /d/eu.h5 is allowed: read-only, in place. /d/x is outside every entry:
   // no mount. /d/ae/public/a.h5 is inside the allowed /d/ae/public: mounted
@@ -64,10 +64,17 @@ TEST(MountViewPlan, NothingBelowAnAllowedDirectoryIsCovered) {
   // The decision allows a directory only when every entry below it is
   // allowed (decision.hpp), so the view needs no cover inside it.
   Policy p = MustParse(PolicyOver("/d"));
-  auto none = [](const std::string&) { return std::vector<std::string>{}; };
-  EXPECT_EQ(PlanDatasetView(p, {"/d/ae"}, none), (DatasetView{{"/d/eu.h5"}, {"/d/ae"}, {}}));
-  EXPECT_EQ(PlanDatasetView(p, {"/"}, none), (DatasetView{{}, {"/d/ae", "/d/eu.h5"}, {}}));
-  EXPECT_EQ(PlanDatasetView(p, {}, none), (DatasetView{{"/d/ae", "/d/eu.h5"}, {}, {}}));
+  auto none = [](const std::string&) -> Result<std::vector<std::string>> {
+    return std::vector<std::string>{};
+  };
+  EXPECT_EQ(*PlanDatasetView(p, {"/d/ae"}, none), (DatasetView{{"/d/eu.h5"}, {"/d/ae"}, {}}));
+  EXPECT_EQ(*PlanDatasetView(p, {"/"}, none), (DatasetView{{}, {"/d/ae", "/d/eu.h5"}, {}}));
+  EXPECT_EQ(*PlanDatasetView(p, {}, none), (DatasetView{{"/d/ae", "/d/eu.h5"}, {}, {}}));
+  // A prefix entry's directory that cannot be listed fails the plan.
+  auto broken = [](const std::string&) -> Result<std::vector<std::string>> {
+    return PermissionDenied("cannot list");
+  };
+  EXPECT_FALSE(PlanDatasetView(p, {}, broken).ok());
 }
 
 TEST(MountViewPlan, PrefixEntriesCoverEachMatchingName) {
@@ -75,11 +82,11 @@ TEST(MountViewPlan, PrefixEntriesCoverEachMatchingName) {
       "[zones.ae]\n[[datasets]]\npath = \"/d/fraud-*\"\nzone = \"ae\"\nclassification = "
       "\"x\"\n[[roles]]\nname = \"r\"\nzones = [\"ae\"]\nclassifications = [\"x\"]\n"
       "max_gpus = 0\n");
-  auto list = [](const std::string& dir) {
+  auto list = [](const std::string& dir) -> Result<std::vector<std::string>> {
     return dir == "/d" ? std::vector<std::string>{"fraud-a", "fraud-b", "other"}
                        : std::vector<std::string>{};
   };
-  EXPECT_EQ(PlanDatasetView(p, {"/d/fraud-a/x.h5"}, list),
+  EXPECT_EQ(*PlanDatasetView(p, {"/d/fraud-a/x.h5"}, list),
             (DatasetView{{"/d/fraud-a", "/d/fraud-b"}, {}, {"/d/fraud-a/x.h5"}}));
 }
 
@@ -117,7 +124,11 @@ int InChildView(const Policy& p, const std::vector<std::string>& allowed,
     paths.push_back(r->path);
     fds.push_back(std::move(r).value());
   }
-  DatasetView view = PlanDatasetView(p, paths, ListDirectoryNames);
+  auto view = PlanDatasetView(p, paths, ListDirectoryNames);
+  if (!view.ok()) {
+    if (error) *error = view.status().message();
+    return 98;
+  }
   between();  // what the user does after the decision
   int pipefd[2];
   if (::pipe(pipefd) != 0) return 102;
@@ -125,7 +136,7 @@ int InChildView(const Policy& p, const std::vector<std::string>& allowed,
   if (pid < 0) return 103;
   if (pid == 0) {
     ::close(pipefd[0]);
-    if (Status st = ApplyDatasetView(view, fds); !st.ok()) {
+    if (Status st = ApplyDatasetView(*view, fds); !st.ok()) {
       (void)!::write(pipefd[1], st.message().data(), st.message().size());
       ::_exit(99);
     }
@@ -228,6 +239,17 @@ TEST_F(MountViewApply, ACoverThatIsASymlinkIsNotFollowed) {
   int rc = InChildView(
       prefix_only, {}, [] {}, [&] { return FirstLine(R("elsewhere/keep")) == "keep" ? 0 : 11; });
   EXPECT_EQ(rc, 0) << "failed check " << rc;
+}
+
+TEST_F(MountViewApply, APrefixDirectoryAnyoneCanWriteFails) {
+  // Any user could make names there, one mount each on every step.
+  Policy p = MustParse(PolicyOver(root_.string()));
+  fs::permissions(root_ / "ae", fs::perms::others_write, fs::perm_options::add);
+  std::string error;
+  EXPECT_EQ(InChildView(
+                p, {}, [] {}, [] { return 0; }, &error),
+            98);
+  EXPECT_NE(error.find("must be root-owned and writable only by root"), std::string::npos) << error;
 }
 
 TEST_F(MountViewApply, APolicyPathThroughASymlinkFails) {

@@ -142,6 +142,12 @@ TEST(Policy, ErrorsNameFileLineAndKey) {
        "'.' and '..' are not allowed"},
       {"[zones.ae]\n[[datasets]]\npath = \"/a*/b\"\nzone = \"ae\"\nclassification = \"c\"\n",
        "'*' is only allowed at the end"},
+      {"[zones.ae]\n[[datasets]]\npath = \"/\"\nzone = \"ae\"\nclassification = \"c\"\n",
+       "'/': the file system root cannot be a dataset"},
+      {"[zones.ae]\n[[datasets]]\npath = \"/*\"\nzone = \"ae\"\nclassification = \"c\"\n",
+       "'/*': the file system root cannot be a dataset"},
+      {"[zones.ae]\n[[datasets]]\npath = \"//\"\nzone = \"ae\"\nclassification = \"c\"\n",
+       "the file system root cannot be a dataset"},
       {"[zones.ae]\n[[datasets]]\npath = \"/a\"\nzone = \"ae\"\nclassification = \"c\"\n"
        "[[datasets]]\npath = \"/a/\"\nzone = \"ae\"\nclassification = \"c\"\n",
        "policy.toml:6: [[datasets]] path '/a/' already declared at line 2"},

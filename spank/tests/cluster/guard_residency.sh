@@ -98,6 +98,12 @@ state=$(stdio_job --output="$written" --wrap "echo written")
 [ ! -e "$written" ] || fail "--output wrote into a data root (job state $state)"
 state=$(stdio_job --dataset="$DATA/ae/scratch" --output="$written" --wrap "echo written")
 [ ! -e "$written" ] || fail "--output wrote into a dataset the job reads (job state $state)"
+# A denied step runs no task, but slurmstepd still opens its stdio files:
+# they too are opened in a view, with no dataset at all.
+denied=$DATA/ae/scratch/alice-denied.txt
+state=$(stdio_job --dataset="$DATA/eu/marker" --output="$denied" --wrap "echo written")
+[ "$state" != COMPLETED ] || fail "a job asking for zone eu's data completed on an ae node"
+[ ! -e "$denied" ] || fail "a denied step's --output created a file in a data root"
 assert_node_idle "after the stdio jobs"
 
 guard_install "policy=$POLICY zone=@ZONE@ audit=$AUDIT cluster=hpcml job_cache=$GUARD_CACHE enforce=advisory"

@@ -36,18 +36,21 @@ struct DatasetView {
   friend bool operator==(const DatasetView&, const DatasetView&) = default;
 };
 
-// The names in a directory (no "." or ".."); empty if it cannot be read.
-using ListDirectory = std::function<std::vector<std::string>(const std::string& dir)>;
+// The names in a directory (no "." or "..").
+using ListDirectory = std::function<Result<std::vector<std::string>>(const std::string& dir)>;
 
 // The view for `allowed` (canonical paths the decision allowed). A prefix
 // entry ("/data/ae/fraud-*") covers each name in its directory that starts
-// with it (`list` is asked for the names).
-DatasetView PlanDatasetView(const Policy& policy, const std::vector<std::string>& allowed,
-                            const ListDirectory& list);
+// with it (`list` is asked for the names); a directory that cannot be listed
+// is an error (the caller denies), never a prefix with nothing to cover.
+Result<DatasetView> PlanDatasetView(const Policy& policy, const std::vector<std::string>& allowed,
+                                    const ListDirectory& list);
 
 // The directory lister of the real file system, for PlanDatasetView: the
-// directory is opened without following a symlink anywhere in its path.
-std::vector<std::string> ListDirectoryNames(const std::string& dir);
+// directory is opened without following a symlink anywhere in its path, and
+// must be root-owned and writable by nobody else (else any user could make
+// names for the view to cover, one mount each, on every step).
+Result<std::vector<std::string>> ListDirectoryNames(const std::string& dir);
 
 // Builds the view for the calling thread and the processes it forks: first a
 // read-only detached copy of each exposed dataset, cloned from its resolved
