@@ -15,8 +15,10 @@
 # (HPCML_BENCH_USER, default the cluster's hpcml-alice), as jobs do: a user's
 # srun writes its advisory decision to syslog only, root's also to the audit
 # file. Each srun is timed inside the user's shell, so switching user is in
-# neither figure. Prints the median and mean of each and the ratio
-# guard/baseline (target <= 1.05).
+# neither figure. The guard runs with its defaults, so each step's
+# slurmstepd enters the dataset view (enforce=mount): here two covers (a
+# tmpfs each) and the one requested file mounted back read-only. Prints the
+# median and mean of each and the ratio guard/baseline (target <= 1.05).
 set -euo pipefail
 rounds=${1:-300}
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -30,11 +32,17 @@ source "$top/tests/cluster/lib.sh"  # set_plugstack: every host's plugstack.conf
 etc=$HPCML_CLUSTER_DIR/guard-bench
 user=${HPCML_BENCH_USER:-hpcml-alice}
 id "$user" >/dev/null 2>&1 || { echo "srun_latency: no user $user (hpcml-cluster up makes it)" >&2; exit 1; }
-install -d -m 0755 "$etc"
+install -d -m 0755 "$etc" "$etc/data" "$etc/other"
+echo data >"$etc/data/x.h5"
+chmod 0644 "$etc/data/x.h5"
 cat >"$etc/policy.toml" <<EOP
 [zones.ae]
 [[datasets]]
-path = "$etc"
+path = "$etc/data"
+zone = "ae"
+classification = "internal"
+[[datasets]]
+path = "$etc/other"
 zone = "ae"
 classification = "internal"
 [[roles]]
@@ -56,11 +64,15 @@ cleanup() {
   [ -z "$jobid" ] || scancel "$jobid"
 }
 trap cleanup EXIT
-set_plugstack "# none"
+guard_line="required $so policy=$etc/policy.toml zone=ae audit=$etc/audit.jsonl job_cache=$etc/job-cache${HPCML_BENCH_GUARD_ARGS:+ $HPCML_BENCH_GUARD_ARGS}"
+# The job facts cache serves a job's steps only after the guard's prolog
+# started the job's attempt on the node (job_cache.hpp), and slurmd runs a
+# plugin's prolog only if plugstack.conf had it when slurmd started.
+set_plugstack "$guard_line"
+"$top/tests/cluster/hpcml-cluster" restart-slurmd >/dev/null
 as_user() { (cd /tmp && runuser -u "$user" -- env SLURM_CONF="$SLURM_CONF" "$@"); }
 jobid=$(as_user salloc --no-shell -n1 --constraint=zone-ae 2>&1 | sed -n 's/.*Granted job allocation \([0-9]*\).*/\1/p' | head -n1)
 [ -n "$jobid" ] || { echo "srun_latency: salloc failed" >&2; exit 1; }
-guard_line="required $so policy=$etc/policy.toml zone=ae audit=$etc/audit.jsonl job_cache=$etc/job-cache"
 
 # Seconds for one srun of a trivial step, timed in the user's shell.
 timed_srun() {
@@ -71,13 +83,14 @@ timed_srun() {
 one() {  # one <with|without>
   if [ "$1" = with ]; then
     set_plugstack "$guard_line"
-    timed_srun --jobid="$jobid" -n1 --dataset="$etc/policy.toml" true  # a checked dataset
+    timed_srun --jobid="$jobid" -n1 --dataset="$etc/data/x.h5" cat "$etc/data/x.h5"
   else
     set_plugstack "# none"
-    timed_srun --jobid="$jobid" -n1 true
+    timed_srun --jobid="$jobid" -n1 cat "$etc/data/x.h5"
   fi
 }
-as_user srun --jobid="$jobid" -n1 true >/dev/null  # warm up
+as_user srun --jobid="$jobid" -n1 --dataset="$etc/data/x.h5" true >/dev/null  # warm up, prolog
+ls "$etc/job-cache/job-$jobid.attempt" >/dev/null || { echo "srun_latency: no prolog marker" >&2; exit 1; }
 with=() without=()
 for i in $(seq 1 "$rounds"); do
   without+=("$(one without)") || { echo "srun_latency: srun failed without the guard" >&2; exit 1; }
@@ -85,7 +98,7 @@ for i in $(seq 1 "$rounds"); do
 done
 stats() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1; s+=$1} END {printf "median %.3f s  mean %.3f s", a[int((NR+1)/2)], s/NR}'; }
 median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-echo "srun --jobid=$jobid -n1 true, $rounds rounds each, interleaved"
+echo "srun --jobid=$jobid -n1 cat <dataset>, $rounds rounds each, interleaved"
 echo "without guard: $(stats "${without[@]}")"
 echo "with guard:    $(stats "${with[@]}")"
 awk -v w="$(median "${with[@]}")" -v b="$(median "${without[@]}")" \

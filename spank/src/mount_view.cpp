@@ -173,8 +173,11 @@ Result<DatasetView> PlanDatasetView(const Policy& policy, const std::vector<std:
                                     const ListDirectory& list) {
   std::vector<std::string> outer_allowed = Outermost(allowed);
   const PathSet allowed_set(outer_allowed.begin(), outer_allowed.end());
-  std::vector<std::string> candidates;
+  // A root holds only data: covered whole, the entries below it with it.
+  std::vector<std::string> candidates = policy.view_roots();
+  const PathSet roots(candidates.begin(), candidates.end());
   for (const DatasetEntry& e : policy.datasets()) {
+    if (StrictAncestorIn(e.path, roots)) continue;
     if (!e.string_prefix) {
       candidates.push_back(e.path);
       continue;

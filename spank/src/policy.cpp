@@ -233,8 +233,8 @@ Result<Policy> ParsePolicy(std::string_view text, std::string_view source) {
   }
   Policy p;
   p.source_ = std::string(source);
-  HPCML_RETURN_IF_ERROR(
-      CheckKeys(r, root, "top level", {"zones", "datasets", "roles", "bindings", "defaults"}));
+  HPCML_RETURN_IF_ERROR(CheckKeys(r, root, "top level",
+                                  {"zones", "datasets", "roles", "bindings", "defaults", "view"}));
 
   // [zones.<name>] description = "..."
   if (const toml::node* zn = root.get("zones")) {
@@ -271,6 +271,26 @@ Result<Policy> ParsePolicy(std::string_view text, std::string_view source) {
       return r.Error(LineOf(*d->get("unknown_datasets")),
                      "[defaults] key 'unknown_datasets': '{}' (expected \"deny\" or \"allow\")",
                      unknown);
+    }
+  }
+
+  // [view] roots: directories that hold only data (mount_view.hpp).
+  if (const toml::node* vn = root.get("view")) {
+    const auto* v = vn->as_table();
+    if (!v) return r.Error(LineOf(*vn), "'view' must be a table ([view])");
+    HPCML_RETURN_IF_ERROR(CheckKeys(r, *v, "[view]", {"roots"}));
+    if (const toml::node* rn = v->get("roots")) {
+      HPCML_ASSIGN_OR_RETURN(std::vector<std::string> roots,
+                             GetStringArray(r, *rn, "[view]", "roots", false));
+      for (const std::string& raw : roots) {
+        std::string path;
+        bool prefix = false;
+        Status st = NormalisePolicyPath(raw, &path, &prefix);
+        if (st.ok() && prefix)
+          st = InvalidArgument("'{}': a root is a directory, not a prefix", raw);
+        if (!st.ok()) return r.Error(LineOf(*rn), "[view] key 'roots': {}", st.message());
+        p.view_roots_.push_back(std::move(path));
+      }
     }
   }
 

@@ -77,6 +77,15 @@ TEST(MountViewPlan, NothingBelowAnAllowedDirectoryIsCovered) {
   EXPECT_FALSE(PlanDatasetView(p, {}, broken).ok());
 }
 
+TEST(MountViewPlan, ARootIsCoveredWholeWithTheEntriesBelowIt) {
+  Policy p = MustParse("[view]\nroots = [\"/d/ae\"]\n" + PolicyOver("/d"));
+  auto list = [](const std::string&) -> Result<std::vector<std::string>> {
+    return PermissionDenied("a prefix entry below a root needs no listing");
+  };
+  EXPECT_EQ(*PlanDatasetView(p, {"/d/ae/team1/x.h5"}, list),
+            (DatasetView{{"/d/ae", "/d/eu.h5"}, {}, {"/d/ae/team1/x.h5"}}));
+}
+
 TEST(MountViewPlan, PrefixEntriesCoverEachMatchingName) {
   Policy p = MustParse(
       "[zones.ae]\n[[datasets]]\npath = \"/d/fraud-*\"\nzone = \"ae\"\nclassification = "

@@ -39,7 +39,7 @@ TEST(PluginArgs, JobCacheIsADirectoryOrOff) {
   EXPECT_TRUE(off->job_cache.empty());
 }
 
-TEST(PluginArgs, EnforceIsMountOrNone) {
+TEST(PluginArgs, EnforceIsMountOrAdvisory) {
   // The view is the default; the advisory mode must be named.
   EXPECT_TRUE(ParsePluginArgs(V({"policy=/p.toml", "zone=ae"}))->enforce_mount);
   EXPECT_TRUE(ParsePluginArgs(V({"policy=/p.toml", "zone=ae", "enforce=mount"}))->enforce_mount);

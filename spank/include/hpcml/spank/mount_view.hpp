@@ -1,5 +1,6 @@
 // enforce=mount (the default): the step's own view of the datasets. Each
-// top-level data root of the policy is covered (a directory by an empty,
+// data root of the policy ([view] roots, else each outermost dataset entry)
+// is covered (a directory by an empty,
 // read-only tmpfs, a file by /dev/null), then each dataset the step was
 // allowed is mounted back, read-only, at its own path, so code that ignores
 // HPCML_DATASETS, and slurmstepd opening the step's stdin/stdout/stderr files,

@@ -60,6 +60,9 @@ class Policy {
   const std::vector<Binding>& bindings() const { return bindings_; }
   const std::optional<std::string>& default_role() const { return default_role_; }
   UnknownDatasets unknown_datasets() const { return unknown_datasets_; }
+  // [view] roots: directories that hold only data. The step's view covers
+  // each root whole (one mount) instead of each entry below it.
+  const std::vector<std::string>& view_roots() const { return view_roots_; }
   // Whether any binding names a group (a decision then needs the user's
   // group names).
   bool binds_groups() const { return !group_roles_.empty(); }
@@ -97,6 +100,7 @@ class Policy {
   std::vector<Binding> bindings_;
   std::optional<std::string> default_role_;
   UnknownDatasets unknown_datasets_ = UnknownDatasets::kDeny;
+  std::vector<std::string> view_roots_;
 
   // Indexes built once after parsing.
   std::unordered_map<std::string, std::size_t> exact_;  // path -> datasets_ index
