@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <charconv>
 #include <chrono>
+#include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <optional>
 
@@ -103,39 +105,124 @@ std::string Sha256Hex(std::string_view data) {
   return out;
 }
 
-std::string FormatAuditLine(const AuditRecord& rec, std::uint64_t seq,
-                            const std::string& prev_hash) {
-  nlohmann::ordered_json j;
-  j["seq"] = seq;
-  j["time"] = NowUtc();
-  j["context"] = rec.context;
-  j["enforce"] = rec.enforce;
-  j["cluster"] = rec.cluster;
-  j["node"] = rec.node;
-  j["job_id"] = rec.job_id;
-  j["step_id"] = rec.step_id;
-  j["uid"] = rec.uid;
-  j["user"] = rec.user;
-  j["role"] = rec.role;
-  j["zone"] = rec.zone;
-  j["datasets"] = rec.datasets;
-  j["decision"] = rec.allow ? "allow" : "deny";
-  j["reason"] = rec.reason;
+namespace {
+
+std::string Bounded(const std::string& s) {
+  if (s.size() <= kMaxAuditField) return s;
+  return fmt::format("{}...[{} bytes]", std::string_view(s).substr(0, kMaxAuditField), s.size());
+}
+
+// A line as FormatAuditLine writes it: seq and time first, prev last.
+std::string Finish(nlohmann::ordered_json& j, const std::string& prev_hash) {
   j["prev"] = prev_hash;
   // Invalid UTF-8 (a hostile path) is replaced rather than thrown on.
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+// What makes two denials the same for summarising: all but job, step, time.
+std::string RepeatKey(const AuditRecord& r) {
+  nlohmann::json j = {r.context, r.enforce, r.cluster, r.node,     r.uid,
+                      r.user,    r.role,    r.zone,    r.datasets, r.reason};
+  return Sha256Hex(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+}
+
+struct Repeat {
+  std::string key;           // RepeatKey of the last full line, a denial
+  std::uint64_t seq = 0;     // that line's seq
+  std::int64_t time_ms = 0;  // when it was written
+  std::uint64_t count = 0;   // identical denials since, not yet written
+  std::string last_job;      // the last of them: "<job>.<step>"
+};
+
+std::int64_t NowMs() {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
+}
+
+// A small state file beside the log, read and replaced in place under the
+// log's lock (root's, 0600, never followed through a symlink).
+Result<std::string> ReadSide(const std::string& path) {
+  auto fd = OpenFd(path, O_RDONLY | O_NOFOLLOW);
+  if (!fd.ok()) {
+    if (fd.status().code() == StatusCode::kNotFound) return std::string();
+    return fd.status();
+  }
+  char buf[512];
+  ssize_t n = ::pread(fd->get(), buf, sizeof buf, 0);
+  if (n < 0) return ErrnoError("read " + path, errno);
+  return std::string(buf, static_cast<std::size_t>(n));
+}
+Status WriteSide(const std::string& path, std::string_view text) {
+  HPCML_ASSIGN_OR_RETURN(UniqueFd fd, OpenFd(path, O_WRONLY | O_CREAT | O_NOFOLLOW, 0600));
+  if (::pwrite(fd.get(), text.data(), text.size(), 0) != static_cast<ssize_t>(text.size()) ||
+      ::ftruncate(fd.get(), static_cast<off_t>(text.size())) != 0)
+    return ErrnoError("write " + path, errno);
+  return fd.Close();
+}
+
+std::optional<Repeat> ParseRepeat(const std::string& text) {
+  Repeat r;
+  char key[65] = {}, job[128] = {};
+  long long t = 0;
+  unsigned long long seq = 0, count = 0;
+  if (std::sscanf(text.c_str(), "%64s %llu %lld %llu %127s", key, &seq, &t, &count, job) < 4)
+    return std::nullopt;
+  r.key = key;
+  r.seq = seq;
+  r.time_ms = t;
+  r.count = count;
+  r.last_job = job;
+  return r;
+}
+
+// "<seq> <hash>" of the head file.
+std::optional<std::pair<std::uint64_t, std::string>> ParseHead(const std::string& text) {
+  unsigned long long seq = 0;
+  char hash[65] = {};
+  if (std::sscanf(text.c_str(), "%llu %64s", &seq, hash) != 2 || std::strlen(hash) != 64)
+    return std::nullopt;
+  return std::pair<std::uint64_t, std::string>(seq, hash);
+}
+
+}  // namespace
+
+std::string FormatAuditLine(const AuditRecord& rec, std::uint64_t seq,
+                            const std::string& prev_hash) {
+  nlohmann::ordered_json j;
+  j["seq"] = seq;
+  j["time"] = NowUtc();
+  j["context"] = Bounded(rec.context);
+  j["enforce"] = Bounded(rec.enforce);
+  j["cluster"] = Bounded(rec.cluster);
+  j["node"] = Bounded(rec.node);
+  j["job_id"] = Bounded(rec.job_id);
+  j["step_id"] = Bounded(rec.step_id);
+  j["uid"] = rec.uid;
+  j["user"] = Bounded(rec.user);
+  j["role"] = Bounded(rec.role);
+  j["zone"] = Bounded(rec.zone);
+  nlohmann::ordered_json datasets = nlohmann::ordered_json::array();
+  for (std::size_t i = 0; i < rec.datasets.size() && i < kMaxAuditDatasets; ++i)
+    datasets.push_back(Bounded(rec.datasets[i]));
+  if (rec.datasets.size() > kMaxAuditDatasets)
+    datasets.push_back(fmt::format("...and {} more", rec.datasets.size() - kMaxAuditDatasets));
+  j["datasets"] = std::move(datasets);
+  j["decision"] = rec.allow ? "allow" : "deny";
+  j["reason"] = Bounded(rec.reason);
+  return Finish(j, prev_hash);
+}
+
 Result<std::string> AppendAudit(const std::string& path, const AuditRecord& record, bool sync) {
   HPCML_ASSIGN_OR_RETURN(UniqueFd fd, OpenFd(path, O_RDWR | O_APPEND | O_CREAT | O_NOFOLLOW, 0640));
-  // Exclusive for the read of the last line and the write: the next writer
-  // sees this line complete.
+  // Exclusive for the read of the last line, the write and the side files:
+  // the next writer sees this line complete.
   while (::flock(fd.get(), LOCK_EX) != 0) {
     if (errno != EINTR) return ErrnoError("flock " + path, errno);
   }
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) return ErrnoError("fstat " + path, errno);
   if (!S_ISREG(st.st_mode)) return IoError("audit log {}: not a regular file", path);
+  const std::string head_path = path + ".head", repeat_path = path + ".repeat";
   HPCML_ASSIGN_OR_RETURN(std::string last, ReadLastLine(fd.get(), st.st_size, path));
   std::uint64_t seq = 0;
   std::string prev = kZeroHash;
@@ -150,65 +237,170 @@ Result<std::string> AppendAudit(const std::string& path, const AuditRecord& reco
       if (j.is_object() && j.contains("seq") && j["seq"].is_number_unsigned())
         seq = j["seq"].get<std::uint64_t>() + 1;
     }
+  } else {
+    // A new file (rotation): the chain goes on from the head file.
+    HPCML_ASSIGN_OR_RETURN(std::string head_text, ReadSide(head_path));
+    if (auto head = ParseHead(head_text)) {
+      seq = head->first + 1;
+      prev = head->second;
+    }
+  }
+
+  HPCML_ASSIGN_OR_RETURN(std::string repeat_text, ReadSide(repeat_path));
+  std::optional<Repeat> repeat = ParseRepeat(repeat_text);
+  if (repeat && repeat->seq + 1 != seq) repeat.reset();  // the log moved on without us
+  const std::int64_t now = NowMs();
+  const std::string key = record.allow ? std::string() : RepeatKey(record);
+  if (repeat && !record.allow && repeat->key == key &&
+      now - repeat->time_ms < std::int64_t{kAuditRepeatWindowSeconds} * 1000) {
+    ++repeat->count;
+    repeat->last_job = record.job_id + "." + record.step_id;
+    HPCML_RETURN_IF_ERROR(
+        WriteSide(repeat_path, fmt::format("{} {} {} {} {}\n", repeat->key, repeat->seq,
+                                           repeat->time_ms, repeat->count, repeat->last_job)));
+    return fmt::format("repeat {} of the denial at seq {}", repeat->count, repeat->seq);
+  }
+
+  std::string out;
+  if (repeat && repeat->count > 0) {
+    nlohmann::ordered_json j;
+    j["seq"] = seq;
+    j["time"] = NowUtc();
+    j["context"] = "repeat";
+    j["of"] = repeat->seq;
+    j["count"] = repeat->count;
+    j["last"] = Bounded(repeat->last_job);
+    std::string summary = Finish(j, prev);
+    out += summary + "\n";
+    prev = Sha256Hex(summary);
+    ++seq;
   }
   std::string line = FormatAuditLine(record, seq, prev);
-  std::string out = line + "\n";
+  out += line + "\n";
   // A torn last line (crash mid-write) must not swallow this one.
   if (st.st_size > 0) {
     char tail = 0;
     if (::pread(fd.get(), &tail, 1, st.st_size - 1) == 1 && tail != '\n') out = "\n" + out;
   }
-  HPCML_RETURN_IF_ERROR(WriteAll(fd.get(), out, path));
+  if (Status w = WriteAll(fd.get(), out, path); !w.ok()) {
+    // A full disk: cut the partial write off, so what was there stays intact.
+    if (::ftruncate(fd.get(), st.st_size) != 0) return w.WithContext("and cutting it back failed");
+    return w;
+  }
   if (sync && ::fdatasync(fd.get()) != 0) return ErrnoError("fdatasync " + path, errno);
+  HPCML_RETURN_IF_ERROR(WriteSide(head_path, fmt::format("{} {}\n", seq, Sha256Hex(line))));
+  HPCML_RETURN_IF_ERROR(WriteSide(
+      repeat_path, record.allow ? std::string() : fmt::format("{} {} {} 0 -\n", key, seq, now)));
   HPCML_RETURN_IF_ERROR(fd.Close());  // releases the lock
   return line;
 }
 
-VerifyReport VerifyAuditText(std::string_view text) {
-  VerifyReport rep;
-  auto bad = [&](std::size_t line, std::string reason) {
-    rep.intact = false;
-    rep.bad_line = line;
-    rep.reason = std::move(reason);
-    return rep;
-  };
-  std::string prev_hash = kZeroHash;
-  std::uint64_t expected_seq = 0;
-  std::size_t pos = 0, line_no = 0;
-  while (pos < text.size()) {
-    std::size_t nl = text.find('\n', pos);
-    ++line_no;
-    rep.lines = line_no;
-    if (nl == std::string_view::npos) return bad(line_no, "no newline at the end: a torn write");
-    std::string_view line = text.substr(pos, nl - pos);
-    pos = nl + 1;
-    auto j = nlohmann::json::parse(line, nullptr, false);
-    if (!j.is_object()) return bad(line_no, "not a JSON object");
-    if (!j.contains("seq") || !j["seq"].is_number_unsigned() || !j.contains("prev") ||
-        !j["prev"].is_string())
-      return bad(line_no, "missing 'seq' or 'prev'");
-    auto seq = j["seq"].get<std::uint64_t>();
-    if (seq != expected_seq)
-      return bad(line_no, fmt::format("sequence number {}, expected {}: a line was removed or "
-                                      "lines were reordered",
-                                      seq, expected_seq));
-    if (j["prev"].get<std::string>() != prev_hash) {
-      if (line_no == 1) return bad(1, "the first line does not start the chain");
-      return bad(line_no - 1, fmt::format("its SHA-256 does not match the one recorded in line {}: "
-                                          "line {} was edited",
-                                          line_no, line_no - 1));
-    }
-    prev_hash = Sha256Hex(line);
-    ++expected_seq;
-  }
-  rep.intact = true;
-  rep.head = prev_hash;
-  return rep;
-}
+namespace {
 
-Result<VerifyReport> VerifyAuditLog(const std::string& path) {
+// Walks a chain line by line, across files.
+class ChainChecker {
+ public:
+  explicit ChainChecker(bool strict_start) : strict_start_(strict_start) {}
+
+  void File(const std::string& name, std::string_view text) {
+    std::size_t pos = 0, line_no = 0;
+    while (pos < text.size()) {
+      std::size_t nl = text.find('\n', pos);
+      ++line_no;
+      ++rep_.lines;
+      if (nl == std::string_view::npos) {
+        Bad(name, line_no, "no newline at the end: a torn write");
+        return;
+      }
+      Line(name, line_no, text.substr(pos, nl - pos));
+      pos = nl + 1;
+    }
+  }
+
+  // The end of the chain against a head file's "<seq> <hash>".
+  void Head(const std::string& name, const std::string& head_text) {
+    auto head = ParseHead(head_text);
+    if (!head) return Bad(name + ".head", 0, "not '<seq> <sha256>'");
+    if (!started_) {
+      return Bad(name, 0,
+                 fmt::format("empty or missing, but its head file records seq {}: the log was "
+                             "deleted or emptied",
+                             head->first));
+    }
+    std::uint64_t last = expected_seq_ - 1;
+    if (head->first > last)
+      return Bad(name, 0,
+                 fmt::format("ends at seq {}, but its head file records seq {}: lines were "
+                             "removed from the end",
+                             last, head->first));
+    if (head->first < last)
+      return Bad(name + ".head", 0,
+                 fmt::format("records seq {}, behind the log's last seq {}", head->first, last));
+    if (head->second != prev_hash_)
+      return Bad(name, last_line_,
+                 "its SHA-256 does not match the head file's: the last line was edited");
+  }
+
+  VerifyReport Done() {
+    rep_.intact = rep_.problems.empty();
+    rep_.head = started_ ? prev_hash_ : "";
+    return rep_;
+  }
+
+ private:
+  void Bad(const std::string& file, std::size_t line, std::string reason) {
+    rep_.problems.push_back(AuditProblem{file, line, std::move(reason)});
+  }
+
+  void Line(const std::string& file, std::size_t line_no, std::string_view line) {
+    const std::string hash = Sha256Hex(line);
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    bool ok_shape = j.is_object() && j.contains("seq") && j["seq"].is_number_unsigned() &&
+                    j.contains("prev") && j["prev"].is_string();
+    if (!ok_shape) {
+      Bad(file, line_no, j.is_object() ? "missing 'seq' or 'prev'" : "not a JSON object");
+    } else {
+      auto seq = j["seq"].get<std::uint64_t>();
+      auto prev = j["prev"].get<std::string>();
+      if (!started_) {
+        rep_.first_seq = seq;
+        if (seq == 0 && prev != kZeroHash)
+          Bad(file, line_no, "the first line does not start the chain");
+        else if (seq != 0 && strict_start_)
+          Bad(file, line_no, fmt::format("the chain starts at seq {}, not 0", seq));
+      } else if (seq != expected_seq_) {
+        Bad(file, line_no,
+            fmt::format("sequence number {}, expected {}: a line was removed or lines were "
+                        "reordered",
+                        seq, expected_seq_));
+      } else if (prev != prev_hash_) {
+        Bad(last_file_, last_line_,
+            fmt::format("its SHA-256 does not match the one recorded in {}:{}: it was edited", file,
+                        line_no));
+      }
+      expected_seq_ = seq + 1;
+    }
+    // Checking goes on from this line, whatever it was.
+    started_ = true;
+    prev_hash_ = hash;
+    last_file_ = file;
+    last_line_ = line_no;
+    if (!ok_shape) ++expected_seq_;
+  }
+
+  bool strict_start_;
+  bool started_ = false;
+  std::string prev_hash_ = kZeroHash;
+  std::uint64_t expected_seq_ = 0;
+  std::string last_file_;
+  std::size_t last_line_ = 0;
+  VerifyReport rep_;
+};
+
+// The whole file, under a shared lock: a verify during appends sees whole
+// lines only.
+Result<std::string> ReadLocked(const std::string& path) {
   HPCML_ASSIGN_OR_RETURN(UniqueFd fd, OpenFd(path, O_RDONLY));
-  // Shared lock: a verify during appends sees whole lines only.
   while (::flock(fd.get(), LOCK_SH) != 0) {
     if (errno != EINTR) return ErrnoError("flock " + path, errno);
   }
@@ -221,7 +413,39 @@ Result<VerifyReport> VerifyAuditLog(const std::string& path) {
     if (n == 0) break;
     text.append(buf, static_cast<std::size_t>(n));
   }
-  return VerifyAuditText(text);
+  return text;
+}
+
+}  // namespace
+
+VerifyReport VerifyAuditText(std::string_view text) {
+  ChainChecker checker(/*strict_start=*/true);
+  checker.File("<text>", text);
+  return checker.Done();
+}
+
+Result<VerifyReport> VerifyAuditFiles(const std::vector<std::string>& paths) {
+  if (paths.empty()) return InvalidArgument("no audit log given");
+  ChainChecker checker(/*strict_start=*/false);
+  for (std::size_t i = 0; i < paths.size(); ++i) {
+    auto text = ReadLocked(paths[i]);
+    // The current log may be gone (deleted): its head file still speaks.
+    if (!text.ok() && !(i + 1 == paths.size() && text.status().code() == StatusCode::kNotFound))
+      return text.status();
+    if (text.ok()) checker.File(paths[i], *text);
+  }
+  const std::string& last = paths.back();
+  HPCML_ASSIGN_OR_RETURN(std::string head, ReadSide(last + ".head"));
+  if (!head.empty()) {
+    checker.Head(last, head);
+  } else if (::access(last.c_str(), F_OK) != 0) {
+    return NotFound("{}: no such log and no head file", last);
+  }
+  return checker.Done();
+}
+
+Result<VerifyReport> VerifyAuditLog(const std::string& path) {
+  return VerifyAuditFiles({path});
 }
 
 }  // namespace hpcml::guard

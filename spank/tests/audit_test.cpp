@@ -1,5 +1,7 @@
 #include "hpcml/spank/audit.hpp"
 
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -36,6 +38,13 @@ AuditRecord Rec(int i) {
   r.allow = i % 2 == 0;
   r.reason = "reason " + std::to_string(i);
   return r;
+}
+
+std::string Problems(const VerifyReport& r) {
+  std::string out;
+  for (const auto& p : r.problems)
+    out += p.file + ":" + std::to_string(p.line) + ": " + p.reason + "\n";
+  return out;
 }
 
 class AuditTest : public ::testing::Test {
@@ -99,7 +108,7 @@ TEST_F(AuditTest, LinesCarryEveryFieldAndChain) {
   EXPECT_EQ(fs::status(path_).permissions() & fs::perms::others_all, fs::perms::none);
   auto rep = VerifyAuditLog(path_);
   ASSERT_TRUE(rep.ok());
-  EXPECT_TRUE(rep->intact) << rep->reason;
+  EXPECT_TRUE(rep->intact) << Problems(*rep);
   EXPECT_EQ(rep->lines, 3u);
   EXPECT_EQ(rep->head, Sha256Hex(lines[2]));
 }
@@ -115,8 +124,10 @@ TEST_F(AuditTest, DetectsAnEditedLine) {
   auto rep = VerifyAuditLog(path_);
   ASSERT_TRUE(rep.ok());
   EXPECT_FALSE(rep->intact);
-  EXPECT_EQ(rep->bad_line, 3u);
-  EXPECT_NE(rep->reason.find("line 3 was edited"), std::string::npos) << rep->reason;
+  ASSERT_EQ(rep->problems.size(), 1u);
+  EXPECT_EQ(rep->problems[0].line, 3u);
+  EXPECT_NE(rep->problems[0].reason.find(":4: it was edited"), std::string::npos)
+      << rep->problems[0].reason;
 }
 
 TEST_F(AuditTest, DetectsARemovedLine) {
@@ -127,8 +138,9 @@ TEST_F(AuditTest, DetectsARemovedLine) {
   auto rep = VerifyAuditLog(path_);
   ASSERT_TRUE(rep.ok());
   EXPECT_FALSE(rep->intact);
-  EXPECT_EQ(rep->bad_line, 2u);
-  EXPECT_NE(rep->reason.find("removed"), std::string::npos);
+  ASSERT_EQ(rep->problems.size(), 1u);
+  EXPECT_EQ(rep->problems[0].line, 2u);
+  EXPECT_NE(rep->problems[0].reason.find("removed"), std::string::npos);
 }
 
 TEST_F(AuditTest, DetectsReorderedLines) {
@@ -139,11 +151,12 @@ TEST_F(AuditTest, DetectsReorderedLines) {
   auto rep = VerifyAuditLog(path_);
   ASSERT_TRUE(rep.ok());
   EXPECT_FALSE(rep->intact);
-  EXPECT_EQ(rep->bad_line, 4u);
+  ASSERT_FALSE(rep->problems.empty());
+  EXPECT_EQ(rep->problems[0].line, 4u);
 }
 
 TEST_F(AuditTest, DetectsGarbageAndTornLines) {
-  EXPECT_EQ(VerifyAuditText("not json\n").bad_line, 1u);
+  EXPECT_EQ(VerifyAuditText("not json\n").problems.at(0).line, 1u);
   EXPECT_FALSE(VerifyAuditText("{\"seq\":0}\n").intact);
   ASSERT_TRUE(AppendAudit(path_, Rec(0)).ok());
   {
@@ -152,12 +165,145 @@ TEST_F(AuditTest, DetectsGarbageAndTornLines) {
   }
   auto torn = VerifyAuditLog(path_);
   ASSERT_TRUE(torn.ok());
-  EXPECT_EQ(torn->bad_line, 2u);
+  EXPECT_EQ(torn->problems.at(0).line, 2u);
   // The next append starts on a fresh line; the torn one stays visible.
   ASSERT_TRUE(AppendAudit(path_, Rec(1)).ok());
   EXPECT_EQ(Lines().size(), 3u);
-  EXPECT_EQ(VerifyAuditLog(path_)->bad_line, 2u);
+  auto after = VerifyAuditLog(path_);
+  ASSERT_EQ(after->problems.size(), 1u);
+  EXPECT_EQ(after->problems[0].line, 2u);
   EXPECT_TRUE(VerifyAuditText("").intact);
+}
+
+TEST_F(AuditTest, ReportsEveryBadLineAndGoesOn) {
+  for (int i = 0; i < 8; ++i) ASSERT_TRUE(AppendAudit(path_, Rec(i)).ok());
+  auto lines = Lines();
+  auto j = nlohmann::json::parse(lines[1]);
+  j["reason"] = "edited";
+  lines[1] = j.dump();
+  lines.erase(lines.begin() + 5);
+  WriteLines(lines);
+  auto rep = VerifyAuditLog(path_);
+  ASSERT_TRUE(rep.ok());
+  ASSERT_EQ(rep->problems.size(), 2u) << Problems(*rep);
+  EXPECT_EQ(rep->problems[0].line, 2u);
+  EXPECT_NE(rep->problems[0].reason.find("edited"), std::string::npos);
+  EXPECT_EQ(rep->problems[1].line, 6u);
+  EXPECT_NE(rep->problems[1].reason.find("removed"), std::string::npos);
+}
+
+TEST_F(AuditTest, TheHeadFileShowsADroppedOrEditedTailAndADeletedLog) {
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(AppendAudit(path_, Rec(i)).ok());
+  ASSERT_TRUE(VerifyAuditLog(path_)->intact);
+  auto lines = Lines();
+  WriteLines({lines.begin(), lines.end() - 2});  // the last two lines dropped
+  auto dropped = VerifyAuditLog(path_);
+  ASSERT_EQ(dropped->problems.size(), 1u) << Problems(*dropped);
+  EXPECT_NE(dropped->problems[0].reason.find("ends at seq 2, but its head file records seq 4"),
+            std::string::npos)
+      << Problems(*dropped);
+  auto j = nlohmann::json::parse(lines[4]);
+  j["decision"] = "allow";
+  lines[4] = j.dump();
+  WriteLines(lines);  // all five, the last one edited
+  auto edited = VerifyAuditLog(path_);
+  ASSERT_EQ(edited->problems.size(), 1u) << Problems(*edited);
+  EXPECT_EQ(edited->problems[0].line, 5u);
+  EXPECT_NE(edited->problems[0].reason.find("the last line was edited"), std::string::npos);
+  fs::remove(path_);
+  auto deleted = VerifyAuditLog(path_);
+  ASSERT_TRUE(deleted.ok()) << deleted.status().message();
+  ASSERT_EQ(deleted->problems.size(), 1u);
+  EXPECT_NE(deleted->problems[0].reason.find("deleted or emptied"), std::string::npos);
+}
+
+TEST_F(AuditTest, RotationKeepsTheChain) {
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(AppendAudit(path_, Rec(i)).ok());
+  std::string last_before = Lines().back();
+  fs::rename(path_, path_ + ".1");  // logrotate: the log moves, a new one starts
+  for (int i = 3; i < 5; ++i) ASSERT_TRUE(AppendAudit(path_, Rec(i)).ok());
+  auto first_after = nlohmann::json::parse(Lines().front());
+  EXPECT_EQ(first_after["seq"], 3);
+  EXPECT_EQ(first_after["prev"], Sha256Hex(last_before));
+  auto both = VerifyAuditFiles({path_ + ".1", path_});
+  ASSERT_TRUE(both.ok());
+  EXPECT_TRUE(both->intact) << Problems(*both);
+  EXPECT_EQ(both->lines, 5u);
+  auto current = VerifyAuditLog(path_);  // the older file rotated away
+  EXPECT_TRUE(current->intact) << Problems(*current);
+  EXPECT_EQ(current->first_seq, 3u);
+  // A rotated file that is gone from the middle is not.
+  fs::rename(path_, path_ + ".2");
+  ASSERT_TRUE(AppendAudit(path_, Rec(5)).ok());
+  auto gap = VerifyAuditFiles({path_ + ".1", path_});
+  EXPECT_FALSE(gap->intact);
+}
+
+TEST_F(AuditTest, RepeatedIdenticalDenialsAreSummarised) {
+  AuditRecord deny = Rec(1);  // odd: a denial
+  for (int i = 0; i < 50; ++i) {
+    deny.job_id = std::to_string(500 + i);  // a new job each time, the same denial
+    ASSERT_TRUE(AppendAudit(path_, deny).ok());
+  }
+  EXPECT_EQ(Lines().size(), 1u);
+  ASSERT_TRUE(AppendAudit(path_, Rec(2)).ok());  // anything else flushes the count
+  auto lines = Lines();
+  ASSERT_EQ(lines.size(), 3u);
+  auto summary = nlohmann::json::parse(lines[1]);
+  EXPECT_EQ(summary["context"], "repeat");
+  EXPECT_EQ(summary["count"], 49);
+  EXPECT_EQ(summary["of"], 0);
+  EXPECT_EQ(summary["last"], "549.0");
+  auto rep = VerifyAuditLog(path_);
+  EXPECT_TRUE(rep->intact) << Problems(*rep);
+  // A different denial is a line of its own.
+  AuditRecord other = Rec(3);
+  other.reason = "another reason";
+  ASSERT_TRUE(AppendAudit(path_, Rec(1)).ok());
+  ASSERT_TRUE(AppendAudit(path_, other).ok());
+  EXPECT_EQ(Lines().size(), 5u);
+}
+
+TEST_F(AuditTest, LoggedValuesAreBounded) {
+  AuditRecord r = Rec(1);
+  r.reason = std::string(100000, 'x');
+  for (int i = 0; i < 1000; ++i) r.datasets.push_back("/data/ae/" + std::string(200, 'd'));
+  ASSERT_TRUE(AppendAudit(path_, r).ok());
+  std::string line = Lines().at(0);
+  EXPECT_LT(line.size(), 16u * 1024) << "a line of " << line.size() << " bytes";
+  auto j = nlohmann::json::parse(line);
+  EXPECT_EQ(j["datasets"].size(), kMaxAuditDatasets + 1);
+  EXPECT_NE(j["reason"].get<std::string>().find("[100000 bytes]"), std::string::npos);
+}
+
+TEST_F(AuditTest, AFullDiskFailsTheAppendAndKeepsEarlierLines) {
+  if (::geteuid() != 0) GTEST_SKIP() << "mounting a small tmpfs needs root";
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    // A 16 KiB file system of its own, in a mount namespace of its own.
+    if (::unshare(CLONE_NEWNS) != 0 ||
+        ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+        ::mount("t", dir_.c_str(), "tmpfs", 0, "size=16k") != 0)
+      ::_exit(10);
+    Status failed;
+    int written = 0;
+    for (; written < 1000; ++written) {
+      auto st = AppendAudit(path_, Rec(2 * written));  // allows: never summarised
+      if (!st.ok()) {
+        failed = st.status();
+        break;
+      }
+    }
+    if (failed.ok() || failed.message().find("No space left") == std::string::npos) ::_exit(11);
+    auto rep = VerifyAuditLog(path_);
+    if (!rep.ok() || !rep->intact || rep->lines != static_cast<std::size_t>(written)) ::_exit(12);
+    ::_exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "failed check " << WEXITSTATUS(status);
 }
 
 TEST_F(AuditTest, ConcurrentWritersNeverInterleave) {
@@ -189,7 +335,7 @@ TEST_F(AuditTest, ConcurrentWritersNeverInterleave) {
   }
   auto rep = VerifyAuditLog(path_);
   ASSERT_TRUE(rep.ok());
-  EXPECT_TRUE(rep->intact) << "line " << rep->bad_line << ": " << rep->reason;
+  EXPECT_TRUE(rep->intact) << Problems(*rep);
   EXPECT_EQ(rep->lines, static_cast<std::size_t>(kProcs * kThreads * kEach));
 }
 

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Every node decision is one hash-chained JSON line (once per step per node,
 # not per task); the log verifies, and edited, removed or reordered copies
-# do not.
+# do not, with every bad line named. The live log's tail (dropped or edited
+# last lines, a deleted log) shows against its head file; a rotated log
+# keeps the chain; a loop of identical denials adds one line and a count.
 source "$(dirname "$0")/guard_lib.sh"
 write_policy
 guard_install
@@ -44,4 +46,50 @@ out=$(tamper removed sed '2d')
 assert_contains "$out" "removed.jsonl:2:" "removed line named"
 out=$(tamper reordered awk 'NR==2{keep=$0; next} NR==3{print; print keep; next} {print}')
 assert_contains "$out" "reordered.jsonl:2:" "reordered line named"
+out=$(tamper two-edits sed '1s/"reason":"/"reason":"x/; 3s/"reason":"/"reason":"y/')
+assert_contains "$out" "two-edits.jsonl:1:" "the first of two edited lines"
+assert_contains "$out" "two-edits.jsonl:3:" "the second of two edited lines"
+
+# The live log, tampered in place (then put back): its head file tells.
+saved=$JOB_DIR/saved-audit
+cp -p "$AUDIT" "$saved"
+live_tamper() {  # live_tamper <what> <needle> <command...>: verify must fail
+  local what=$1 needle=$2 out rc
+  shift 2
+  "$@"
+  set +e
+  out=$("$AUDIT_BIN" verify "$AUDIT" 2>&1)
+  rc=$?
+  set -e
+  cp -p "$saved" "$AUDIT"
+  [ "$rc" -eq 1 ] || fail "$what: verify exited $rc: $out"
+  assert_contains "$out" "$needle" "$what"
+}
+live_tamper "the last line dropped" "lines were removed from the end" sed -i '$d' "$AUDIT"
+live_tamper "the last line edited" "the last line was edited" \
+  sed -i '$s/"decision":"[a-z]*"/"decision":"allow"/; $s/"reason":"/"reason":"x/' "$AUDIT"
+live_tamper "the log deleted" "the log was deleted or emptied" rm -f "$AUDIT"
+"$AUDIT_BIN" verify "$AUDIT" >/dev/null || fail "the restored log does not verify"
+
+# A loop of identical denials: one line, then a count.
+before=$(wc -l <"$AUDIT")
+for i in $(seq 1 20); do
+  as $BOB timeout 60 srun -n1 true >/dev/null 2>&1 && fail "bob's step $i was allowed"
+done
+assert_eq $((before + 1)) "$(wc -l <"$AUDIT")" "audit lines after 20 identical denials"
+run_as $ALICE timeout 60 srun -n1 true
+expect_allowed "a step after the denials"
+summary=$(tail -n2 "$AUDIT" | head -n1)
+assert_contains "$summary" '"context":"repeat"' "the summary of the repeated denials"
+assert_contains "$summary" '"count":19' "the count of the repeated denials"
+assert_node_idle "after the repeated denials"
+
+# Rotation: the new log goes on from the old one's chain.
+mv "$AUDIT" "$AUDIT.1"
+run_as $ALICE timeout 60 srun -n1 true
+expect_allowed "a step after rotation"
+"$AUDIT_BIN" verify "$AUDIT.1" "$AUDIT" || fail "the rotated log and the new one do not verify as one chain"
+cat "$AUDIT" >>"$AUDIT.1"
+mv "$AUDIT.1" "$AUDIT"
+"$AUDIT_BIN" verify "$AUDIT" >/dev/null || fail "the log put back together does not verify"
 pass

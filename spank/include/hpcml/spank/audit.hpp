@@ -2,8 +2,20 @@
 // previous line ("prev") and a sequence number ("seq"), so an edited,
 // removed or reordered line breaks the chain. Appends take an exclusive
 // flock(2) on the file, so lines of concurrent steps never interleave and
-// each sees its predecessor. The last line is only protected by copies kept
-// elsewhere (syslog, or the head hash printed by `hpcml-audit verify`).
+// each sees its predecessor.
+//
+// Beside the log, under the same lock:
+// - "<log>.head" holds the last line's seq and hash. A log that is empty
+//   (rotated away, or deleted) continues the chain from it, and verify
+//   compares the log's end with it: dropped or edited last lines show.
+// - "<log>.repeat" counts denials identical to the last line (same user,
+//   node, role, zone, datasets and reason; job and step aside) within
+//   kAuditRepeatWindow of it: they are written as one "repeat" line with
+//   their count when anything else is logged or the window has passed, so a
+//   loop of denied steps cannot fill the disk.
+// Both are the node's own files: root on the node can rewrite them with the
+// log. Logged strings are bounded (kMaxAuditField bytes, kMaxAuditDatasets
+// paths).
 #pragma once
 
 #include <cstddef>
@@ -15,6 +27,10 @@
 #include "hpcml/common/status.hpp"
 
 namespace hpcml::guard {
+
+inline constexpr std::size_t kMaxAuditField = 512;
+inline constexpr std::size_t kMaxAuditDatasets = 32;
+inline constexpr int kAuditRepeatWindowSeconds = 60;
 
 struct AuditRecord {
   std::string context;  // "node" (slurmstepd) or "submit" (srun/sbatch/salloc)
@@ -41,24 +57,39 @@ std::string FormatAuditLine(const AuditRecord& record, std::uint64_t seq,
                             const std::string& prev_hash);
 
 // Appends one line to `path` (created 0640 if absent; its directory must
-// exist) under an exclusive flock. With `sync`, fdatasync before returning:
-// the line survives a power loss, at the cost of a disk flush per line
-// (milliseconds on the launch path). Returns the line written.
+// exist) under an exclusive flock, or counts a repeated denial (see the top
+// of the file). With `sync`, fdatasync before returning: the line survives a
+// power loss, at the cost of a disk flush per line (milliseconds on the
+// launch path). A write that fails (a full disk) is cut back off, so the
+// earlier lines stay intact. Returns the line written, or a note for a
+// counted repeat.
 Result<std::string> AppendAudit(const std::string& path, const AuditRecord& record,
                                 bool sync = false);
 
-struct VerifyReport {
-  bool intact = false;
-  std::size_t lines = 0;     // lines read
-  std::size_t bad_line = 0;  // 1-based; 0 when intact
-  std::string reason;        // why bad_line is bad
-  std::string head;          // hash of the last line when intact
+struct AuditProblem {
+  std::string file;
+  std::size_t line = 0;  // 1-based in `file`; 0 for the whole file
+  std::string reason;
 };
 
-// Checks the whole chain: every line valid JSON with "seq" and "prev", seq
-// increasing by one from 0, prev equal to the hash of the line before (all
-// zeros for the first). Fails only when the file cannot be read.
+struct VerifyReport {
+  bool intact = false;
+  std::size_t lines = 0;               // lines read, all files
+  std::uint64_t first_seq = 0;         // > 0 when older files were rotated away
+  std::string head;                    // hash of the last line
+  std::vector<AuditProblem> problems;  // every bad line, in order
+};
+
+// Checks a chain held in `paths`, oldest first (a log and its rotated
+// files): every line valid JSON with "seq" and "prev", each line's seq one
+// more than the line before and its prev the hash of that line, across
+// files. The chain starts at seq 0 (prev all zeros), or later when older
+// files are gone. The last file's end is checked against its head file when
+// there is one. A bad line is reported and checking goes on from it. Fails
+// only when a file cannot be read.
+Result<VerifyReport> VerifyAuditFiles(const std::vector<std::string>& paths);
 Result<VerifyReport> VerifyAuditLog(const std::string& path);
+// One chain in memory, which must start at seq 0.
 VerifyReport VerifyAuditText(std::string_view text);
 
 }  // namespace hpcml::guard
