@@ -1,5 +1,7 @@
 #include "hpcml/spank/decision.hpp"
 
+#include <set>
+
 #include <fmt/format.h>
 
 namespace hpcml::guard {
@@ -14,6 +16,16 @@ std::string Join(const std::set<std::string>& s) {
 }
 
 }  // namespace
+
+std::vector<std::string> DatasetZones(const Policy& policy,
+                                      const std::vector<std::string>& datasets) {
+  std::set<std::string> zones;
+  for (const std::string& d : datasets) {
+    if (const DatasetEntry* e = policy.MatchDataset(d)) zones.insert(e->zone);
+    for (const DatasetEntry* below : policy.EntriesBelow(d)) zones.insert(below->zone);
+  }
+  return {zones.begin(), zones.end()};
+}
 
 Decision DenyForError(const Status& error) {
   return Deny("", "", error.message());

@@ -459,7 +459,7 @@ Decision DecideOnNode(spank_t sp, AuditRecord* rec) {
 
 // The advisory check in srun/sbatch/salloc: what can be known before a job
 // exists (no account, partition or GPU count yet; no node zone).
-Decision DecideOnSubmit(AuditRecord* rec) {
+Decision DecideOnSubmit(AuditRecord* rec, std::string* data_zones) {
   GuardState& s = State();
   rec->context = "submit";
   rec->enforce = s.config.enforce_name();
@@ -490,6 +490,12 @@ Decision DecideOnSubmit(AuditRecord* rec) {
   if (!canonical.ok()) return DenyForError(canonical.status());
   req.datasets = std::move(canonical).value();
   rec->datasets = req.datasets;
+  std::vector<std::string> zones = DatasetZones(*policy, req.datasets);
+  if (s.zone && std::find(zones.begin(), zones.end(), *s.zone) == zones.end()) {
+    zones.push_back(*s.zone);
+    std::sort(zones.begin(), zones.end());
+  }
+  *data_zones = fmt::format("{}", fmt::join(zones, ","));
   return Decide(*policy, req);
 }
 
@@ -661,7 +667,14 @@ HPCML_GUARD_EXPORT int slurm_spank_init_post_opt(spank_t sp, int, char**) {
       (void)spank_job_control_setenv(sp, kDatasetEnv, joined.c_str(), 1);
     }
     AuditRecord rec;
-    Decision d = DecideOnSubmit(&rec);
+    std::string data_zones;
+    Decision d = DecideOnSubmit(&rec, &data_zones);
+    // For slurmctld's job_submit/lua (examples/guard/job_submit.lua): the
+    // zones of the job's data route it to their nodes, or refuse it if
+    // they are several. Only a new job takes it (sbatch, salloc, srun
+    // outside an allocation).
+    if (d.allow && !data_zones.empty())
+      (void)spank_job_control_setenv(sp, "HPCML_DATA_ZONES", data_zones.c_str(), 1);
     rec.allow = d.allow;
     rec.role = d.role;
     rec.reason = d.reason;

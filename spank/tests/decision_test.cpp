@@ -278,3 +278,19 @@ TEST_F(DecisionTest, ErrorsDeny) {
 
 }  // namespace
 }  // namespace hpcml::guard
+
+namespace hpcml::guard {
+namespace {
+
+TEST(DatasetZones, EachEntryAndEveryEntryBelowADirectory) {
+  auto p = ParsePolicy(testing::kPolicy, "policy.toml");
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_EQ(DatasetZones(*p, {"/data/ae/x.h5"}), (std::vector<std::string>{"ae"}));
+  EXPECT_EQ(DatasetZones(*p, {"/data/ae/x.h5", "/data/eu/y.h5"}),
+            (std::vector<std::string>{"ae", "eu"}));
+  EXPECT_EQ(DatasetZones(*p, {"/data"}), (std::vector<std::string>{"ae", "eu"}));
+  EXPECT_TRUE(DatasetZones(*p, {"/scratch/unknown"}).empty());
+}
+
+}  // namespace
+}  // namespace hpcml::guard

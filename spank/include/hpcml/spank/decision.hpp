@@ -44,6 +44,11 @@ struct Decision {
 
 Decision Decide(const Policy& policy, const Request& request);
 
+// The zones the datasets (canonical paths) are in, sorted: each one's entry,
+// and for a directory every entry below it. --data-zone is not included.
+std::vector<std::string> DatasetZones(const Policy& policy,
+                                      const std::vector<std::string>& datasets);
+
 // A denial for a failure before the decision (policy unreadable, lookup
 // failed): the reason is the error's message.
 Decision DenyForError(const Status& error);
