@@ -101,6 +101,7 @@ std::optional<JobFacts> ReadCachedJobFacts(const std::string& dir, const JobKey&
     f.partition = j.at("partition").get<std::string>();
     f.cluster = j.at("cluster").get<std::string>();
     f.gpus = j.at("gpus").get<std::uint32_t>();
+    f.node_features = j.at("node_features").get<std::string>();
     if (const auto& a = j.at("associations_enforced"); !a.is_null())
       f.associations_enforced = a.get<bool>();
     if (j.at("job_id").get<std::uint32_t>() != key.job_id ||
@@ -126,10 +127,16 @@ Status WriteCachedJobFacts(const std::string& dir, const JobKey& key, const JobF
     struct stat st {};
     if (::lstat(path.c_str(), &st) == 0 && st.st_mtime < oldest) ::unlink(path.c_str());
   });
-  nlohmann::json j = {
-      {"job_id", key.job_id},     {"key_cluster", key.cluster}, {"attempt", attempt},
-      {"uid", facts.uid},         {"account", facts.account},   {"partition", facts.partition},
-      {"cluster", facts.cluster}, {"gpus", facts.gpus},         {"associations_enforced", nullptr}};
+  nlohmann::json j = {{"job_id", key.job_id},
+                      {"key_cluster", key.cluster},
+                      {"attempt", attempt},
+                      {"uid", facts.uid},
+                      {"account", facts.account},
+                      {"partition", facts.partition},
+                      {"cluster", facts.cluster},
+                      {"gpus", facts.gpus},
+                      {"associations_enforced", nullptr},
+                      {"node_features", facts.node_features}};
   if (facts.associations_enforced) j["associations_enforced"] = *facts.associations_enforced;
   return WriteFileAtomic(EntryPath(dir, key),
                          j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), 0600);

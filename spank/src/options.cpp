@@ -98,7 +98,6 @@ Result<PluginConfig> ParsePluginArgs(const std::vector<std::string_view>& args) 
     }
   }
   if (!have_policy) return InvalidArgument("missing plugin argument policy=/path/to/policy.toml");
-  if (!have_zone) return InvalidArgument("missing plugin argument zone=<this node's zone>");
   return config;
 }
 

@@ -246,6 +246,21 @@ Result<bool> AssociationsEnforced() {
 // Account, partition and GPU count from slurmctld's job record (libslurm, one
 // RPC), and with `need_enforcement` whether slurmctld enforces associations
 // (one more): never from the job's environment, which the user controls.
+// This node's features in slurmctld's node record (one RPC).
+Result<std::string> NodeFeatures(const std::string& node) {
+  node_info_msg_t* msg = nullptr;
+  if (slurm_load_node_single(&msg, const_cast<char*>(node.c_str()), SHOW_ALL) != SLURM_SUCCESS ||
+      !msg)
+    return Unavailable("cannot load node {} from slurmctld: {}", node,
+                       slurm_strerror(slurm_get_errno()));
+  std::unique_ptr<node_info_msg_t, void (*)(node_info_msg_t*)> owner(msg, slurm_free_node_info_msg);
+  for (std::uint32_t i = 0; i < msg->record_count; ++i) {
+    const node_info_t& n = msg->node_array[i];
+    if (n.name && node == n.name) return std::string(n.features ? n.features : "");
+  }
+  return NotFound("node {} not found in slurmctld's answer", node);
+}
+
 Result<JobFacts> LoadJobFacts(std::uint32_t job_id, uid_t uid, bool need_enforcement) {
   job_info_msg_t* msg = nullptr;
   if (slurm_load_job(&msg, job_id, SHOW_ALL) != SLURM_SUCCESS || !msg)
@@ -272,6 +287,7 @@ Result<JobFacts> LoadJobFacts(std::uint32_t job_id, uid_t uid, bool need_enforce
     if (need_enforcement) {
       HPCML_ASSIGN_OR_RETURN(f.associations_enforced, AssociationsEnforced());
     }
+    HPCML_ASSIGN_OR_RETURN(f.node_features, NodeFeatures(ShortHostname()));
     return f;
   }
   return NotFound("job {} not found in slurmctld's answer", job_id);
@@ -365,6 +381,50 @@ Status EnterDatasetView(const std::vector<std::string>& allowed,
   return Status::Ok();
 }
 
+// The zone "zone-<name>" among comma-separated Slurm features, if one.
+Result<std::optional<std::string>> ZoneFeature(std::string_view features) {
+  std::optional<std::string> zone;
+  std::size_t start = 0;
+  while (start < features.size()) {
+    std::size_t comma = features.find(',', start);
+    if (comma == std::string_view::npos) comma = features.size();
+    std::string_view f = features.substr(start, comma - start);
+    if (f.starts_with("zone-")) {
+      if (zone && *zone != f.substr(5))
+        return PermissionDenied("this node has two zone features: zone-{} and {}", *zone, f);
+      zone = std::string(f.substr(5));
+    }
+    start = comma + 1;
+  }
+  return zone;
+}
+
+// This node's zone. Each source that is there must agree: the plugin's
+// zone= argument, the policy's [zones.<name>] nodes, the node's Slurm
+// feature zone-<name>; at least one must be there.
+Result<std::string> NodeZone(const Policy& policy, const std::string& arg, const std::string& node,
+                             std::string_view features) {
+  std::vector<std::pair<std::string, std::string>> said;  // (source, zone)
+  if (!arg.empty()) said.emplace_back("plugin argument zone=", arg);
+  std::vector<std::string> in_policy = policy.ZonesOfNode(node);
+  if (in_policy.size() > 1)
+    return PermissionDenied("{} names node {} in zones {} and {}", policy.source(), node,
+                            in_policy[0], in_policy[1]);
+  if (in_policy.size() == 1) said.emplace_back(policy.source() + " [zones] nodes", in_policy[0]);
+  HPCML_ASSIGN_OR_RETURN(auto feature, ZoneFeature(features));
+  if (feature) said.emplace_back("its Slurm feature", *feature);
+  if (said.empty())
+    return PermissionDenied(
+        "node {} has no zone: give it the Slurm feature zone-<name>, list it under "
+        "[zones.<name>] nodes in {}, or set zone= in plugstack.conf",
+        node, policy.source());
+  for (const auto& [source, zone] : said)
+    if (zone != said[0].second)
+      return PermissionDenied("node {}: the zones disagree: {} says '{}', {} says '{}'", node,
+                              said[0].first, said[0].second, source, zone);
+  return said[0].second;
+}
+
 // The authoritative decision in slurmstepd. Everything trusted comes from
 // Slurm (spank items, slurmctld) or the admin (plugin arguments, policy).
 Decision DecideOnNode(spank_t sp, AuditRecord* rec) {
@@ -435,7 +495,10 @@ Decision DecideOnNode(spank_t sp, AuditRecord* rec) {
   req.partition = facts->partition;
   req.gpus = facts->gpus;
   req.associations_enforced = facts->associations_enforced.value_or(true);
-  req.node_zone = s.config.zone;
+  auto zone = NodeZone(policy, s.config.zone, rec->node, facts->node_features);
+  if (!zone.ok()) return DenyForError(zone.status());
+  rec->zone = *zone;
+  req.node_zone = *zone;
   req.role = s.role;
   req.zone = s.zone;
   auto canonical = CanonicalDatasets(s.datasets, *resolved, *user);

@@ -122,6 +122,74 @@ Status NormalisePolicyPath(std::string_view raw, std::string* path, bool* prefix
   return Status::Ok();
 }
 
+// A Slurm-style host pattern: a name, or one bracket of numbers and ranges
+// ("node[1-4,7]", "gpu[01-16]x"); ranges keep the width of their first bound.
+struct Hostlist {
+  std::string prefix, suffix;
+  std::vector<std::pair<std::string, std::string>> ranges;  // [from, to], digits
+};
+
+Result<Hostlist> ParseHostlist(std::string_view pattern) {
+  Hostlist h;
+  std::size_t open = pattern.find('['), close = pattern.find(']');
+  if (open == std::string_view::npos && close == std::string_view::npos) {
+    h.prefix = pattern;
+  } else {
+    if (open == std::string_view::npos || close == std::string_view::npos || close < open ||
+        pattern.find('[', open + 1) != std::string_view::npos ||
+        pattern.find(']', close + 1) != std::string_view::npos)
+      return InvalidArgument("'{}': one [ranges] group at most", pattern);
+    h.prefix = pattern.substr(0, open);
+    h.suffix = pattern.substr(close + 1);
+    std::string_view body = pattern.substr(open + 1, close - open - 1);
+    std::size_t start = 0;
+    while (start <= body.size()) {
+      std::size_t comma = body.find(',', start);
+      if (comma == std::string_view::npos) comma = body.size();
+      std::string_view item = body.substr(start, comma - start);
+      std::size_t dash = item.find('-');
+      std::string from(item.substr(0, dash)), to(dash == item.npos ? from : item.substr(dash + 1));
+      auto digits = [](const std::string& d) {
+        return !d.empty() && d.size() < 10 &&
+               std::all_of(d.begin(), d.end(), [](char c) { return c >= '0' && c <= '9'; });
+      };
+      if (!digits(from) || !digits(to) || std::stoul(from) > std::stoul(to))
+        return InvalidArgument("'{}': bad range '{}'", pattern, item);
+      h.ranges.emplace_back(std::move(from), std::move(to));
+      start = comma + 1;
+    }
+  }
+  std::string all = h.prefix + h.suffix;
+  Status name = ValidateName("node name", all.empty() ? "x" : all);
+  if (!name.ok()) return InvalidArgument("'{}': {}", pattern, name.message());
+  return h;
+}
+
+Status CheckHostlist(std::string_view pattern) {
+  return ParseHostlist(pattern).status();
+}
+
+bool HostlistMatches(std::string_view pattern, std::string_view node) {
+  auto h = ParseHostlist(pattern);
+  if (!h.ok()) return false;
+  if (h->ranges.empty()) return node == h->prefix;
+  if (node.size() <= h->prefix.size() + h->suffix.size() || !node.starts_with(h->prefix) ||
+      !node.ends_with(h->suffix))
+    return false;
+  std::string_view num =
+      node.substr(h->prefix.size(), node.size() - h->prefix.size() - h->suffix.size());
+  if (num.size() >= 10 ||
+      !std::all_of(num.begin(), num.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return false;
+  unsigned long v = std::stoul(std::string(num));
+  for (const auto& [from, to] : h->ranges) {
+    // Padded ranges ("01-16") match only names of that width.
+    if (from.size() > 1 && from[0] == '0' && num.size() != from.size()) continue;
+    if (v >= std::stoul(from) && v <= std::stoul(to)) return true;
+  }
+  return false;
+}
+
 std::string_view Parent(std::string_view p) {
   std::size_t slash = p.rfind('/');
   if (slash == 0 || slash == std::string_view::npos) return "/";
@@ -222,6 +290,17 @@ bool Policy::IsBound(const std::string& role, const std::string& user,
   return account_bound_roles_.count(role) > 0;
 }
 
+std::vector<std::string> Policy::ZonesOfNode(std::string_view node) const {
+  std::vector<std::string> out;
+  for (const auto& [zone, patterns] : zone_nodes_)
+    for (const std::string& pattern : patterns)
+      if (HostlistMatches(pattern, node)) {
+        out.push_back(zone);
+        break;
+      }
+  return out;
+}
+
 Result<Policy> ParsePolicy(std::string_view text, std::string_view source) {
   Reporter r(source);
   toml::table root;
@@ -247,10 +326,19 @@ Result<Policy> ParsePolicy(std::string_view text, std::string_view source) {
       const auto* zt = value.as_table();
       if (!zt) return r.Error(line, "[zones.{}] must be a table", key.str());
       std::string where = fmt::format("[zones.{}]", key.str());
-      HPCML_RETURN_IF_ERROR(CheckKeys(r, *zt, where, {"description"}));
+      HPCML_RETURN_IF_ERROR(CheckKeys(r, *zt, where, {"description", "nodes"}));
       HPCML_ASSIGN_OR_RETURN(std::string desc,
                              GetString(r, *zt, line, where, "description", false));
       p.zones_.emplace(std::string(key.str()), std::move(desc));
+      if (const toml::node* nn = zt->get("nodes")) {
+        HPCML_ASSIGN_OR_RETURN(std::vector<std::string> nodes,
+                               GetStringArray(r, *nn, where, "nodes", false));
+        for (const std::string& n : nodes) {
+          Status hl = CheckHostlist(n);
+          if (!hl.ok()) return r.Error(LineOf(*nn), "{} key 'nodes': {}", where, hl.message());
+        }
+        p.zone_nodes_.emplace(std::string(key.str()), std::move(nodes));
+      }
     }
   }
   if (p.zones_.empty()) return r.Error(1, "no zones: declare at least one [zones.<name>]");

@@ -35,7 +35,9 @@ class JobCacheTest : public ::testing::Test {
     if (Status st = BeginJobAttempt(dir_, key); !st.ok()) return st;
     return WriteCachedJobFacts(dir_, key, facts);
   }
-  static JobFacts Facts() { return JobFacts{1001, "hpcml-ml", "batch", "c1", 2, true}; }
+  static JobFacts Facts() {
+    return JobFacts{1001, "hpcml-ml", "batch", "c1", 2, true, "zone-ae,big"};
+  }
 
   fs::path root_;
   std::string dir_;

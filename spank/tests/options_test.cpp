@@ -40,6 +40,9 @@ TEST(PluginArgs, JobCacheIsADirectoryOrOff) {
 }
 
 TEST(PluginArgs, EnforceIsMountOrAdvisory) {
+  // zone= is optional: the node's zone can come from the policy or from its
+  // Slurm feature (plugin.cpp, NodeZone).
+  EXPECT_TRUE(ParsePluginArgs(V({"policy=/p.toml"}))->zone.empty());
   // The view is the default; the advisory mode must be named.
   EXPECT_TRUE(ParsePluginArgs(V({"policy=/p.toml", "zone=ae"}))->enforce_mount);
   EXPECT_TRUE(ParsePluginArgs(V({"policy=/p.toml", "zone=ae", "enforce=mount"}))->enforce_mount);
@@ -64,7 +67,6 @@ TEST(PluginArgs, RejectsBadArguments) {
       {V({"policy=/p", "zone="}), "empty value"},
       {V({"policy=/p", "zone=a e"}), "character other than"},
       {V({"zone=ae"}), "missing plugin argument policy="},
-      {V({"policy=/p"}), "missing plugin argument zone="},
   };
   for (const Case& c : cases) {
     auto r = ParsePluginArgs(c.args);

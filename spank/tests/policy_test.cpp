@@ -147,6 +147,9 @@ TEST(Policy, ErrorsNameFileLineAndKey) {
       {"[zones.ae]\n[view]\nroots = [\"/data/ae\", \"/\"]\n",
        "policy.toml:3: [view] key 'roots': '/': the file system root cannot be a dataset"},
       {"[zones.ae]\n[view]\nroots = [\"/data/ae-*\"]\n", "a root is a directory, not a prefix"},
+      {"[zones.ae]\nnodes = [\"node[1-\"]\n", "[zones.ae] key 'nodes': 'node[1-': one [ranges]"},
+      {"[zones.ae]\nnodes = [\"node[3-1]\"]\n", "bad range '3-1'"},
+      {"[zones.ae]\nnodes = [\"no de\"]\n", "a character other than"},
       {"[zones.ae]\n[view]\nroot = [\"/data\"]\n", "root"},
       {"[zones.ae]\n[[datasets]]\npath = \"/*\"\nzone = \"ae\"\nclassification = \"c\"\n",
        "'/*': the file system root cannot be a dataset"},
@@ -228,6 +231,26 @@ TEST_F(PolicyFileTest, MissingFileIsAnError) {
   auto p = LoadPolicyFile((dir_ / "absent.toml").string());
   ASSERT_FALSE(p.ok());
   EXPECT_NE(p.status().message().find("absent.toml"), std::string::npos);
+}
+
+TEST(PolicyZones, NodesByNameAndHostlist) {
+  auto p = ParsePolicy(R"([zones.ae]
+nodes = ["node[1-2,5]", "login"]
+[zones.eu]
+nodes = ["gpu[01-16]x"]
+)",
+                       "policy.toml");
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_TRUE(p->names_nodes());
+  EXPECT_EQ(p->ZonesOfNode("node1"), (std::vector<std::string>{"ae"}));
+  EXPECT_EQ(p->ZonesOfNode("node5"), (std::vector<std::string>{"ae"}));
+  EXPECT_EQ(p->ZonesOfNode("login"), (std::vector<std::string>{"ae"}));
+  EXPECT_TRUE(p->ZonesOfNode("node3").empty());
+  EXPECT_TRUE(p->ZonesOfNode("node12").empty());
+  EXPECT_EQ(p->ZonesOfNode("gpu07x"), (std::vector<std::string>{"eu"}));
+  EXPECT_TRUE(p->ZonesOfNode("gpu7x").empty()) << "a padded range matches padded names only";
+  EXPECT_TRUE(p->ZonesOfNode("gpu17x").empty());
+  EXPECT_TRUE(p->ZonesOfNode("node").empty());
 }
 
 }  // namespace

@@ -5,8 +5,10 @@ source "$(dirname "$0")/guard_lib.sh"
 write_policy
 conf=$(bypass_conf)
 
-for args in "policy=$POLICY zone=ae colour=red" "policy=$POLICY" "policy=relative.toml zone=ae" \
-  "policy=$POLICY zone=ae zone=eu"; do
+# (zone= may be left out: the node's zone then comes from the policy or its
+# Slurm feature, guard_zones.)
+for args in "policy=$POLICY zone=ae colour=red" "zone=ae" "policy=relative.toml zone=ae" \
+  "policy=$POLICY zone=ae zone=eu" "policy=$POLICY zone=ae enforce=none"; do
   guard_install "$args"
   run_as $ALICE timeout 60 srun -n1 true
   [ "$RC" -ne 0 ] || fail "srun ran with plugin arguments '$args'"

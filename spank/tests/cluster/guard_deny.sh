@@ -25,7 +25,10 @@ run_as $ALICE timeout 60 srun -n1 --gres=gpu:h100:2 true
 expect_denied "2 GPUs with the default role (max 0)" "the job has 2 GPUs; role 'reader' allows at most 0"
 run_as $ALICE timeout 60 srun -n1 -p urgent --ml-role=ml-engineer true
 expect_denied "partition not allowed for the role" "partition 'urgent' is not allowed"
-run_as $ALICE timeout 60 srun -n1 --ml-role=ml-engineer --data-zone=eu true
+# (job_submit/lua would add zone-eu to the job's zone-ae constraint, which no
+# node has: the node's own decision is tried without the submit side.)
+run_as $ALICE env SLURM_CONF="$(bypass_conf)" _SLURM_SPANK_OPTION_hpcml_guard_ml_role=ml-engineer \
+  _SLURM_SPANK_OPTION_hpcml_guard_data_zone=eu timeout 60 srun -n1 true
 expect_denied "requested zone is not the node's" "requested zone 'eu' is not this node's zone 'ae'"
 
 # A role bound to a group the user is not in.

@@ -44,13 +44,16 @@ make_data() {
 }
 make_data
 
-# write_policy: a root-owned 0644 policy over $DATA.
+# write_policy [ae_nodes] [eu_nodes]: a root-owned 0644 policy over $DATA;
+# the zones name their nodes when given (TOML arrays' insides: '"node[1-2]"').
 write_policy() {
   cat >"$POLICY.tmp" <<EOP
 [zones.ae]
 description = "UAE"
+${1:+nodes = [$1]}
 [zones.eu]
 description = "EU"
+${2:+nodes = [$2]}
 
 [[datasets]]
 path = "$DATA/ae/public"

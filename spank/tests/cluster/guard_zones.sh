@@ -5,10 +5,19 @@
 # ae node, ae data the other way round, a step spanning both zones with ae
 # data is denied on the eu node, and each node's audit line names it and its
 # zone. Nodes stay up after every denial.
+# Then one plugstack.conf line for every host, with no zone=: each node's
+# zone comes from the policy's [zones] nodes and from its Slurm feature
+# zone-<name>; where the two disagree the node denies.
+# With job_submit/lua (examples/guard/job_submit.lua) such jobs are refused
+# at submission; the nodes' own decisions are tried here as a user who skips
+# the guard's submit side would (a slurm.conf without plugstack.conf, the
+# options forged in the environment): the lua has nothing to route by.
 source "$(dirname "$0")/guard_lib.sh"
 write_policy
 guard_install
 eu="SLURM_CONSTRAINT=zone-eu"
+opt=_SLURM_SPANK_OPTION_hpcml_guard
+bypass="SLURM_CONF=$(bypass_conf) ${opt}_ml_role=ml-engineer"
 
 run_as $ALICE env $eu timeout 60 srun -n1 --ml-role=ml-engineer --dataset="$DATA/eu/b.h5" \
   sh -c 'echo "$(hostname) $HPCML_ZONE $HPCML_DATASETS"'
@@ -16,19 +25,22 @@ expect_allowed "eu data on the eu node"
 assert_contains "$OUT" "node3 eu $DATA/eu/b.h5" "the eu node's zone and dataset"
 
 run_as $ALICE env $eu timeout 60 srun -n1 --ml-role=ml-engineer --dataset="$DATA/ae/public/a.h5" true
+[ "$RC" -ne 0 ] || fail "ae data with --constraint=zone-eu was accepted: $OUT"
+assert_contains "$OUT" "Requested node configuration is not available" "refused at submission"
+run_as $ALICE env $eu $bypass ${opt}_dataset="$DATA/ae/public/a.h5" timeout 60 srun -n1 true
 expect_denied "ae data on the eu node" "dataset '$DATA/ae/public/a.h5' is in zone 'ae'"
 assert_contains "$OUT" "not in zone 'eu'" "the eu node's zone in the reason"
 
-run_as $ALICE timeout 60 srun -n1 --ml-role=ml-engineer --dataset="$DATA/eu/b.h5" true
+run_as $ALICE env $bypass ${opt}_dataset="$DATA/eu/b.h5" timeout 60 srun -n1 true
 expect_denied "eu data on an ae node" "dataset '$DATA/eu/b.h5' is in zone 'eu'"
 
-run_as $ALICE env $eu timeout 60 srun -n1 --data-zone=ae --ml-role=ml-engineer true
+run_as $ALICE env $eu $bypass ${opt}_data_zone=ae timeout 60 srun -n1 true
 expect_denied "--data-zone=ae on the eu node" "requested zone 'ae' is not this node's zone 'eu'"
 
 # One step on an ae node and the eu node with ae data: the eu node denies
 # its task, so the step fails although the ae node allowed its own.
-run_as $ALICE env -u SLURM_CONSTRAINT timeout 60 srun -N2 -w node1,node3 --ml-role=ml-engineer \
-  --dataset="$DATA/ae/public/a.h5" hostname
+run_as $ALICE env -u SLURM_CONSTRAINT $bypass ${opt}_dataset="$DATA/ae/public/a.h5" \
+  timeout 60 srun -N2 -w node1,node3 hostname
 expect_denied "a step spanning ae and eu with ae data" "not in zone 'eu'"
 
 # Audit: each node's decision names it and its zone.
@@ -37,4 +49,19 @@ lines=$(grep '"context":"node"' "$AUDIT" | tail -n 6)
 assert_contains "$lines" '"node":"node3","job_id"' "an audit line from the eu node"
 grep '"node":"node3"' <<<"$lines" | grep -q '"zone":"eu"' || fail "node3's audit lines do not say zone eu: $lines"
 grep '"node":"node1"' <<<"$lines" | grep -q '"zone":"ae"' || fail "node1's audit lines do not say zone ae: $lines"
+
+# One line for all hosts, as a shared plugstack.conf would have it.
+set_plugstack "required $GUARD_SO policy=$POLICY audit=$AUDIT cluster=hpcml job_cache=$GUARD_CACHE"
+for shape in features-only nodes-and-features; do
+  if [ $shape = features-only ]; then write_policy; else write_policy '"node[1-2]"' '"node3"'; fi
+  run_as $ALICE env $eu timeout 60 srun -n1 --ml-role=ml-engineer --dataset="$DATA/eu/b.h5" \
+    sh -c 'echo "$(hostname) $HPCML_ZONE"'
+  expect_allowed "$shape: eu data on the eu node"
+  assert_contains "$OUT" "node3 eu" "$shape: the eu node's zone"
+  run_as $ALICE env $bypass ${opt}_dataset="$DATA/eu/b.h5" timeout 60 srun -n1 true
+  expect_denied "$shape: eu data on an ae node" "dataset '$DATA/eu/b.h5' is in zone 'eu'"
+done
+write_policy '"node[1-3]"' ''  # node3 in ae by the policy, zone-eu by its feature
+run_as $ALICE env $eu timeout 60 srun -n1 --ml-role=ml-engineer true
+expect_denied "the policy and the node's feature disagree" "node node3: the zones disagree"
 pass

@@ -40,6 +40,8 @@ struct JobFacts {
   // associations): only then is a job's account one its user may charge.
   // nullopt: not asked (the policy binds no account).
   std::optional<bool> associations_enforced;
+  // This node's Slurm features (slurmctld's node record), comma-separated.
+  std::string node_features;
 
   friend bool operator==(const JobFacts&, const JobFacts&) = default;
 };

@@ -35,7 +35,7 @@ inline constexpr std::size_t kMaxDatasetsBytes = 64 * 1024;
 struct PluginConfig {
   static constexpr const char* kDefaultAuditPath = "/var/log/hpcml/audit.jsonl";
   std::string policy_path;
-  std::string zone;
+  std::string zone;  // "" when not given: from the policy or the node's feature
   std::string audit_path = kDefaultAuditPath;
   static constexpr const char* kDefaultJobCache = "/run/hpcml-guard";
   std::string cluster;

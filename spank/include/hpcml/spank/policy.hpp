@@ -55,6 +55,10 @@ class Policy {
   // Where it came from (a path), used in messages.
   const std::string& source() const { return source_; }
   const std::map<std::string, std::string>& zones() const { return zones_; }  // name -> description
+  // The zones whose `nodes` ([zones.<name>] nodes = ["node[1-4]", ...])
+  // name this node; empty when no zone names it.
+  std::vector<std::string> ZonesOfNode(std::string_view node) const;
+  bool names_nodes() const { return !zone_nodes_.empty(); }
   const std::vector<DatasetEntry>& datasets() const { return datasets_; }
   const std::map<std::string, Role>& roles() const { return roles_; }
   const std::vector<Binding>& bindings() const { return bindings_; }
@@ -95,6 +99,7 @@ class Policy {
 
   std::string source_;
   std::map<std::string, std::string> zones_;
+  std::map<std::string, std::vector<std::string>> zone_nodes_;  // zone -> host patterns
   std::vector<DatasetEntry> datasets_;
   std::map<std::string, Role> roles_;
   std::vector<Binding> bindings_;
