@@ -1,9 +1,16 @@
 #!/usr/bin/env bash
-# The main job, end to end on one machine: install dependencies, build, bring
-# up the local Slurm cluster, submit a training job (examples/trainer/
-# train-preemptible.sbatch: hpcml-train on 4 ranks through srun --mpi=pmix,
-# 2 typed GPUs allocated, checkpoints), wait for it, and show its log, its
-# accounting record and what it cost (hpcml-cost over sacct).
+# The main job, the whole story on one machine:
+#  1. install dependencies, build, bring up the local multi-zone Slurm cluster
+#     (node1, node2 in zone ae; node3 in zone eu; slurmdbd; job_submit/lua);
+#  2. install the guard: one policy, one plugstack.conf line for every host;
+#  3. a data admin ingests a feature set in zone ae (hpcml-fcache);
+#  4. an ordinary user submits a guarded training job that reads it across
+#     the two ae nodes with checkpoints (examples/guard/train-guarded.sbatch);
+#  5. a job in the higher-priority partition preempts it; it resumes from its
+#     checkpoint and finishes;
+#  6. sacct, the cost report, the feature set's lineage;
+#  7. the same user tries to read zone eu's data from an ae node: denied,
+#     and audited; hpcml-audit verify checks the audit chain.
 # The cluster is left running; stop it with: tests/cluster/hpcml-cluster down
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -12,24 +19,116 @@ cd "$top"
 bin=$top/build/default
 tests/cluster/hpcml-cluster up
 eval "$(tests/cluster/hpcml-cluster env)"
-# wait_job, and the environment jobs on this oversubscribed cluster need
-# (Open MPI ranks that yield when idle).
+# wait_job, set_plugstack, and the environment jobs on this oversubscribed
+# cluster need (Open MPI ranks that yield when idle).
 source tests/cluster/lib.sh
+source mpi_trainer/checkpoint/tests/cluster/interrupt_lib.sh  # wait_steps, wait_requeued
+fail() { echo "demo: $*" >&2; exit 1; }
+say() { printf '\n===== %s =====\n' "$*"; }
+user=hpcml-alice
+as_user() { (cd /tmp && runuser -u "$user" -- "$@"); }
+
+say "2. the guard: one policy and one plugstack.conf line for every host"
+guard=$HPCML_CLUSTER_DIR/demo-guard data=$HPCML_CLUSTER_DIR/demo-data
+install -d -m 0755 "$guard" "$guard/log" "$data" "$data/ae" "$data/eu"
+cat >"$guard/policy.toml" <<EOP
+# Zones: each node's zone is its Slurm feature (zone-ae, zone-eu).
+[zones.ae]
+description = "UAE customer data stays on UAE nodes"
+[zones.eu]
+description = "EU data stays on EU nodes"
+[view]
+roots = ["$data/ae", "$data/eu"]
+[[datasets]]
+path = "$data/ae"
+zone = "ae"
+classification = "internal"
+[[datasets]]
+path = "$data/eu"
+zone = "eu"
+classification = "internal"
+[[roles]]
+name = "ml-engineer"
+zones = ["ae"]
+classifications = ["internal"]
+max_gpus = 8
+partitions = ["batch", "urgent"]
+[[bindings]]
+user = "$user"
+roles = ["ml-engineer"]
+[defaults]
+role = "ml-engineer"
+EOP
+chmod 0644 "$guard/policy.toml"
+cat "$guard/policy.toml"
+audit=$guard/log/audit.jsonl
+set_plugstack "required $bin/spank/hpcml_guard.so policy=$guard/policy.toml audit=$audit cluster=hpcml job_cache=$guard/cache"
+cat "$HPCML_CLUSTER_DIR/etc/host/plugstack.conf"
+tests/cluster/hpcml-cluster restart-slurmd  # slurmd loads the guard's prolog
+
+say "3. a data admin ingests a feature set in zone ae"
+fc=$bin/featurecache/hpcml-fcache
+python3 examples/featurecache/make_sample_data.py --rows 20000 --entities 2000 --requests 8000 \
+  --out "$guard/raw" >/dev/null
+rm -f "$data/ae/churn.h5"
+"$fc" ingest "$data/ae/churn.h5" --csv "$guard/raw/features.csv" --entity customer \
+  --timestamp event_time --zone ae --classification internal
+"$fc" asof "$data/ae/churn.h5" --requests "$guard/raw/requests.csv" --entity customer \
+  --time as_of --label churned_next_month
+chmod 0644 "$data/ae/churn.h5"
+echo "EU-ONLY" >"$data/eu/sales.csv"
+chmod 0644 "$data/eu/sales.csv"
+
+say "4. $user submits a guarded training job on it"
 run=$HPCML_CLUSTER_DIR/jobs/demo
-mkdir -p "$run"
-job=$(sbatch --parsable --gres=gpu:h100:2 --time=00:10:00 --output="$run/%j.out" \
-  --export=ALL,HPCML_TRAIN="$bin/mpi_trainer/hpcml-train",TRAIN_DIR="$run",TRAIN_STEPS=300,GPU_TYPE=h100 \
-  examples/trainer/train-preemptible.sbatch)
-echo "demo: submitted training job $job; waiting for it"
+rm -rf "$run"
+install -d -m 1777 "$run"
+job=$(as_user sbatch --parsable --dataset="$data/ae/churn.h5" --ml-role=ml-engineer \
+  --gres=gpu:h100:2 --time=00:10:00 --output="$run/job-%j.out" \
+  --export=ALL,HPCML_TRAIN="$bin/mpi_trainer/hpcml-train",TRAIN_DIR="$run",GPU_TYPE=h100 \
+  "$top/examples/guard/train-guarded.sbatch")
+echo "demo: job $job (no --constraint: job_submit/lua routes it to zone ae's nodes)"
+wait_steps "$job" "$run/metrics-0.jsonl" 4000 0.5  # past the first checkpoints
+
+say "5. a job in the urgent partition preempts it"
+urgent=$(as_user sbatch --parsable -p urgent -N2 --exclusive -C zone-ae --output=/dev/null --wrap "sleep 2")
+wait_requeued "$job"
+wait_job "$urgent" >/dev/null
+scontrol update JobId="$job" StartTime=now  # requeued jobs wait ~2 min otherwise
 state=$(wait_job "$job" 600)
-echo "demo: job $job finished: $state"
-echo "----- job output ($run/$job.out) -----"
-cat "$run/$job.out"
-echo "----- sacct -j $job -----"
-sacct -j "$job" -o JobID,JobName,User,Account,Partition,AllocTRES%60,Elapsed,State,ExitCode
-echo "----- hpcml-cost -j $job (examples/accounting/prices.toml) -----"
+cat "$run/job-$job.out"
+[ "$state" = COMPLETED ] || fail "job $job ended $state"
+grep -q "resumed from checkpoint step" "$run/job-$job.out" || fail "job $job did not resume"
+
+say "6. accounting, cost, lineage"
+sacct -D -j "$job" -o JobID,JobName,User,Account,Partition,NodeList,AllocTRES%50,Elapsed,State
 "$bin/accounting/hpcml-cost" --prices examples/accounting/prices.toml -j "$job" --by job \
   --usage-dir "$run/ckpt"
-[ "$state" = COMPLETED ] || { echo "demo: job $job did not complete" >&2; exit 1; }
-echo "demo: ok. Model: $run/model.h5, metrics: $run/metrics-0.jsonl."
+"$fc" lineage "$data/ae/churn.h5"
+
+say "7. $user tries to read zone eu's data from an ae node"
+eu_file=$data/eu/sales.csv
+echo "--- sbatch --constraint=zone-ae --dataset=$eu_file: refused at submission"
+if out=$(as_user sbatch -C zone-ae --dataset="$eu_file" --output=/dev/null --wrap "cat $eu_file" 2>&1); then
+  fail "a job with eu data was accepted for the ae nodes: $out"
+fi
+echo "$out"
+echo "--- the same step through a slurm.conf of the user's own (no guard on the submit host): the node denies it"
+own=$guard/users-own-conf
+install -d -m 0755 "$own"
+echo "# no plugins" >"$own/plugstack.conf"
+sed "s|^PlugStackConfig=.*|PlugStackConfig=$own/plugstack.conf|" "$SLURM_CONF" >"$own/slurm.conf"
+chmod 0644 "$own/slurm.conf" "$own/plugstack.conf"
+out=$(as_user env SLURM_CONF="$own/slurm.conf" _SLURM_SPANK_OPTION_hpcml_guard_dataset="$eu_file" \
+  srun -w node1 cat "$eu_file" 2>&1 || true)
+echo "$out"
+echo "--- a plain read on an ae node, no --dataset: not in the step's view"
+out2=$(as_user srun -C zone-ae cat "$eu_file" 2>&1 || true)
+echo "$out2"
+[[ $out$out2 != *EU-ONLY* ]] || fail "zone eu's data reached an ae node"
+echo "--- the denial in the audit log:"
+grep '"decision":"deny"' "$audit" | grep -F "$eu_file" | tail -n1 || fail "the denial is not in the audit log"
+"$bin/spank/hpcml-audit" verify "$audit"
+echo
+echo "demo: ok. Model: $run/model.h5. Audit log: $audit."
 echo "demo: the cluster is still up: eval \"\$(tests/cluster/hpcml-cluster env)\"; stop it with tests/cluster/hpcml-cluster down"
