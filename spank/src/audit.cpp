@@ -11,7 +11,9 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <map>
 #include <optional>
+#include <set>
 
 #include <fmt/format.h>
 #include <nettle/sha2.h>
@@ -300,7 +302,10 @@ namespace {
 // Walks a chain line by line, across files.
 class ChainChecker {
  public:
-  explicit ChainChecker(bool strict_start) : strict_start_(strict_start) {}
+  explicit ChainChecker(bool strict_start, const std::vector<WitnessEntry>& witnessed = {})
+      : strict_start_(strict_start) {
+    for (const WitnessEntry& w : witnessed) witnessed_.emplace(w.seq, &w);
+  }
 
   void File(const std::string& name, std::string_view text) {
     std::size_t pos = 0, line_no = 0;
@@ -342,6 +347,13 @@ class ChainChecker {
   }
 
   VerifyReport Done() {
+    for (const auto& [seq, w] : witnessed_) {
+      if (seen_.count(seq) || !started_ || seq < rep_.first_seq) continue;
+      Bad(last_file_, 0,
+          fmt::format("the head seq {} recorded by the witness at {} is not in the log: it was "
+                      "cut or rewritten after that",
+                      seq, w->time));
+    }
     rep_.intact = rep_.problems.empty();
     rep_.head = started_ ? prev_hash_ : "";
     return rep_;
@@ -379,6 +391,14 @@ class ChainChecker {
                         line_no));
       }
       expected_seq_ = seq + 1;
+      if (auto w = witnessed_.find(seq); w != witnessed_.end()) {
+        seen_.insert(seq);
+        if (w->second->hash != hash)
+          Bad(file, line_no,
+              fmt::format("differs from the line the witness recorded at {}: the log was "
+                          "rewritten",
+                          w->second->time));
+      }
     }
     // Checking goes on from this line, whatever it was.
     started_ = true;
@@ -394,6 +414,8 @@ class ChainChecker {
   std::uint64_t expected_seq_ = 0;
   std::string last_file_;
   std::size_t last_line_ = 0;
+  std::multimap<std::uint64_t, const WitnessEntry*> witnessed_;
+  std::set<std::uint64_t> seen_;
   VerifyReport rep_;
 };
 
@@ -424,9 +446,10 @@ VerifyReport VerifyAuditText(std::string_view text) {
   return checker.Done();
 }
 
-Result<VerifyReport> VerifyAuditFiles(const std::vector<std::string>& paths) {
+Result<VerifyReport> VerifyAuditFiles(const std::vector<std::string>& paths,
+                                      const std::vector<WitnessEntry>& witnessed) {
   if (paths.empty()) return InvalidArgument("no audit log given");
-  ChainChecker checker(/*strict_start=*/false);
+  ChainChecker checker(/*strict_start=*/false, witnessed);
   for (std::size_t i = 0; i < paths.size(); ++i) {
     auto text = ReadLocked(paths[i]);
     // The current log may be gone (deleted): its head file still speaks.
@@ -442,6 +465,69 @@ Result<VerifyReport> VerifyAuditFiles(const std::vector<std::string>& paths) {
     return NotFound("{}: no such log and no head file", last);
   }
   return checker.Done();
+}
+
+namespace {
+
+Result<std::vector<WitnessEntry>> ParseWitness(const std::string& text, const std::string& witness,
+                                               const std::string& node) {
+  std::vector<WitnessEntry> out;
+  std::size_t pos = 0, line_no = 0;
+  while (pos < text.size()) {
+    std::size_t nl = text.find('\n', pos);
+    if (nl == std::string::npos) nl = text.size();
+    ++line_no;
+    std::string line = text.substr(pos, nl - pos);
+    pos = nl + 1;
+    char n[256] = {}, hash[65] = {}, when[64] = {};
+    unsigned long long seq = 0;
+    if (std::sscanf(line.c_str(), "%255s %llu %64s %63s", n, &seq, hash, when) != 4 ||
+        std::strlen(hash) != 64)
+      return InvalidArgument("{}:{}: expected '<node> <seq> <sha256> <time>'", witness, line_no);
+    if (node == n) out.push_back(WitnessEntry{n, seq, hash, when});
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<std::vector<WitnessEntry>> ReadWitness(const std::string& witness, const std::string& node) {
+  HPCML_ASSIGN_OR_RETURN(std::string text, ReadLocked(witness));
+  return ParseWitness(text, witness, node);
+}
+
+Result<bool> AppendWitness(const std::string& witness, const std::string& node,
+                           const std::string& head_copy) {
+  if (node.empty() || node.find_first_of(" \t\n") != std::string::npos)
+    return InvalidArgument("witness: bad node name '{}'", node);
+  HPCML_ASSIGN_OR_RETURN(std::string head_text, ReadSide(head_copy));
+  auto head = ParseHead(head_text);
+  if (!head) return InvalidArgument("{}: not a head file ('<seq> <sha256>')", head_copy);
+  HPCML_ASSIGN_OR_RETURN(UniqueFd fd,
+                         OpenFd(witness, O_RDWR | O_APPEND | O_CREAT | O_NOFOLLOW, 0640));
+  while (::flock(fd.get(), LOCK_EX) != 0) {
+    if (errno != EINTR) return ErrnoError("flock " + witness, errno);
+  }
+  // Read through this descriptor: a second open file would wait on our lock.
+  std::string text;
+  char buf[1 << 16];
+  for (off_t off = 0;;) {
+    ssize_t n = ::pread(fd.get(), buf, sizeof buf, off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return ErrnoError("read " + witness, errno);
+    if (n == 0) break;
+    text.append(buf, static_cast<std::size_t>(n));
+    off += n;
+  }
+  auto earlier = ParseWitness(text, witness, node);
+  if (!earlier.ok()) return earlier.status();
+  if (!earlier->empty() && earlier->back().seq == head->first &&
+      earlier->back().hash == head->second)
+    return false;
+  HPCML_RETURN_IF_ERROR(WriteAll(
+      fd.get(), fmt::format("{} {} {} {}\n", node, head->first, head->second, NowUtc()), witness));
+  HPCML_RETURN_IF_ERROR(fd.Close());
+  return true;
 }
 
 Result<VerifyReport> VerifyAuditLog(const std::string& path) {

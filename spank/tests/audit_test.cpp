@@ -217,6 +217,41 @@ TEST_F(AuditTest, TheHeadFileShowsADroppedOrEditedTailAndADeletedLog) {
   EXPECT_NE(deleted->problems[0].reason.find("deleted or emptied"), std::string::npos);
 }
 
+TEST_F(AuditTest, AWitnessOffTheNodeShowsARewrittenOrCutChain) {
+  const std::string witness = (dir_ / "witness").string();
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(AppendAudit(path_, Rec(i)).ok());
+  ASSERT_TRUE(*AppendWitness(witness, "n1", path_ + ".head"));
+  EXPECT_FALSE(*AppendWitness(witness, "n1", path_ + ".head")) << "unchanged: not again";
+  ASSERT_TRUE(AppendAudit(path_, Rec(5)).ok());
+  auto w = ReadWitness(witness, "n1");
+  ASSERT_TRUE(w.ok());
+  ASSERT_EQ(w->size(), 1u);
+  EXPECT_EQ((*w)[0].seq, 4u);
+  EXPECT_TRUE(VerifyAuditFiles({path_}, *w)->intact);
+  EXPECT_TRUE(ReadWitness(witness, "n2")->empty());
+
+  // Root on the node rewrites the whole chain (log and head file): it
+  // verifies on its own, not against the witness.
+  fs::remove(path_);
+  fs::remove(path_ + ".head");
+  fs::remove(path_ + ".repeat");
+  for (int i = 10; i < 16; ++i) ASSERT_TRUE(AppendAudit(path_, Rec(i)).ok());
+  EXPECT_TRUE(VerifyAuditLog(path_)->intact) << "the bound: the node's files alone cannot tell";
+  auto rewritten = VerifyAuditFiles({path_}, *w);
+  ASSERT_TRUE(rewritten.ok());
+  ASSERT_EQ(rewritten->problems.size(), 1u) << Problems(*rewritten);
+  EXPECT_NE(rewritten->problems[0].reason.find("differs from the line the witness recorded"),
+            std::string::npos);
+
+  // Cut back below the witnessed head, head file and all.
+  fs::remove(path_);
+  fs::remove(path_ + ".head");
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(AppendAudit(path_, Rec(i)).ok());
+  auto cut = VerifyAuditFiles({path_}, *w);
+  ASSERT_EQ(cut->problems.size(), 1u) << Problems(*cut);
+  EXPECT_NE(cut->problems[0].reason.find("head seq 4 recorded by the witness"), std::string::npos);
+}
+
 TEST_F(AuditTest, RotationKeepsTheChain) {
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(AppendAudit(path_, Rec(i)).ok());
   std::string last_before = Lines().back();

@@ -3,7 +3,8 @@
 # not per task); the log verifies, and edited, removed or reordered copies
 # do not, with every bad line named. The live log's tail (dropped or edited
 # last lines, a deleted log) shows against its head file; a rotated log
-# keeps the chain; a loop of identical denials adds one line and a count.
+# keeps the chain; a loop of identical denials adds one line and a count; a
+# chain rewritten whole on the node fails against a witness kept off it.
 source "$(dirname "$0")/guard_lib.sh"
 write_policy
 guard_install
@@ -83,6 +84,32 @@ summary=$(tail -n2 "$AUDIT" | head -n1)
 assert_contains "$summary" '"context":"repeat"' "the summary of the repeated denials"
 assert_contains "$summary" '"count":19' "the count of the repeated denials"
 assert_node_idle "after the repeated denials"
+
+# The witness off the node (here the controller's namespace stands in for
+# the controller host; the nodes of this cluster share one log): a chain
+# rewritten whole on the node, head file and all, verifies on its own but
+# not against the heads the collector recorded.
+witness=$JOB_DIR/witness
+"$AUDIT_BIN" witness --node node1 --head "$AUDIT.head" "$witness" || fail "hpcml-audit witness failed"
+"$AUDIT_BIN" verify --witness "$witness" --node node1 "$AUDIT" ||
+  fail "the live log does not verify against its witness"
+mv "$AUDIT" "$JOB_DIR/real.jsonl"
+mv "$AUDIT.head" "$JOB_DIR/real.head"
+rm -f "$AUDIT.repeat"
+for i in 1 2 3; do
+  run_as $ALICE timeout 60 srun -n1 true
+  expect_allowed "a step writing the forged chain ($i)"
+done
+"$AUDIT_BIN" verify "$AUDIT" >/dev/null || fail "the forged chain does not verify on its own"
+set +e
+out=$("$AUDIT_BIN" verify --witness "$witness" --node node1 "$AUDIT" 2>&1)
+rc=$?
+set -e
+mv -f "$JOB_DIR/real.jsonl" "$AUDIT"
+mv -f "$JOB_DIR/real.head" "$AUDIT.head"
+rm -f "$AUDIT.repeat"
+[ "$rc" -eq 1 ] || fail "a chain rewritten on the node verified against the witness: $out"
+assert_contains "$out" "witness" "the witness finds the rewritten chain"
 
 # Rotation: the new log goes on from the old one's chain.
 mv "$AUDIT" "$AUDIT.1"

@@ -14,7 +14,11 @@
 //   their count when anything else is logged or the window has passed, so a
 //   loop of denied steps cannot fill the disk.
 // Both are the node's own files: root on the node can rewrite them with the
-// log. Logged strings are bounded (kMaxAuditField bytes, kMaxAuditDatasets
+// log. The witness is off the node: a collector on another host (the
+// controller) records each node's head now and then (AppendWitness, from a
+// copy of "<log>.head" it fetched), and verify checks that every recorded
+// head is still in the chain. What was logged after the last recorded head
+// can still go unseen. Logged strings are bounded (kMaxAuditField bytes, kMaxAuditDatasets
 // paths).
 #pragma once
 
@@ -80,6 +84,23 @@ struct VerifyReport {
   std::vector<AuditProblem> problems;  // every bad line, in order
 };
 
+// A head a collector recorded: node, seq and hash of that line, when.
+struct WitnessEntry {
+  std::string node;
+  std::uint64_t seq = 0;
+  std::string hash;
+  std::string time;
+};
+
+// Appends the node's head (a copy of its "<log>.head") to the witness file
+// `witness` ("<node> <seq> <sha256> <time>" lines, created 0640) when it
+// differs from the node's last entry there. Returns whether it appended.
+Result<bool> AppendWitness(const std::string& witness, const std::string& node,
+                           const std::string& head_copy);
+
+// The witness file's entries for `node`, in order.
+Result<std::vector<WitnessEntry>> ReadWitness(const std::string& witness, const std::string& node);
+
 // Checks a chain held in `paths`, oldest first (a log and its rotated
 // files): every line valid JSON with "seq" and "prev", each line's seq one
 // more than the line before and its prev the hash of that line, across
@@ -87,7 +108,12 @@ struct VerifyReport {
 // files are gone. The last file's end is checked against its head file when
 // there is one. A bad line is reported and checking goes on from it. Fails
 // only when a file cannot be read.
-Result<VerifyReport> VerifyAuditFiles(const std::vector<std::string>& paths);
+// With `witnessed`, each recorded head must be a line of the chain with the
+// same hash (one that is missing, or different, is a problem: the log was cut
+// or rewritten after it was recorded); heads older than the chain's first
+// line (rotated away) are not checked.
+Result<VerifyReport> VerifyAuditFiles(const std::vector<std::string>& paths,
+                                      const std::vector<WitnessEntry>& witnessed = {});
 Result<VerifyReport> VerifyAuditLog(const std::string& path);
 // One chain in memory, which must start at seq 0.
 VerifyReport VerifyAuditText(std::string_view text);
