@@ -10,7 +10,8 @@
 #     checkpoint and finishes;
 #  6. sacct, the cost report, the feature set's lineage;
 #  7. the same user tries to read zone eu's data from an ae node: denied,
-#     and audited; hpcml-audit verify checks the audit chain.
+#     and audited; hpcml-audit verify checks the audit chain, also against
+#     the head a collector off the node recorded.
 # The cluster is left running; stop it with: tests/cluster/hpcml-cluster down
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -129,6 +130,10 @@ echo "$out2"
 echo "--- the denial in the audit log:"
 grep '"decision":"deny"' "$audit" | grep -F "$eu_file" | tail -n1 || fail "the denial is not in the audit log"
 "$bin/spank/hpcml-audit" verify "$audit"
+# A collector off the node (the controller) records the head; an auditor
+# checks the node's log against it (docs/guard.md, the witness).
+"$bin/spank/hpcml-audit" witness --node node1 --head "$audit.head" "$guard/witness"
+"$bin/spank/hpcml-audit" verify --witness "$guard/witness" --node node1 "$audit"
 echo
 echo "demo: ok. Model: $run/model.h5. Audit log: $audit."
 echo "demo: the cluster is still up: eval \"\$(tests/cluster/hpcml-cluster env)\"; stop it with tests/cluster/hpcml-cluster down"
