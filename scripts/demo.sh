@@ -75,7 +75,7 @@ rm -f "$data/ae/churn.h5"
 "$fc" ingest "$data/ae/churn.h5" --csv "$guard/raw/features.csv" --entity customer \
   --timestamp event_time --zone ae --classification internal
 "$fc" asof "$data/ae/churn.h5" --requests "$guard/raw/requests.csv" --entity customer \
-  --time as_of --label churned_next_month
+  --time as_of --label churned_next_month --missing drop  # no NaN rows for training
 chmod 0644 "$data/ae/churn.h5"
 echo "EU-ONLY" >"$data/eu/sales.csv"
 chmod 0644 "$data/eu/sales.csv"
