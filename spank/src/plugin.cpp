@@ -246,13 +246,17 @@ Result<bool> AssociationsEnforced() {
 // Account, partition and GPU count from slurmctld's job record (libslurm, one
 // RPC), and with `need_enforcement` whether slurmctld enforces associations
 // (one more): never from the job's environment, which the user controls.
-// This node's features in slurmctld's node record (one RPC).
+// This node's features in slurmctld's node record (one RPC), found by its
+// short hostname. NotFound when slurmctld has no node of that name (a
+// NodeName other than the hostname): the zone must then come from elsewhere.
 Result<std::string> NodeFeatures(const std::string& node) {
   node_info_msg_t* msg = nullptr;
   if (slurm_load_node_single(&msg, const_cast<char*>(node.c_str()), SHOW_ALL) != SLURM_SUCCESS ||
-      !msg)
-    return Unavailable("cannot load node {} from slurmctld: {}", node,
-                       slurm_strerror(slurm_get_errno()));
+      !msg) {
+    int err = slurm_get_errno();
+    if (err == ESLURM_INVALID_NODE_NAME) return NotFound("slurmctld has no node named {}", node);
+    return Unavailable("cannot load node {} from slurmctld: {}", node, slurm_strerror(err));
+  }
   std::unique_ptr<node_info_msg_t, void (*)(node_info_msg_t*)> owner(msg, slurm_free_node_info_msg);
   for (std::uint32_t i = 0; i < msg->record_count; ++i) {
     const node_info_t& n = msg->node_array[i];
@@ -287,7 +291,12 @@ Result<JobFacts> LoadJobFacts(std::uint32_t job_id, uid_t uid, bool need_enforce
     if (need_enforcement) {
       HPCML_ASSIGN_OR_RETURN(f.associations_enforced, AssociationsEnforced());
     }
-    HPCML_ASSIGN_OR_RETURN(f.node_features, NodeFeatures(ShortHostname()));
+    auto features = NodeFeatures(ShortHostname());
+    if (features.ok()) {
+      f.node_features = std::move(features).value();
+    } else if (features.status().code() != StatusCode::kNotFound) {
+      return features.status();
+    }
     return f;
   }
   return NotFound("job {} not found in slurmctld's answer", job_id);
