@@ -39,6 +39,9 @@ bool SelfOrAncestorIn(std::string_view p, const PathSet& set) {
 bool StrictAncestorIn(std::string_view p, const PathSet& set) {
   return p != "/" && SelfOrAncestorIn(ParentOf(p), set);
 }
+bool IsStrictlyBelow(std::string_view p, std::string_view dir) {
+  return p.size() > dir.size() && p.starts_with(dir) && (dir == "/" || p[dir.size()] == '/');
+}
 
 // The paths that no other path of the list contains, shallowest first.
 std::vector<std::string> Outermost(std::vector<std::string> paths) {
@@ -249,7 +252,7 @@ Status ApplyDatasetView(const DatasetView& view, const std::vector<ResolvedPath>
     std::vector<std::size_t> below;
     for (std::size_t i = 0; i < view.exposed.size(); ++i) {
       const std::string& path = view.exposed[i];
-      if (!StrictAncestorIn(path, PathSet{cover})) continue;
+      if (!IsStrictlyBelow(path, cover)) continue;
       below.push_back(i);
       HPCML_RETURN_IF_ERROR(
           MakeMountPoint(tmpfs.get(), RelativeTo(path, cover), IsDirectory(copies[i].get()), path));
