@@ -15,6 +15,10 @@ find_package(benchmark REQUIRED)
 find_package(MPI REQUIRED COMPONENTS C CXX)
 find_package(HDF5 REQUIRED COMPONENTS C)
 find_package(BLAS REQUIRED)
+# oneDNN: the CPU trainer's GEMMs (docs/trainer.md says why); its Debian
+# build threads with GNU OpenMP, which the trainer's loops share.
+find_package(dnnl REQUIRED)
+find_package(OpenMP REQUIRED COMPONENTS CXX)
 find_package(Boost REQUIRED)
 find_package(pugixml REQUIRED)
 

@@ -1,11 +1,16 @@
-// CPU backend: float32 math with OpenBLAS, communication with MPI.
+// CPU backend: float32 math with oneDNN (OpenBLAS as the fallback),
+// elementwise loops on OpenMP threads, communication with MPI.
 #include <cblas.h>
 #include <mpi.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <dnnl.hpp>
 #include <limits>
+#include <map>
+#include <optional>
 #include <vector>
 
 #include "hpcml/trainer/backend.hpp"
@@ -18,7 +23,42 @@ void Buffer::reset() noexcept {
   n_ = 0;
 }
 
+Result<GemmLibrary> ParseGemmLibrary(std::string_view s) {
+  if (s == "onednn") return GemmLibrary::kOneDnn;
+  if (s == "openblas") return GemmLibrary::kOpenBlas;
+  return InvalidArgument("--gemm '{}': expected onednn or openblas", s);
+}
+
+std::string_view Name(GemmLibrary g) {
+  return g == GemmLibrary::kOneDnn ? "onednn" : "openblas";
+}
+
 namespace {
+
+// Runs fn(chunk, begin, end) over [0, n) cut into equal contiguous chunks,
+// one per OpenMP thread, and returns the number of chunks. Below `grain`
+// items per thread it uses fewer threads (a parallel region costs a few
+// microseconds). The cut depends only on n, grain and the thread count, so a
+// reduction summed in chunk order is reproducible for a given --threads.
+template <class F>
+int ParallelChunks(std::size_t n, std::size_t grain, F&& fn) {
+  const auto most = static_cast<std::size_t>(std::max(1, omp_get_max_threads()));
+  const int chunks = static_cast<int>(std::clamp<std::size_t>(n / std::max<std::size_t>(grain, 1), 1, most));
+  if (chunks == 1) {
+    fn(0, std::size_t{0}, n);
+    return 1;
+  }
+#pragma omp parallel num_threads(chunks)
+  {
+    const auto t = static_cast<std::size_t>(omp_get_thread_num());
+    const auto c = static_cast<std::size_t>(chunks);
+    fn(static_cast<int>(t), n * t / c, n * (t + 1) / c);
+  }
+  return chunks;
+}
+
+// Elementwise work per thread below which one thread does it all.
+constexpr std::size_t kGrain = 16384;
 
 constexpr float kGeluC = 0.7978845608028654f;  // sqrt(2 / pi)
 constexpr float kGeluA = 0.044715f;
@@ -78,15 +118,17 @@ void BiasActRows(float* z, const float* bias, float* out, std::int64_t rows, std
   }
 }
 
+// Columns [0, width) of rows of length ld (a column block of the matrix:
+// the threads split the columns, so each column's sum keeps the serial order).
 template <Activation A>
 void BackwardBiasRows(const float* pre, const float* dout, float* dpre, std::int64_t rows,
-                      std::int64_t cols, float* db) {
+                      std::int64_t ld, std::int64_t width, float* db) {
   for (std::int64_t r = 0; r < rows; ++r) {
-    const float* __restrict p = pre + r * cols;
-    const float* __restrict g = dout + r * cols;
-    float* __restrict d = dpre + r * cols;
+    const float* __restrict p = pre + r * ld;
+    const float* __restrict g = dout + r * ld;
+    float* __restrict d = dpre + r * ld;
     float* __restrict acc = db;
-    for (std::int64_t c = 0; c < cols; ++c) {
+    for (std::int64_t c = 0; c < width; ++c) {
       const float v = ActGrad<A>(p[c], g[c]);
       d[c] = v;
       acc[c] += v;
@@ -94,9 +136,89 @@ void BackwardBiasRows(const float* pre, const float* dout, float* dpre, std::int
   }
 }
 
+// oneDNN matmuls, one primitive per distinct GEMM (transposes, shape,
+// strides, alpha, beta, epilogue), created on first use and kept: a step
+// reuses the same few shapes. Run returns false where oneDNN has no
+// implementation for a GEMM (then the caller uses OpenBLAS).
+class OneDnnMatmuls {
+ public:
+  enum class Epilogue { kNone, kBias, kBiasRelu };
+  struct Key {
+    bool ta, tb;
+    std::int64_t m, n, k, lda, ldb, ldc;
+    float alpha, beta;
+    Epilogue epilogue;
+    auto operator<=>(const Key&) const = default;
+  };
+
+  bool Run(const Key& key, const float* a, const float* b, const float* bias, float* c) {
+    auto it = cache_.find(key);
+    if (it == cache_.end()) it = cache_.emplace(key, Create(key)).first;
+    if (!it->second) return false;
+    Entry& e = *it->second;
+    e.a.set_data_handle(const_cast<float*>(a));
+    e.b.set_data_handle(const_cast<float*>(b));
+    e.c.set_data_handle(c);
+    std::unordered_map<int, dnnl::memory> args{
+        {DNNL_ARG_SRC, e.a}, {DNNL_ARG_WEIGHTS, e.b}, {DNNL_ARG_DST, e.c}};
+    if (key.epilogue != Epilogue::kNone) {
+      e.bias.set_data_handle(const_cast<float*>(bias));
+      args.emplace(DNNL_ARG_BIAS, e.bias);
+    }
+    e.prim.execute(stream_, args);
+    stream_.wait();
+    return true;
+  }
+
+ private:
+  struct Entry {
+    dnnl::matmul prim;
+    dnnl::memory a, b, bias, c;
+  };
+
+  // op(A) [m,k] and op(B) [k,n] as strided views of the row-major operands.
+  std::optional<Entry> Create(const Key& k) {
+    using dims = dnnl::memory::dims;
+    using dt = dnnl::memory::data_type;
+    try {
+      const dnnl::memory::desc ad({k.m, k.k}, dt::f32, k.ta ? dims{1, k.lda} : dims{k.lda, 1});
+      const dnnl::memory::desc bd({k.k, k.n}, dt::f32, k.tb ? dims{1, k.ldb} : dims{k.ldb, 1});
+      const dnnl::memory::desc cd({k.m, k.n}, dt::f32, dims{k.ldc, 1});
+      const dnnl::memory::desc biasd({1, k.n}, dt::f32, dims{k.n, 1});
+      dnnl::primitive_attr attr;
+      if (k.alpha != 1.0f) attr.set_output_scales(0, {k.alpha});
+      dnnl::post_ops ops;
+      if (k.beta != 0.0f) ops.append_sum(k.beta);
+      if (k.epilogue == Epilogue::kBiasRelu) {
+        ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+      }
+      attr.set_post_ops(ops);
+      const auto desc = k.epilogue == Epilogue::kNone ? dnnl::matmul::desc(ad, bd, cd)
+                                                      : dnnl::matmul::desc(ad, bd, biasd, cd);
+      const dnnl::matmul::primitive_desc pd(desc, attr, engine_);
+      return Entry{dnnl::matmul(pd), dnnl::memory(ad, engine_, DNNL_MEMORY_NONE),
+                   dnnl::memory(bd, engine_, DNNL_MEMORY_NONE),
+                   dnnl::memory(biasd, engine_, DNNL_MEMORY_NONE),
+                   dnnl::memory(cd, engine_, DNNL_MEMORY_NONE)};
+    } catch (const dnnl::error&) {
+      return std::nullopt;
+    }
+  }
+
+  dnnl::engine engine_{dnnl::engine::kind::cpu, 0};
+  dnnl::stream stream_{engine_};
+  std::map<Key, std::optional<Entry>> cache_;
+};
+
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(const ProcessGrid* grid) : grid_(grid) {}
+  CpuBackend(const ProcessGrid* grid, const CpuOptions& options)
+      : grid_(grid), gemm_(options.gemm) {
+    // The process's math threads: oneDNN and the loops below run on OpenMP,
+    // the fallback on OpenBLAS's own pool.
+    omp_set_num_threads(std::max(1, options.threads));
+    openblas_set_num_threads(std::max(1, options.threads));
+  }
   ~CpuBackend() override {
     // Requests must not outlive the backend; finish what is in flight.
     WaitAllreduces();
@@ -120,6 +242,12 @@ class CpuBackend final : public Backend {
   void Gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
             const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float beta,
             float* c, std::int64_t ldc) override {
+    if (gemm_ == GemmLibrary::kOneDnn &&
+        matmuls_.Run({trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta,
+                      OneDnnMatmuls::Epilogue::kNone},
+                     a, b, nullptr, c)) {
+      return;
+    }
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
                 trans_b ? CblasTrans : CblasNoTrans, static_cast<blasint>(m),
                 static_cast<blasint>(n), static_cast<blasint>(k), alpha, a,
@@ -127,166 +255,144 @@ class CpuBackend final : public Backend {
                 static_cast<blasint>(ldc));
   }
 
-  void AddBias(float* y, const float* bias, std::int64_t rows, std::int64_t cols) override {
-    for (std::int64_t r = 0; r < rows; ++r) {
-      float* __restrict row = y + r * cols;
-      for (std::int64_t c = 0; c < cols; ++c) row[c] += bias[c];
+  // oneDNN: one matmul with the bias (and ReLU) applied as its epilogue, so
+  // the output is written once; ReLU writes only a (see the contract).
+  void DenseForward(const float* x, const float* w, const float* bias, std::int64_t rows,
+                    std::int64_t in, std::int64_t out, Activation act, float* z,
+                    float* a) override {
+    if (gemm_ == GemmLibrary::kOneDnn) {
+      const bool relu = a != nullptr && act == Activation::kRelu;
+      using E = OneDnnMatmuls::Epilogue;
+      if (matmuls_.Run({false, true, rows, out, in, in, in, out, 1.0f, 0.0f,
+                        relu ? E::kBiasRelu : E::kBias},
+                       x, w, bias, relu ? a : z)) {
+        if (!relu && a != nullptr) ActForward(act, z, a, static_cast<std::size_t>(rows * out));
+        return;
+      }
     }
+    Backend::DenseForward(x, w, bias, rows, in, out, act, z, a);
+  }
+
+  void AddBias(float* y, const float* bias, std::int64_t rows, std::int64_t cols) override {
+    ForRows(rows, cols, [&](std::int64_t r0, std::int64_t r1) {
+      for (std::int64_t r = r0; r < r1; ++r) {
+        float* __restrict row = y + r * cols;
+        for (std::int64_t c = 0; c < cols; ++c) row[c] += bias[c];
+      }
+    });
   }
 
   void BiasGrad(const float* dy, std::int64_t rows, std::int64_t cols, float* db) override {
-    for (std::int64_t r = 0; r < rows; ++r) {
-      const float* __restrict row = dy + r * cols;
-      float* __restrict acc = db;
-      for (std::int64_t c = 0; c < cols; ++c) acc[c] += row[c];
-    }
+    ForColumns(rows, cols, [&](std::int64_t c0, std::int64_t c1) {
+      for (std::int64_t r = 0; r < rows; ++r) {
+        const float* __restrict row = dy + r * cols + c0;
+        float* __restrict acc = db + c0;
+        for (std::int64_t c = 0; c < c1 - c0; ++c) acc[c] += row[c];
+      }
+    });
   }
 
   void ActForward(Activation act, const float* pre, float* out, std::size_t n) override {
-    switch (act) {
-      case Activation::kRelu:
-        ForwardLoop<Activation::kRelu>(pre, out, n);
-        break;
-      case Activation::kTanh:
-        ForwardLoop<Activation::kTanh>(pre, out, n);
-        break;
-      case Activation::kGelu:
-        ForwardLoop<Activation::kGelu>(pre, out, n);
-        break;
-    }
+    ParallelChunks(n, kGrain, [&](int, std::size_t b, std::size_t e) {
+      switch (act) {
+        case Activation::kRelu:
+          return ForwardLoop<Activation::kRelu>(pre + b, out + b, e - b);
+        case Activation::kTanh:
+          return ForwardLoop<Activation::kTanh>(pre + b, out + b, e - b);
+        case Activation::kGelu:
+          return ForwardLoop<Activation::kGelu>(pre + b, out + b, e - b);
+      }
+    });
   }
 
   void ActBackward(Activation act, const float* pre, const float* dout, float* dpre,
                    std::size_t n) override {
-    switch (act) {
-      case Activation::kRelu:
-        BackwardLoop<Activation::kRelu>(pre, dout, dpre, n);
-        break;
-      case Activation::kTanh:
-        BackwardLoop<Activation::kTanh>(pre, dout, dpre, n);
-        break;
-      case Activation::kGelu:
-        BackwardLoop<Activation::kGelu>(pre, dout, dpre, n);
-        break;
-    }
+    ParallelChunks(n, kGrain, [&](int, std::size_t b, std::size_t e) {
+      switch (act) {
+        case Activation::kRelu:
+          return BackwardLoop<Activation::kRelu>(pre + b, dout + b, dpre + b, e - b);
+        case Activation::kTanh:
+          return BackwardLoop<Activation::kTanh>(pre + b, dout + b, dpre + b, e - b);
+        case Activation::kGelu:
+          return BackwardLoop<Activation::kGelu>(pre + b, dout + b, dpre + b, e - b);
+      }
+    });
   }
 
   // One pass per row: bias, store z (the backward pass needs it), activation.
   void AddBiasAct(Activation act, float* z, const float* bias, float* out, std::int64_t rows,
                   std::int64_t cols) override {
     if (out == nullptr) return AddBias(z, bias, rows, cols);
-    switch (act) {
-      case Activation::kRelu:
-        return BiasActRows<Activation::kRelu>(z, bias, out, rows, cols);
-      case Activation::kTanh:
-        return BiasActRows<Activation::kTanh>(z, bias, out, rows, cols);
-      case Activation::kGelu:
-        return BiasActRows<Activation::kGelu>(z, bias, out, rows, cols);
-    }
+    ForRows(rows, cols, [&](std::int64_t r0, std::int64_t r1) {
+      float* zr = z + r0 * cols;
+      float* o = out + r0 * cols;
+      switch (act) {
+        case Activation::kRelu:
+          return BiasActRows<Activation::kRelu>(zr, bias, o, r1 - r0, cols);
+        case Activation::kTanh:
+          return BiasActRows<Activation::kTanh>(zr, bias, o, r1 - r0, cols);
+        case Activation::kGelu:
+          return BiasActRows<Activation::kGelu>(zr, bias, o, r1 - r0, cols);
+      }
+    });
   }
 
   // One pass per row: the activation derivative and the bias-gradient sum
   // (same summation order as BiasGrad, so the results are identical).
   void ActBackwardBiasGrad(Activation act, const float* pre, const float* dout, float* dpre,
                            std::int64_t rows, std::int64_t cols, float* db) override {
-    switch (act) {
-      case Activation::kRelu:
-        return BackwardBiasRows<Activation::kRelu>(pre, dout, dpre, rows, cols, db);
-      case Activation::kTanh:
-        return BackwardBiasRows<Activation::kTanh>(pre, dout, dpre, rows, cols, db);
-      case Activation::kGelu:
-        return BackwardBiasRows<Activation::kGelu>(pre, dout, dpre, rows, cols, db);
-    }
+    ForColumns(rows, cols, [&](std::int64_t c0, std::int64_t c1) {
+      const std::int64_t w = c1 - c0;
+      switch (act) {
+        case Activation::kRelu:
+          return BackwardBiasRows<Activation::kRelu>(pre + c0, dout + c0, dpre + c0, rows, cols,
+                                                     w, db + c0);
+        case Activation::kTanh:
+          return BackwardBiasRows<Activation::kTanh>(pre + c0, dout + c0, dpre + c0, rows, cols,
+                                                     w, db + c0);
+        case Activation::kGelu:
+          return BackwardBiasRows<Activation::kGelu>(pre + c0, dout + c0, dpre + c0, rows, cols,
+                                                     w, db + c0);
+      }
+    });
   }
 
   double LossAndGrad(LossKind loss, const float* logits, const float* targets, std::int64_t rows,
                      std::int64_t cols, float scale, float* dlogits) override {
+    // Rows split across threads; per-chunk totals summed in chunk order.
+    std::vector<double> part(static_cast<std::size_t>(std::max(1, omp_get_max_threads())), 0.0);
+    const int chunks = ParallelChunks(
+        static_cast<std::size_t>(rows), std::max<std::size_t>(1, kGrain / static_cast<std::size_t>(cols)),
+        [&](int chunk, std::size_t r0, std::size_t r1) {
+          part[static_cast<std::size_t>(chunk)] =
+              loss == LossKind::kCrossEntropy
+                  ? CrossEntropyRows(logits, targets, static_cast<std::int64_t>(r0),
+                                     static_cast<std::int64_t>(r1), cols, scale, dlogits)
+                  : MseRows(logits, targets, static_cast<std::int64_t>(r0),
+                            static_cast<std::int64_t>(r1), cols, scale, dlogits);
+        });
     double total = 0.0;
-    if (loss == LossKind::kCrossEntropy) {
-      for (std::int64_t r = 0; r < rows; ++r) {
-        const float* z = logits + r * cols;
-        float* dz = dlogits + r * cols;
-        const float label = targets[r];
-        const auto t = static_cast<std::int64_t>(label);
-        if (!(label >= 0.0f) || t >= cols) {  // data sources validate; never index out of range
-          total = std::numeric_limits<double>::quiet_NaN();
-          std::fill(dz, dz + cols, 0.0f);
-          continue;
-        }
-        // One exponential per logit (float, kept in dz), summed in double:
-        // softmax = e / sum, loss = log(sum) + max - z[t].
-        const float mx = *std::max_element(z, z + cols);
-        double sum = 0.0;
-        for (std::int64_t c = 0; c < cols; ++c) {
-          const float e = std::exp(z[c] - mx);
-          dz[c] = e;
-          sum += static_cast<double>(e);
-        }
-        total += static_cast<double>(mx) + std::log(sum) - static_cast<double>(z[t]);
-        const double inv = 1.0 / sum;
-        for (std::int64_t c = 0; c < cols; ++c) {
-          const double p = static_cast<double>(dz[c]) * inv;
-          dz[c] = scale * static_cast<float>(p - (c == t ? 1.0 : 0.0));
-        }
-      }
-    } else {
-      const float inv = 1.0f / static_cast<float>(cols);
-      for (std::int64_t r = 0; r < rows; ++r) {
-        double s = 0.0;
-        for (std::int64_t c = 0; c < cols; ++c) {
-          const std::int64_t i = r * cols + c;
-          float d = logits[i] - targets[i];
-          s += static_cast<double>(d) * static_cast<double>(d);
-          dlogits[i] = scale * 2.0f * d * inv;
-        }
-        total += s / static_cast<double>(cols);
-      }
-    }
+    for (int c = 0; c < chunks; ++c) total += part[static_cast<std::size_t>(c)];
     return total;
   }
 
-  // Eight independent double accumulators: the sequential sum was bound by
-  // the latency of one addition per element; lanes vectorise.
+  // Eight independent double accumulators per chunk: a sequential sum was
+  // bound by the latency of one addition per element; lanes vectorise.
   double SumSquares(const float* x, std::size_t n) override {
-    constexpr std::size_t kLanes = 8;
-    double acc[kLanes] = {};
-    std::size_t i = 0;
-    for (; i + kLanes <= n; i += kLanes) {
-      for (std::size_t j = 0; j < kLanes; ++j) {
-        const auto v = static_cast<double>(x[i + j]);
-        acc[j] += v * v;
-      }
-    }
-    for (; i < n; ++i) acc[0] += static_cast<double>(x[i]) * static_cast<double>(x[i]);
+    std::vector<double> part(static_cast<std::size_t>(std::max(1, omp_get_max_threads())), 0.0);
+    const int chunks = ParallelChunks(n, kGrain, [&](int chunk, std::size_t b, std::size_t e) {
+      part[static_cast<std::size_t>(chunk)] = SumSquaresSerial(x + b, e - b);
+    });
     double s = 0.0;
-    for (double a : acc) s += a;
+    for (int c = 0; c < chunks; ++c) s += part[static_cast<std::size_t>(c)];
     return s;
   }
 
   void AdamW(float* param, const float* grad, float* m, float* v, std::size_t n,
              const AdamWStep& st) override {
-    const double bc1 = 1.0 - std::pow(static_cast<double>(st.beta1), static_cast<double>(st.step));
-    const double bc2 = 1.0 - std::pow(static_cast<double>(st.beta2), static_cast<double>(st.step));
-    // Constants in locals and restrict-qualified arrays: otherwise every
-    // store might alias `st` and the loop neither vectorises nor hoists.
-    const float step_size = static_cast<float>(static_cast<double>(st.lr) / bc1);
-    const float inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(bc2));
-    const float decay = 1.0f - st.lr * st.weight_decay;
-    const float b1 = st.beta1, b2 = st.beta2, c1 = 1.0f - st.beta1, c2 = 1.0f - st.beta2;
-    const float eps = st.eps, gs = st.grad_scale;
-    float* __restrict pp = param;
-    const float* __restrict gp = grad;
-    float* __restrict mp = m;
-    float* __restrict vp = v;
-    for (std::size_t i = 0; i < n; ++i) {
-      const float g = gp[i] * gs;
-      const float mi = b1 * mp[i] + c1 * g;
-      const float vi = b2 * vp[i] + c2 * g * g;
-      mp[i] = mi;
-      vp[i] = vi;
-      const float denom = std::sqrt(vi) * inv_sqrt_bc2 + eps;
-      pp[i] = pp[i] * decay - step_size * mi / denom;
-    }
+    ParallelChunks(n, kGrain, [&](int, std::size_t b, std::size_t e) {
+      AdamWSerial(param + b, grad + b, m + b, v + b, e - b, st);
+    });
   }
 
   void Allreduce(float* x, std::size_t n, Group g) override {
@@ -372,6 +478,117 @@ class CpuBackend final : public Backend {
   void Synchronize() override {}
 
  private:
+  // Rows [r0, r1) per thread, at least kGrain elements each.
+  template <class F>
+  static void ForRows(std::int64_t rows, std::int64_t cols, F&& fn) {
+    ParallelChunks(static_cast<std::size_t>(rows),
+                   std::max<std::size_t>(1, kGrain / static_cast<std::size_t>(std::max<std::int64_t>(cols, 1))),
+                   [&](int, std::size_t r0, std::size_t r1) {
+                     fn(static_cast<std::int64_t>(r0), static_cast<std::int64_t>(r1));
+                   });
+  }
+
+  // Columns [c0, c1) per thread over all rows (column sums keep their order).
+  template <class F>
+  static void ForColumns(std::int64_t rows, std::int64_t cols, F&& fn) {
+    ParallelChunks(static_cast<std::size_t>(cols),
+                   std::max<std::size_t>(16, kGrain / static_cast<std::size_t>(std::max<std::int64_t>(rows, 1))),
+                   [&](int, std::size_t c0, std::size_t c1) {
+                     fn(static_cast<std::int64_t>(c0), static_cast<std::int64_t>(c1));
+                   });
+  }
+
+  static double CrossEntropyRows(const float* logits, const float* targets, std::int64_t r0,
+                                 std::int64_t r1, std::int64_t cols, float scale, float* dlogits) {
+    double total = 0.0;
+    for (std::int64_t r = r0; r < r1; ++r) {
+      const float* z = logits + r * cols;
+      float* dz = dlogits + r * cols;
+      const float label = targets[r];
+      const auto t = static_cast<std::int64_t>(label);
+      if (!(label >= 0.0f) || t >= cols) {  // data sources validate; never index out of range
+        total = std::numeric_limits<double>::quiet_NaN();
+        std::fill(dz, dz + cols, 0.0f);
+        continue;
+      }
+      // One exponential per logit (float, kept in dz), summed in double:
+      // softmax = e / sum, loss = log(sum) + max - z[t].
+      const float mx = *std::max_element(z, z + cols);
+      double sum = 0.0;
+      for (std::int64_t c = 0; c < cols; ++c) {
+        const float e = std::exp(z[c] - mx);
+        dz[c] = e;
+        sum += static_cast<double>(e);
+      }
+      total += static_cast<double>(mx) + std::log(sum) - static_cast<double>(z[t]);
+      const double inv = 1.0 / sum;
+      for (std::int64_t c = 0; c < cols; ++c) {
+        const double p = static_cast<double>(dz[c]) * inv;
+        dz[c] = scale * static_cast<float>(p - (c == t ? 1.0 : 0.0));
+      }
+    }
+    return total;
+  }
+
+  static double MseRows(const float* logits, const float* targets, std::int64_t r0,
+                        std::int64_t r1, std::int64_t cols, float scale, float* dlogits) {
+    double total = 0.0;
+    const float inv = 1.0f / static_cast<float>(cols);
+    for (std::int64_t r = r0; r < r1; ++r) {
+      double s = 0.0;
+      for (std::int64_t c = 0; c < cols; ++c) {
+        const std::int64_t i = r * cols + c;
+        float d = logits[i] - targets[i];
+        s += static_cast<double>(d) * static_cast<double>(d);
+        dlogits[i] = scale * 2.0f * d * inv;
+      }
+      total += s / static_cast<double>(cols);
+    }
+    return total;
+  }
+
+  static double SumSquaresSerial(const float* x, std::size_t n) {
+    constexpr std::size_t kLanes = 8;
+    double acc[kLanes] = {};
+    std::size_t i = 0;
+    for (; i + kLanes <= n; i += kLanes) {
+      for (std::size_t j = 0; j < kLanes; ++j) {
+        const auto v = static_cast<double>(x[i + j]);
+        acc[j] += v * v;
+      }
+    }
+    for (; i < n; ++i) acc[0] += static_cast<double>(x[i]) * static_cast<double>(x[i]);
+    double s = 0.0;
+    for (double a : acc) s += a;
+    return s;
+  }
+
+  static void AdamWSerial(float* param, const float* grad, float* m, float* v, std::size_t n,
+                          const AdamWStep& st) {
+    const double bc1 = 1.0 - std::pow(static_cast<double>(st.beta1), static_cast<double>(st.step));
+    const double bc2 = 1.0 - std::pow(static_cast<double>(st.beta2), static_cast<double>(st.step));
+    // Constants in locals and restrict-qualified arrays: otherwise every
+    // store might alias `st` and the loop neither vectorises nor hoists.
+    const float step_size = static_cast<float>(static_cast<double>(st.lr) / bc1);
+    const float inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(bc2));
+    const float decay = 1.0f - st.lr * st.weight_decay;
+    const float b1 = st.beta1, b2 = st.beta2, c1 = 1.0f - st.beta1, c2 = 1.0f - st.beta2;
+    const float eps = st.eps, gs = st.grad_scale;
+    float* __restrict pp = param;
+    const float* __restrict gp = grad;
+    float* __restrict mp = m;
+    float* __restrict vp = v;
+    for (std::size_t i = 0; i < n; ++i) {
+      const float g = gp[i] * gs;
+      const float mi = b1 * mp[i] + c1 * g;
+      const float vi = b2 * vp[i] + c2 * g * g;
+      mp[i] = mi;
+      vp[i] = vi;
+      const float denom = std::sqrt(vi) * inv_sqrt_bc2 + eps;
+      pp[i] = pp[i] * decay - step_size * mi / denom;
+    }
+  }
+
   MPI_Comm Comm(Group g) const {
     if (grid_ == nullptr) return MPI_COMM_NULL;
     switch (g) {
@@ -388,14 +605,16 @@ class CpuBackend final : public Backend {
   }
 
   const ProcessGrid* grid_;
+  GemmLibrary gemm_;
+  OneDnnMatmuls matmuls_;
   std::vector<MPI_Request> reduces_;
   std::vector<MPI_Request> sends_;
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> MakeCpuBackend(const ProcessGrid* grid) {
-  return std::make_unique<CpuBackend>(grid);
+std::unique_ptr<Backend> MakeCpuBackend(const ProcessGrid* grid, const CpuOptions& options) {
+  return std::make_unique<CpuBackend>(grid, options);
 }
 
 }  // namespace hpcml::trainer

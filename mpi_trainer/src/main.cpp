@@ -6,11 +6,14 @@
 #include <mpi.h>
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -38,6 +41,8 @@ namespace {
 struct Options {
   ht::GridShape grid;
   std::string backend = "cpu";
+  std::string gemm = "onednn";  // cpu backend: onednn | openblas
+  int threads = 0;              // 0: OMP_NUM_THREADS, SLURM_CPUS_PER_TASK or the rank's cores
   std::int64_t input_dim = 32;
   std::string hidden = "64,64";
   std::int64_t outputs = 4;
@@ -137,7 +142,36 @@ class Program {
 
   hpcml::Status MakeBackend() {
     if (o_.backend == "cpu") {
-      backend_ = ht::MakeCpuBackend(grid_.get());
+      namespace topo = hpcml::topology;
+      // Collectives first (a failure below must not leave peers in one).
+      const std::vector<int> cpus = topo::CurrentAffinity();
+      const int sharing = topo::RanksSharingCores(grid_->world(), cpus);
+      const int cores = std::max(1, static_cast<int>(cpus.size()));
+      int over = sharing > cores ? 1 : 0;
+      MPI_Allreduce(MPI_IN_PLACE, &over, 1, MPI_INT, MPI_MAX, grid_->world());
+      oversubscribed_ = over != 0;
+      ht::CpuOptions co;
+      HPCML_ASSIGN_OR_RETURN(co.gemm, ht::ParseGemmLibrary(o_.gemm));
+      const char* omp = std::getenv("OMP_NUM_THREADS");
+      const char* slurm = std::getenv("SLURM_CPUS_PER_TASK");
+      HPCML_ASSIGN_OR_RETURN(topo::ThreadChoice tc,
+                             topo::ChooseThreads(o_.threads, omp ? omp : "", slurm ? slurm : "",
+                                                 cores, sharing));
+      co.threads = tc.threads;
+      backend_ = ht::MakeCpuBackend(grid_.get(), co);
+      if (rank0_) {
+        log_.info("cpu: {} math thread(s) per rank ({}{}), GEMMs by {}", tc.threads, tc.source,
+                  tc.clamped ? fmt::format(", cut to this rank's share: {} cores, {} ranks",
+                                           cores, sharing)
+                             : "",
+                  ht::Name(co.gemm));
+      }
+      if (rank0_ && oversubscribed_) {
+        log_.warn(
+            "ranks outnumber cores on a node (rank 0: {} ranks on {} cores): step times include "
+            "waiting for a core, and the pipeline bubble is not reported (n/a)",
+            sharing, cores);
+      }
       return hpcml::Status::Ok();
     }
     HPCML_ASSIGN_OR_RETURN(backend_, ht::MakeCudaBackend(grid_.get()));
@@ -325,16 +359,16 @@ class Program {
                               {"grad_norm", st.grad_norm},
                               {"step_time_s", st.step_time_s},
                               {"samples_per_s", st.samples_per_s},
-                              {"bubble", st.bubble}};
+                              {"bubble", BubbleJson(st.bubble)}};
           metrics_ << j.dump() << '\n' << std::flush;
         }
         if (st.step % o_.log_interval == 0 || st.step == o_.steps || st.step == 1) {
           const double eta = avg * static_cast<double>(o_.steps - st.step);
           log.info(
               "step {}/{} loss {:.6f} lr {:.3e} grad_norm {:.4f} samples/s {:.0f} step {:.2f} ms "
-              "bubble {:.3f} eta {:.1f} s",
+              "bubble {} eta {:.1f} s",
               st.step, o_.steps, st.loss, st.lr, st.grad_norm, static_cast<double>(o_.batch) / avg,
-              avg * 1e3, st.bubble, eta);
+              avg * 1e3, BubbleText(st.bubble), eta);
         }
       }
       if (ckpt_) {
@@ -389,9 +423,9 @@ class Program {
     if (rank0_) {
       log.info(
           "done: {} steps, loss {:.6f} -> {:.6f}, mean step {:.2f} ms, {:.0f} samples/s, "
-          "bubble {:.3f} (ideal {:.3f}){}",
+          "bubble {} (ideal {:.3f}){}",
           o_.steps, first_loss, last_loss, mean_step * 1e3,
-          mean_step > 0 ? static_cast<double>(o_.batch) / mean_step : 0.0, mean_bubble,
+          mean_step > 0 ? static_cast<double>(o_.batch) / mean_step : 0.0, BubbleText(mean_bubble),
           ht::IdealBubble(o_.grid.pp, o_.microbatches),
           o_.output.empty() ? "" : ", model written to " + o_.output);
       if (metrics_.is_open()) {
@@ -401,7 +435,8 @@ class Program {
                             {"first_loss", first_loss},
                             {"final_loss", last_loss},
                             {"mean_step_time_s", mean_step},
-                            {"mean_bubble", mean_bubble},
+                            {"mean_bubble", BubbleJson(mean_bubble)},
+                            {"oversubscribed", oversubscribed_},
                             {"ideal_bubble", ht::IdealBubble(o_.grid.pp, o_.microbatches)}};
         metrics_ << j.dump() << '\n' << std::flush;
       }
@@ -409,9 +444,19 @@ class Program {
     return hpcml::Status::Ok();
   }
 
+  // With more ranks than cores, a stage's busy time includes waiting for a
+  // core, so the bubble measures the scheduler, not the pipeline: n/a.
+  std::string BubbleText(double b) const {
+    return oversubscribed_ ? "n/a" : fmt::format("{:.3f}", b);
+  }
+  nlohmann::json BubbleJson(double b) const {
+    return oversubscribed_ ? nlohmann::json(nullptr) : nlohmann::json(b);
+  }
+
   Options o_;
   std::unique_ptr<ht::ProcessGrid> grid_;
   bool rank0_ = false;
+  bool oversubscribed_ = false;
   std::unique_ptr<ht::Backend> backend_;
   ht::ModelConfig mc_;
   ht::TrainConfig tc_;
@@ -436,6 +481,13 @@ int main(int argc, char** argv) {
   app.add_option("--dp", o.grid.dp, "data-parallel replicas")->capture_default_str();
   app.add_option("--pp", o.grid.pp, "pipeline stages")->capture_default_str();
   app.add_option("--tp", o.grid.tp, "tensor-parallel shards per layer pair")->capture_default_str();
+  app.add_option("--threads", o.threads,
+                 "math threads per rank (default: OMP_NUM_THREADS, else SLURM_CPUS_PER_TASK, "
+                 "else the rank's cores); never more than the rank's share of its node's cores")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--gemm", o.gemm, "cpu backend GEMM library: onednn or openblas (fallback)")
+      ->check(CLI::IsMember({"onednn", "openblas"}))
+      ->capture_default_str();
   app.add_option("--backend", o.backend, "cpu or cuda")
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();

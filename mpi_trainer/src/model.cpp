@@ -140,16 +140,20 @@ void Model::Forward(int mb, const float* input) {
   for (size_t i = 0; i < layers_.size(); ++i) {
     const Layer& L = layers_[i];
     float* z = st.z[i].data();
-    // z = x W^T (+ b), W is [out_l, in_l].
-    backend_->Gemm(false, true, rows_, L.out_l, L.in_l, 1.0f, x, L.in_l, p + L.w_off, L.in_l, 0.0f,
-                   z, L.out_l);
-    // Row-parallel: the partial products of the tensor group add up to the
-    // full pre-activation (the one forward all-reduce of a Megatron pair).
+    float* a = L.plan.activation ? st.a[i].data() : nullptr;
+    // z = x W^T + b, a = act(z); W is [out_l, in_l].
     if (L.plan.split == Split::kRow && where_.tp > 1) {
+      // Row-parallel: the partial products of the tensor group add up to the
+      // full pre-activation (the one forward all-reduce of a Megatron pair),
+      // so the bias comes after the sum.
+      backend_->Gemm(false, true, rows_, L.out_l, L.in_l, 1.0f, x, L.in_l, p + L.w_off, L.in_l,
+                     0.0f, z, L.out_l);
       backend_->Allreduce(z, static_cast<std::size_t>(rows_ * L.out_l), Group::kTensor);
+      backend_->AddBiasAct(config_.activation, z, p + L.b_off, a, rows_, L.out_l);
+    } else {
+      backend_->DenseForward(x, p + L.w_off, p + L.b_off, rows_, L.in_l, L.out_l,
+                             config_.activation, z, a);
     }
-    backend_->AddBiasAct(config_.activation, z, p + L.b_off,
-                         L.plan.activation ? st.a[i].data() : nullptr, rows_, L.out_l);
     x = LayerOut(st, static_cast<int>(i));
     backend_->Progress();
   }
@@ -176,8 +180,12 @@ void Model::Backward(int mb, const float* dout, bool need_dinput,
     const float* gz = grad_out;
     // db += column sums of gz (fused with the activation derivative).
     if (L.plan.activation) {
-      backend_->ActBackwardBiasGrad(config_.activation, st.z[static_cast<size_t>(i)].data(),
-                                    grad_out, dz_.data(), rows_, L.out_l, g + L.b_off);
+      // ReLU's derivative reads the output: DenseForward may not write z.
+      const float* pre = config_.activation == Activation::kRelu
+                             ? st.a[static_cast<size_t>(i)].data()
+                             : st.z[static_cast<size_t>(i)].data();
+      backend_->ActBackwardBiasGrad(config_.activation, pre, grad_out, dz_.data(), rows_, L.out_l,
+                                    g + L.b_off);
       gz = dz_.data();
     } else {
       backend_->BiasGrad(gz, rows_, L.out_l, g + L.b_off);

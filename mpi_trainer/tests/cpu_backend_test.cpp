@@ -42,6 +42,100 @@ TEST(CpuBackendTest, GemmMatchesNaiveForEveryTransposition) {
   }
 }
 
+// oneDNN (the default) and OpenBLAS (the fallback) on strided operands, every
+// transposition, alpha and both betas the model uses.
+TEST(CpuBackendTest, GemmLibrariesAgree) {
+  auto dnnl = MakeCpuBackend(nullptr, {GemmLibrary::kOneDnn, 1});
+  auto blas = MakeCpuBackend(nullptr, {GemmLibrary::kOpenBlas, 1});
+  const int m = 67, n = 45, k = 131, pad = 3;
+  for (int ta = 0; ta < 2; ++ta) {
+    for (int tb = 0; tb < 2; ++tb) {
+      for (float beta : {0.0f, 1.0f}) {
+        const int lda = (ta ? m : k) + pad, ldb = (tb ? k : n) + pad, ldc = n + pad;
+        std::vector<float> a = Random(static_cast<size_t>((ta ? k : m) * lda), 4);
+        std::vector<float> b = Random(static_cast<size_t>((tb ? n : k) * ldb), 5);
+        std::vector<float> c1 = Random(static_cast<size_t>(m * ldc), 6), c2 = c1;
+        dnnl->Gemm(ta != 0, tb != 0, m, n, k, 0.5f, a.data(), lda, b.data(), ldb, beta, c1.data(),
+                   ldc);
+        blas->Gemm(ta != 0, tb != 0, m, n, k, 0.5f, a.data(), lda, b.data(), ldb, beta, c2.data(),
+                   ldc);
+        for (size_t i = 0; i < c1.size(); ++i) {
+          ASSERT_NEAR(c1[i], c2[i], 1e-4f * (1.0f + std::fabs(c2[i])))
+              << "ta " << ta << " tb " << tb << " beta " << beta << " at " << i;
+        }
+      }
+    }
+  }
+}
+
+// The fused layer forward (one oneDNN matmul with bias and ReLU post-ops, or
+// bias then the activation loop) against Gemm then AddBiasAct on OpenBLAS.
+// ReLU may leave z unwritten: only a is compared there (the contract).
+TEST(CpuBackendTest, FusedDenseForwardMatchesGemmThenBiasAct) {
+  auto dnnl = MakeCpuBackend(nullptr, {GemmLibrary::kOneDnn, 1});
+  auto blas = MakeCpuBackend(nullptr, {GemmLibrary::kOpenBlas, 1});
+  const int rows = 33, in = 70, out = 50;
+  const std::vector<float> x = Random(rows * in, 7), w = Random(out * in, 8), b = Random(out, 9);
+  for (Activation act : {Activation::kRelu, Activation::kGelu, Activation::kTanh}) {
+    for (bool with_act : {true, false}) {
+      std::vector<float> z1(rows * out, -7.0f), a1(rows * out), z2(rows * out), a2(rows * out);
+      dnnl->DenseForward(x.data(), w.data(), b.data(), rows, in, out, act, z1.data(),
+                         with_act ? a1.data() : nullptr);
+      blas->Gemm(false, true, rows, out, in, 1.0f, x.data(), in, w.data(), in, 0.0f, z2.data(),
+                 out);
+      blas->AddBiasAct(act, z2.data(), b.data(), with_act ? a2.data() : nullptr, rows, out);
+      for (size_t i = 0; i < z2.size(); ++i) {
+        if (with_act) {
+          ASSERT_NEAR(a1[i], a2[i], 1e-5f) << Name(act) << " a at " << i;
+        }
+        if (!with_act || act != Activation::kRelu) {
+          ASSERT_NEAR(z1[i], z2[i], 1e-5f) << Name(act) << " z at " << i;
+        }
+      }
+    }
+  }
+}
+
+// Several math threads split the elementwise work; the results match one
+// thread: exactly where each element (or column sum) keeps its order, within
+// rounding where partial sums are combined.
+TEST(CpuBackendTest, TwoThreadsMatchOne) {
+  const std::int64_t rows = 256, cols = 300;
+  const auto n = static_cast<size_t>(rows * cols);
+  const std::vector<float> z = Random(n, 10), dout = Random(n, 11), g = Random(n, 12);
+  std::vector<float> targets(rows);
+  for (std::int64_t r = 0; r < rows; ++r) targets[static_cast<size_t>(r)] = static_cast<float>(r % cols);
+  struct Out {
+    std::vector<float> dpre, db, dlogits, p, m, v;
+    double loss, sq;
+  };
+  auto run = [&](int threads) {
+    auto be = MakeCpuBackend(nullptr, {GemmLibrary::kOneDnn, threads});
+    Out o{std::vector<float>(n), std::vector<float>(cols, 0.5f), std::vector<float>(n), z,
+          std::vector<float>(n, 0.1f), std::vector<float>(n, 0.2f), 0, 0};
+    be->ActBackwardBiasGrad(Activation::kGelu, z.data(), dout.data(), o.dpre.data(), rows, cols,
+                            o.db.data());
+    o.loss = be->LossAndGrad(LossKind::kCrossEntropy, z.data(), targets.data(), rows, cols,
+                             1.0f / rows, o.dlogits.data());
+    o.sq = be->SumSquares(g.data(), n);
+    AdamWStep st;
+    st.weight_decay = 0.01f;
+    st.step = 3;
+    be->AdamW(o.p.data(), g.data(), o.m.data(), o.v.data(), n, st);
+    return o;
+  };
+  const Out two = run(2);
+  const Out one = run(1);
+  EXPECT_EQ(two.dpre, one.dpre);
+  EXPECT_EQ(two.db, one.db);
+  EXPECT_EQ(two.dlogits, one.dlogits);
+  EXPECT_EQ(two.p, one.p);
+  EXPECT_EQ(two.m, one.m);
+  EXPECT_EQ(two.v, one.v);
+  EXPECT_NEAR(two.loss, one.loss, 1e-9 * std::fabs(one.loss));
+  EXPECT_NEAR(two.sq, one.sq, 1e-12 * one.sq);
+}
+
 TEST(CpuBackendTest, BiasAddAndGrad) {
   auto be = MakeCpuBackend(nullptr);
   std::vector<float> y{1, 2, 3, 4, 5, 6}, b{10, 20, 30}, db{1, 1, 1};

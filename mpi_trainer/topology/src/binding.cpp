@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -140,6 +142,73 @@ Result<BindReport> BindProcess(const std::vector<int>& cpus, bool force) {
   rep.cpus = CurrentAffinity();
   rep.detail = fmt::format("bound to cores {}; {}", FormatCpuList(rep.cpus), mem);
   return rep;
+}
+
+int RanksSharingCores(MPI_Comm world, const std::vector<int>& cpus) {
+  // Ranks are on one machine when they share the kernel's boot id, not a
+  // hostname: node namespaces (the test cluster, containers) share cores
+  // under different hostnames.
+  struct Entry {
+    char boot_id[40];
+    cpu_set_t cpus;
+  };
+  Entry mine{};
+  if (FILE* f = std::fopen("/proc/sys/kernel/random/boot_id", "r")) {
+    if (std::fgets(mine.boot_id, sizeof mine.boot_id, f) == nullptr) mine.boot_id[0] = '\0';
+    std::fclose(f);
+  }
+  CPU_ZERO(&mine.cpus);
+  for (int c : cpus) {
+    if (c >= 0 && c < CPU_SETSIZE) CPU_SET(c, &mine.cpus);
+  }
+  int size = 1;
+  MPI_Comm_size(world, &size);
+  std::vector<Entry> all(static_cast<std::size_t>(size));
+  MPI_Allgather(&mine, sizeof mine, MPI_BYTE, all.data(), sizeof mine, MPI_BYTE, world);
+  int sharing = 0;
+  for (Entry& other : all) {
+    cpu_set_t both;
+    CPU_AND(&both, &other.cpus, &mine.cpus);
+    if (std::strncmp(other.boot_id, mine.boot_id, sizeof mine.boot_id) == 0 &&
+        CPU_COUNT(&both) > 0) {
+      ++sharing;
+    }
+  }
+  return std::max(1, sharing);
+}
+
+Result<ThreadChoice> ChooseThreads(int requested, std::string_view omp_num_threads,
+                                   std::string_view slurm_cpus_per_task, int cores, int sharing) {
+  ThreadChoice c;
+  const int share = std::max(1, std::max(cores, 1) / std::max(sharing, 1));
+  c.oversubscribed = sharing > std::max(cores, 1);
+  // OMP_NUM_THREADS may list one count per nesting level: the first is ours.
+  const std::string_view omp = omp_num_threads.substr(0, omp_num_threads.find(','));
+  int want = 0;
+  if (requested != 0) {
+    if (requested < 0) return InvalidArgument("--threads {}: must be at least 1", requested);
+    want = requested;
+    c.source = "--threads";
+  } else {
+    for (auto [name, text] : {std::pair{"OMP_NUM_THREADS", omp},
+                              std::pair{"SLURM_CPUS_PER_TASK", slurm_cpus_per_task}}) {
+      if (text.empty()) continue;
+      const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), want);
+      if (ec != std::errc() || end != text.data() + text.size() || want < 1) {
+        return InvalidArgument("{}={}: expected a positive thread count", name, text);
+      }
+      c.source = name;
+      break;
+    }
+  }
+  if (want == 0) {
+    c.threads = share;
+    c.source = "cores";
+    return c;
+  }
+  c.threads = std::min(want, share);
+  c.clamped = want > share;
+  return c;
 }
 
 }  // namespace hpcml::topology

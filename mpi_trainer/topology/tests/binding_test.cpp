@@ -124,4 +124,42 @@ TEST(BindProcess, BindsAndDetectsAnExistingBinding) {
 }
 
 }  // namespace
+TEST(ChooseThreads, RequestThenEnvironmentThenCores) {
+  auto c = ChooseThreads(0, "", "", 8, 2);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->threads, 4);  // 8 cores shared by 2 ranks
+  EXPECT_EQ(c->source, "cores");
+  c = ChooseThreads(0, "", "3", 8, 1);
+  EXPECT_EQ(c->threads, 3);
+  EXPECT_EQ(c->source, "SLURM_CPUS_PER_TASK");
+  c = ChooseThreads(0, "2,1", "3", 8, 1);  // a nesting list: the first level is ours
+  EXPECT_EQ(c->threads, 2);
+  EXPECT_EQ(c->source, "OMP_NUM_THREADS");
+  c = ChooseThreads(5, "2", "3", 8, 1);
+  EXPECT_EQ(c->threads, 5);
+  EXPECT_EQ(c->source, "--threads");
+  EXPECT_FALSE(c->clamped);
+}
+
+TEST(ChooseThreads, NeverMoreThanTheRanksShareOfItsCores) {
+  auto c = ChooseThreads(8, "", "", 4, 2);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->threads, 2);
+  EXPECT_TRUE(c->clamped);
+  EXPECT_FALSE(c->oversubscribed);
+  c = ChooseThreads(0, "", "", 2, 4);  // 4 ranks on 2 cores
+  EXPECT_EQ(c->threads, 1);
+  EXPECT_TRUE(c->oversubscribed);
+}
+
+TEST(ChooseThreads, ABadValueNamesWhereItCameFrom) {
+  auto c = ChooseThreads(0, "four", "", 4, 1);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("OMP_NUM_THREADS=four"), std::string::npos);
+  c = ChooseThreads(0, "", "0", 4, 1);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("SLURM_CPUS_PER_TASK=0"), std::string::npos);
+  EXPECT_FALSE(ChooseThreads(-1, "", "", 4, 1).ok());
+}
+
 }  // namespace hpcml::topology

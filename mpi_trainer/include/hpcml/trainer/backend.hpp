@@ -105,6 +105,17 @@ class Backend {
     AddBias(z, bias, rows, cols);
     if (out != nullptr) ActForward(act, z, out, static_cast<std::size_t>(rows * cols));
   }
+  // A dense layer's forward: z = x W^T + bias (x [rows, in], W [out, in]),
+  // then a = act(z) when a is non-null. One fused call where a backend can
+  // (the CPU backend: one oneDNN matmul with bias and activation post-ops).
+  // With act relu and a given, z may be left unwritten: the backward then
+  // reads a in place of z, which is exact (relu'(z) = [z > 0] = [a > 0]).
+  // The default is Gemm then AddBiasAct.
+  virtual void DenseForward(const float* x, const float* w, const float* bias, std::int64_t rows,
+                            std::int64_t in, std::int64_t out, Activation act, float* z, float* a) {
+    Gemm(false, true, rows, out, in, 1.0f, x, in, w, in, 0.0f, z, out);
+    AddBiasAct(act, z, bias, a, rows, out);
+  }
   // Fused backward prologue: dpre = dout * act'(pre), db[c] += column sums of
   // dpre. The default composes ActBackward and BiasGrad.
   virtual void ActBackwardBiasGrad(Activation act, const float* pre, const float* dout, float* dpre,
@@ -158,9 +169,24 @@ class Backend {
   virtual Status status() const { return Status::Ok(); }
 };
 
+// Which library runs the CPU backend's GEMMs. oneDNN is the default: it
+// picks its kernels from the running CPU (AVX-512 where there is one) and
+// fuses bias and activation; OpenBLAS is the fallback (Debian's 0.3.21
+// detects AVX-512 Zen cores as Haswell and runs at half speed there unless
+// OPENBLAS_CORETYPE is set; see docs/trainer.md).
+enum class GemmLibrary { kOneDnn, kOpenBlas };
+Result<GemmLibrary> ParseGemmLibrary(std::string_view s);
+std::string_view Name(GemmLibrary g);
+
+struct CpuOptions {
+  GemmLibrary gemm = GemmLibrary::kOneDnn;
+  int threads = 1;  // math threads of this rank (GEMMs and elementwise loops)
+};
+
 // The CPU backend over `grid` (borrowed; must outlive the backend). A null
 // grid gives a backend whose communication calls are no-ops (single process).
-std::unique_ptr<Backend> MakeCpuBackend(const ProcessGrid* grid);
+// Sets the process's OpenMP and OpenBLAS thread counts to options.threads.
+std::unique_ptr<Backend> MakeCpuBackend(const ProcessGrid* grid, const CpuOptions& options = {});
 
 // The CUDA backend, when built (HPCML_HAVE_CUDA); an Unavailable status
 // otherwise or when no GPU is visible. Collective over grid->world().

@@ -2,7 +2,10 @@
 // a binding that Slurm or mpirun already applied.
 #pragma once
 
+#include <mpi.h>
+
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "hpcml/common/status.hpp"
@@ -45,5 +48,26 @@ Result<BindReport> BindProcess(const std::vector<int>& cpus, bool force = false)
 
 // The calling thread's current affinity as OS core indexes.
 std::vector<int> CurrentAffinity();
+
+// How many ranks on this machine (this one included) may run on at least one
+// of `cpus`, this rank's cores. Collective over `world`.
+int RanksSharingCores(MPI_Comm world, const std::vector<int>& cpus);
+
+// The math threads of one rank (GEMMs and elementwise loops).
+struct ThreadChoice {
+  int threads = 1;
+  std::string source;           // --threads, OMP_NUM_THREADS, SLURM_CPUS_PER_TASK or cores
+  bool clamped = false;         // the request was cut to this rank's share of its cores
+  bool oversubscribed = false;  // more ranks than cores on this rank's cores
+};
+
+// The request is --threads (`requested`, 0 when not given), else
+// OMP_NUM_THREADS (its first entry), else SLURM_CPUS_PER_TASK, else every
+// core of the rank's share. The share is `cores` (the rank's affinity)
+// divided among the `sharing` ranks that may run there, at least one: ranks
+// on one node never run more threads together than it has cores. A value
+// that is not a positive integer is an error naming where it came from.
+Result<ThreadChoice> ChooseThreads(int requested, std::string_view omp_num_threads,
+                                   std::string_view slurm_cpus_per_task, int cores, int sharing);
 
 }  // namespace hpcml::topology
