@@ -1,8 +1,10 @@
 // trainer_bench: ratios for hpcml-train's CPU path, each against a baseline
 // measured in the same run.
 //
-//   gemm    (1 rank)  training-step FLOP/s / OpenBLAS sgemm FLOP/s on the
-//                     same shapes
+//   step    (1 rank)  training-step model FLOP/s / the machine's peak: the
+//                     best GEMM rate of oneDNN and OpenBLAS on the step's
+//                     shapes, same threads (trainer_bench step --help-less
+//                     options: --input --hidden --outputs --batch --threads)
 //   naive   (1 rank)  samples/s / a straightforward single-process
 //                     implementation
 //   bubble  (p ranks) measured bubble / (p-1)/(m+p-1), GPipe and 1F1B
@@ -19,6 +21,7 @@
 // (trainer_bench cuda [--input N] [--hidden W,W,...] [--outputs N]
 // [--batch B] [--steps S] [--peak-tflops P]).
 #include <cblas.h>
+#include <dnnl.h>
 #include <mpi.h>
 #ifdef HPCML_TRAINER_CUDA
 #include <cublas_v2.h>
@@ -94,9 +97,10 @@ struct Run {
   std::unique_ptr<ht::Trainer> trainer;
 };
 
-Run Make(const ht::ModelConfig& mc, const ht::TrainConfig& tc, const ht::ProcessGrid* grid) {
+Run Make(const ht::ModelConfig& mc, const ht::TrainConfig& tc, const ht::ProcessGrid* grid,
+         const ht::CpuOptions& co = {}) {
   Run r;
-  r.backend = ht::MakeCpuBackend(grid);
+  r.backend = ht::MakeCpuBackend(grid, co);
   ht::SyntheticConfig sc;
   sc.features = mc.input_dim;
   sc.outputs = mc.output_dim;
@@ -114,33 +118,121 @@ Run Make(const ht::ModelConfig& mc, const ht::TrainConfig& tc, const ht::Process
   return r;
 }
 
-// The GEMMs of one training step (forward, weight gradient, and input
-// gradient for every layer but the first) with plain cblas_sgemm on the same
-// shapes.
-double TimeGemmsOnly(const ht::ModelConfig& mc, std::int64_t b, int reps) {
-  std::vector<std::vector<float>> w, x, y;
-  for (int l = 0; l < mc.num_layers(); ++l) {
-    w.emplace_back(static_cast<size_t>(mc.in_dim(l) * mc.out_dim(l)), 0.01f);
-    x.emplace_back(static_cast<size_t>(b * mc.in_dim(l)), 0.5f);
-    y.emplace_back(static_cast<size_t>(b * mc.out_dim(l)), 0.1f);
+std::vector<std::int64_t> ParseWidths(const std::string& s) {
+  std::vector<std::int64_t> out;
+  std::size_t at = 0;
+  while (at < s.size()) {
+    const std::size_t comma = std::min(s.find(',', at), s.size());
+    out.push_back(std::stoll(s.substr(at, comma - at)));
+    at = comma + 1;
   }
-  std::vector<float> dw, dx;
+  return out;
+}
+
+// One GEMM of a training step: C[m,n] = op(A) op(B).
+struct Shape {
+  bool ta, tb;
+  std::int64_t m, n, k;
+  std::string Text() const {
+    return std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + " " +
+           (ta ? "T" : "N") + (tb ? "T" : "N");
+  }
+};
+
+// The step's GEMMs in order: per layer the forward (NT), the weight gradient
+// (TN) and the input gradient (NN; not for the first layer, as the trainer).
+std::vector<Shape> StepShapes(const ht::ModelConfig& mc, std::int64_t b) {
+  std::vector<Shape> out;
+  for (int l = 0; l < mc.num_layers(); ++l) {
+    const std::int64_t in = mc.in_dim(l), o = mc.out_dim(l);
+    out.push_back({false, true, b, o, in});
+    out.push_back({true, false, o, in, b});
+    if (l > 0) out.push_back({false, false, b, in, o});
+  }
+  return out;
+}
+
+using GemmFn = void (*)(const Shape&, const float*, std::int64_t, const float*, std::int64_t,
+                        float*, void*);
+
+// Best GEMM rate (GFLOP/s) of `gemm` on `s`, operands hot in cache: the
+// hardware's speed on that shape, not the step's.
+double BestRate(const Shape& s, GemmFn gemm, void* ctx) {
+  std::vector<float> a(static_cast<size_t>(s.m * s.k), 0.5f);
+  std::vector<float> b(static_cast<size_t>(s.k * s.n), 0.25f);
+  std::vector<float> c(static_cast<size_t>(s.m * s.n));
+  const std::int64_t lda = s.ta ? s.m : s.k, ldb = s.tb ? s.k : s.n;
+  gemm(s, a.data(), lda, b.data(), ldb, c.data(), ctx);
+  const double flops = 2.0 * static_cast<double>(s.m * s.n * s.k);
+  const int reps = std::max(2, static_cast<int>(2e9 / flops));
+  double best = 1e30;
+  for (int round = 0; round < 5; ++round) {
+    const double t0 = Now();
+    for (int i = 0; i < reps; ++i) gemm(s, a.data(), lda, b.data(), ldb, c.data(), ctx);
+    best = std::min(best, (Now() - t0) / reps);
+  }
+  return flops / best * 1e-9;
+}
+
+void OneDnnMatmul(const Shape& x, const float* a, std::int64_t lda, const float* b,
+                  std::int64_t ldb, float* c, void* backend) {
+  static_cast<ht::Backend*>(backend)->Gemm(x.ta, x.tb, x.m, x.n, x.k, 1.0f, a, lda, b, ldb, 0.0f,
+                                           c, x.n);
+}
+
+void OneDnnSgemm(const Shape& x, const float* a, std::int64_t lda, const float* b,
+                 std::int64_t ldb, float* c, void*) {
+  dnnl_sgemm(x.ta ? 'T' : 'N', x.tb ? 'T' : 'N', x.m, x.n, x.k, 1.0f, a, lda, b, ldb, 0.0f, c,
+             x.n);
+}
+
+void OpenBlasSgemm(const Shape& x, const float* a, std::int64_t lda, const float* b,
+                   std::int64_t ldb, float* c, void*) {
+  cblas_sgemm(CblasRowMajor, x.ta ? CblasTrans : CblasNoTrans, x.tb ? CblasTrans : CblasNoTrans,
+              static_cast<blasint>(x.m), static_cast<blasint>(x.n), static_cast<blasint>(x.k),
+              1.0f, a, static_cast<blasint>(lda), b, static_cast<blasint>(ldb), 0.0f, c,
+              static_cast<blasint>(x.n));
+}
+
+struct CpuPeak {
+  double gflops = 0;
+  std::string where;  // library and shape
+};
+
+// The machine's peak on the step's shapes: for every shape the best of
+// oneDNN (its matmul, as the backend runs it, and dnnl_sgemm) and OpenBLAS
+// (with the kernel OPENBLAS_CORETYPE selects: run.sh gives it the best one
+// this CPU has), then the best over the shapes.
+CpuPeak MeasurePeak(const ht::ModelConfig& mc, std::int64_t b, ht::Backend& onednn) {
+  CpuPeak p;
+  const std::string openblas = std::string("OpenBLAS ") + openblas_get_corename();
+  const std::pair<GemmFn, std::string> libs[] = {{OneDnnMatmul, "oneDNN matmul"},
+                                                 {OneDnnSgemm, "dnnl_sgemm"},
+                                                 {OpenBlasSgemm, openblas}};
+  for (const Shape& s : StepShapes(mc, b)) {
+    for (const auto& [fn, name] : libs) {
+      const double r = BestRate(s, fn, &onednn);
+      if (r > p.gflops) p = {r, name + " " + s.Text()};
+    }
+  }
+  return p;
+}
+
+// The step's GEMMs alone, in step order on separate buffers (as cold or warm
+// as the step finds them), through the backend.
+double TimeGemmsOnly(const ht::ModelConfig& mc, std::int64_t b, ht::Backend& be, int reps) {
+  const std::vector<Shape> shapes = StepShapes(mc, b);
+  std::vector<std::vector<float>> a, bb, c;
+  for (const Shape& s : shapes) {
+    a.emplace_back(static_cast<size_t>(s.m * s.k), 0.5f);
+    bb.emplace_back(static_cast<size_t>(s.k * s.n), 0.25f);
+    c.emplace_back(static_cast<size_t>(s.m * s.n), 0.0f);
+  }
   auto once = [&] {
-    for (int l = 0; l < mc.num_layers(); ++l) {
-      const int in = static_cast<int>(mc.in_dim(l)), out = static_cast<int>(mc.out_dim(l));
-      const int bb = static_cast<int>(b);
-      dw.resize(w[static_cast<size_t>(l)].size());
-      dx.resize(x[static_cast<size_t>(l)].size());
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bb, out, in, 1.0f,
-                  x[static_cast<size_t>(l)].data(), in, w[static_cast<size_t>(l)].data(), in, 0.0f,
-                  y[static_cast<size_t>(l)].data(), out);
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, bb, 1.0f,
-                  y[static_cast<size_t>(l)].data(), out, x[static_cast<size_t>(l)].data(), in, 1.0f,
-                  dw.data(), in);
-      if (l == 0) continue;
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bb, in, out, 1.0f,
-                  y[static_cast<size_t>(l)].data(), out, w[static_cast<size_t>(l)].data(), in, 0.0f,
-                  dx.data(), in);
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      const Shape& s = shapes[i];
+      be.Gemm(s.ta, s.tb, s.m, s.n, s.k, 1.0f, a[i].data(), s.ta ? s.m : s.k, bb[i].data(),
+              s.tb ? s.k : s.n, 0.0f, c[i].data(), s.n);
     }
   };
   once();
@@ -149,24 +241,66 @@ double TimeGemmsOnly(const ht::ModelConfig& mc, std::int64_t b, int reps) {
   return (Now() - t0) / reps;
 }
 
-void Gemm() {
-  const ht::ModelConfig mc = BenchModel();
+std::string ModelText(const ht::ModelConfig& mc) {
+  std::string s = std::to_string(mc.input_dim);
+  for (std::int64_t h : mc.hidden) s += "-" + std::to_string(h);
+  return s + "-" + std::to_string(mc.output_dim);
+}
+
+// trainer_bench step [--input N] [--hidden W,W] [--outputs N] [--batch B]
+// [--threads T]: the training step's model FLOP/s against the machine's
+// peak on the step's shapes (MeasurePeak), same threads, same process
+// (run.sh pins it to T cores).
+int StepBench(int argc, char** argv) {
+  ht::ModelConfig mc;
+  mc.input_dim = 64;
+  mc.hidden = {1024, 1024, 1024, 1024};
+  mc.output_dim = 2;
+  mc.activation = ht::Activation::kRelu;
   ht::TrainConfig tc;
-  tc.global_batch = 256;
-  tc.clip = 1.0f;
-  Run r = Make(mc, tc, nullptr);
-  TimeSteps(*r.trainer, 3, 1);
-  // Interleaved rounds, best of each: other load on the machine hits both alike.
-  double step = 1e30, gemm = 1e30;
-  for (int round = 0; round < 6; ++round) {
-    step = std::min(step, TimeSteps(*r.trainer, 0, 4));
-    gemm = std::min(gemm, TimeGemmsOnly(mc, tc.global_batch, 4));
+  tc.global_batch = 512;
+  tc.clip = 1.0f;  // hpcml-train's default, and the PyTorch peer's
+  int threads = 1;
+  for (int i = 2; i + 1 < argc; i += 2) {
+    const std::string k = argv[i], v = argv[i + 1];
+    if (k == "--input") {
+      mc.input_dim = std::stoll(v);
+    } else if (k == "--hidden") {
+      mc.hidden = ParseWidths(v);
+    } else if (k == "--outputs") {
+      mc.output_dim = std::stoll(v);
+    } else if (k == "--batch") {
+      tc.global_batch = std::stoll(v);
+    } else if (k == "--threads") {
+      threads = std::stoi(v);
+    } else {
+      std::fprintf(stderr, "trainer_bench step: unknown option %s\n", k.c_str());
+      return 2;
+    }
   }
+  const ht::CpuOptions co{ht::GemmLibrary::kOneDnn, threads};
+  Run r = Make(mc, tc, nullptr, co);
+  auto gemm_backend = ht::MakeCpuBackend(nullptr, co);
+  const double first = TimeSteps(*r.trainer, 3, 1);
+  // Interleaved rounds of about half a second, best of each: other load on
+  // the machine hits both alike.
+  const int per_round = std::max(2, static_cast<int>(0.5 / std::max(first, 1e-4)));
+  double step = 1e30, gemm = 1e30;
+  for (int round = 0; round < 5; ++round) {
+    step = std::min(step, TimeSteps(*r.trainer, 0, per_round));
+    gemm = std::min(gemm, TimeGemmsOnly(mc, tc.global_batch, *gemm_backend, per_round));
+  }
+  const CpuPeak peak = MeasurePeak(mc, tc.global_batch, *gemm_backend);
   const double flops = ModelFlopsPerSample(mc) * static_cast<double>(tc.global_batch);
+  const double model = flops / step * 1e-9;
   std::printf(
-      "gemm: MLP 256-1024x3-16 relu, batch 256: step %.2f ms = %.1f GFLOP/s; sgemm on the "
-      "same shapes %.2f ms = %.1f GFLOP/s; ratio %.3f (target >= 0.8)\n",
-      step * 1e3, flops / step * 1e-9, gemm * 1e3, flops / gemm * 1e-9, gemm / step);
+      "step: MLP %s relu, batch %lld, AdamW, clip 1, %d thread(s): model %.1f GFLOP/s; peak "
+      "%.1f GFLOP/s (%s); fraction of peak %.3f; the step's GEMMs alone %.3f of peak; hpcml "
+      "samples/s %.0f\n",
+      ModelText(mc).c_str(), static_cast<long long>(tc.global_batch), threads, model, peak.gflops,
+      peak.where.c_str(), model / peak.gflops, flops / gemm * 1e-9 / peak.gflops,
+      static_cast<double>(tc.global_batch) / step);
+  return 0;
 }
 
 // A straightforward single-process implementation of the same math: plain
@@ -294,20 +428,23 @@ void NaiveCompare() {
 }
 
 // The ideal (p-1)/(m+p-1) holds for stages with equal forward and equal
-// backward times. Equal layers do not give that: the first stage computes no
-// input gradient for the model's first layer, and the last stage computes the
-// loss. So the first layer is made tiny (input 8) and gets a stage of its own
-// with two full layers, every other stage has two 512 x 512 layers, and the
-// loss is MSE (a 512-class softmax costs about a fifth of a stage's forward
-// pass). Busy times per stage are printed so any imbalance is visible.
+// backward times and free transfers. So every stage gets two layers of the
+// same cost: the first layer computes no input gradient, so its input is
+// 1.5 times the width (forward and weight gradient of 1.5 w x w = forward,
+// weight and input gradient of w x w), and the loss is MSE (a softmax over
+// the outputs would lengthen the last stage). Layers are 1024 wide: a
+// microbatch's transfer (64 rows x 4 KiB) is then about 1% of its compute
+// (at 512 it was 2%, and it sits on the critical path). Busy times per stage
+// are printed so any imbalance is visible.
 void Bubble() {
   int n = 0, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &n);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   ht::ModelConfig mc;
-  mc.input_dim = 8;
-  mc.hidden = std::vector<std::int64_t>(static_cast<size_t>(2 * n), 512);
-  mc.output_dim = 512;
+  const std::int64_t w = 1024;
+  mc.input_dim = w + w / 2;
+  mc.hidden = std::vector<std::int64_t>(static_cast<size_t>(2 * n - 1), w);
+  mc.output_dim = w;
   mc.loss = ht::LossKind::kMse;
   auto grid = ht::ProcessGrid::Create(MPI_COMM_WORLD, ht::GridShape{1, n, 1});
   for (auto kind : {ht::ScheduleKind::kGpipe, ht::ScheduleKind::k1F1B}) {
@@ -384,16 +521,6 @@ double PeakBf16Tflops(const std::string& name) {
   return 0.0;
 }
 
-std::vector<std::int64_t> ParseWidths(const std::string& s) {
-  std::vector<std::int64_t> out;
-  std::size_t at = 0;
-  while (at < s.size()) {
-    const std::size_t comma = std::min(s.find(',', at), s.size());
-    out.push_back(std::stoll(s.substr(at, comma - at)));
-    at = comma + 1;
-  }
-  return out;
-}
 
 // The GEMMs of one training step (forward, weight gradient, input gradient
 // of every layer but the first) through the backend, on device buffers.
@@ -573,8 +700,8 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
   const std::string what = argc > 1 ? argv[1] : "";
   int rc = 0;
-  if (what == "gemm") {
-    Gemm();
+  if (what == "step") {
+    rc = StepBench(argc, argv);
   } else if (what == "naive") {
     NaiveCompare();
   } else if (what == "bubble") {
@@ -589,7 +716,7 @@ int main(int argc, char** argv) {
     rc = 1;
 #endif
   } else if (g_rank == 0) {
-    std::fprintf(stderr, "usage: trainer_bench gemm|naive|bubble|dp|cuda [cuda options]\n");
+    std::fprintf(stderr, "usage: trainer_bench step|naive|bubble|dp|cuda [cuda options]\n");
   }
   MPI_Finalize();
   return rc;

@@ -462,6 +462,12 @@ class CpuBackend final : public Backend {
              MPI_STATUS_IGNORE);
   }
 
+  bool Arrived(int peer_stage, int tag) override {
+    int flag = 0;
+    MPI_Iprobe(peer_stage, tag, Comm(Group::kPipeline), &flag, MPI_STATUS_IGNORE);
+    return flag != 0;
+  }
+
   void Progress() override {
     if (sends_.empty()) return;
     int flag = 0;

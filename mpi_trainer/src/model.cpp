@@ -66,6 +66,7 @@ Result<std::unique_ptr<Model>> Model::Create(const ModelConfig& config, const Mo
     m->layers_.push_back(L);
   }
   m->overwrite_grad_.assign(m->layers_.size(), 0);
+  m->overwrite_wgrad_.assign(m->layers_.size(), 0);
   m->params_buf_ = backend->Alloc(offset);
   m->grads_buf_ = backend->Alloc(offset);
 
@@ -110,21 +111,28 @@ void Model::Reserve(int microbatches, std::int64_t rows) {
       st.z.push_back(backend_->Alloc(static_cast<std::size_t>(rows * L.out_l)));
       st.a.push_back(L.plan.activation ? backend_->Alloc(static_cast<std::size_t>(rows * L.out_l))
                                        : Buffer());
+      st.dz.push_back(L.plan.activation ? backend_->Alloc(static_cast<std::size_t>(rows * L.out_l))
+                                        : Buffer());
+      st.gz.push_back(nullptr);
     }
     st.dinput = backend_->Alloc(static_cast<std::size_t>(rows * input_width()));
   }
   for (const Layer& L : layers_) widest = std::max({widest, L.plan.in, L.plan.out});
-  dz_ = backend_->Alloc(static_cast<std::size_t>(rows * widest));
   dx_ = backend_->Alloc(static_cast<std::size_t>(rows * widest));
+  pending_.clear();
 }
 
 void Model::ZeroGrad() {
   backend_->Fill(grads_buf_.data(), grads_buf_.size(), 0.0f);
   std::fill(overwrite_grad_.begin(), overwrite_grad_.end(), 0);
+  std::fill(overwrite_wgrad_.begin(), overwrite_wgrad_.end(), 0);
 }
 
 void Model::ZeroGradOnNextBackward() {
   overwrite_grad_.assign(layers_.size(), 1);
+  overwrite_wgrad_.assign(layers_.size(), 1);
+  pending_.clear();
+  wgrads_done_ = 0;
 }
 
 const float* Model::LayerOut(const MicroState& st, int i) const {
@@ -163,37 +171,33 @@ const float* Model::Output(int mb) const {
   return LayerOut(states_[static_cast<size_t>(mb)], num_local_layers() - 1);
 }
 
-void Model::Backward(int mb, const float* dout, bool need_dinput,
-                     const std::function<void(int)>& layer_done) {
+void Model::Backward(int mb, const float* dout, bool need_dinput) {
   MicroState& st = states_[static_cast<size_t>(mb)];
   const float* p = params_buf_.data();
   float* g = grads_buf_.data();
   const float* grad_out = dout;
   for (int i = num_local_layers() - 1; i >= 0; --i) {
-    const Layer& L = layers_[static_cast<size_t>(i)];
-    // The first backward after ZeroGradOnNextBackward overwrites instead of
-    // adding (beta 0): no separate zero-fill pass over the weight gradients.
-    char& fresh = overwrite_grad_[static_cast<size_t>(i)];
+    const auto k = static_cast<size_t>(i);
+    const Layer& L = layers_[k];
+    // The first backward after ZeroGradOnNextBackward overwrites the bias
+    // gradient (a fill of out_l floats, not of the whole buffer).
+    char& fresh = overwrite_grad_[k];
     if (fresh) backend_->Fill(g + L.b_off, static_cast<std::size_t>(L.out_l), 0.0f);
-    const float beta = fresh ? 0.0f : 1.0f;
     fresh = 0;
+    // gz = dLoss/dz, kept for WeightGrads; db += its column sums (fused
+    // with the activation derivative).
     const float* gz = grad_out;
-    // db += column sums of gz (fused with the activation derivative).
     if (L.plan.activation) {
       // ReLU's derivative reads the output: DenseForward may not write z.
-      const float* pre = config_.activation == Activation::kRelu
-                             ? st.a[static_cast<size_t>(i)].data()
-                             : st.z[static_cast<size_t>(i)].data();
-      backend_->ActBackwardBiasGrad(config_.activation, pre, grad_out, dz_.data(), rows_, L.out_l,
-                                    g + L.b_off);
-      gz = dz_.data();
+      const float* pre =
+          config_.activation == Activation::kRelu ? st.a[k].data() : st.z[k].data();
+      backend_->ActBackwardBiasGrad(config_.activation, pre, grad_out, st.dz[k].data(), rows_,
+                                    L.out_l, g + L.b_off);
+      gz = st.dz[k].data();
     } else {
       backend_->BiasGrad(gz, rows_, L.out_l, g + L.b_off);
     }
-    const float* x = i == 0 ? st.input : LayerOut(st, i - 1);
-    // dW (+)= gz^T x.
-    backend_->Gemm(true, false, L.out_l, L.in_l, rows_, 1.0f, gz, L.out_l, x, L.in_l, beta,
-                   g + L.w_off, L.in_l);
+    st.gz[k] = gz;
     if (i > 0 || need_dinput) {
       float* dx = i == 0 ? st.dinput.data() : dx_.data();
       backend_->Gemm(false, false, rows_, L.in_l, L.out_l, 1.0f, gz, L.out_l, p + L.w_off, L.in_l,
@@ -205,9 +209,34 @@ void Model::Backward(int mb, const float* dout, bool need_dinput,
       }
       grad_out = dx;
     }
-    if (layer_done) layer_done(i);
     backend_->Progress();
   }
+  pending_.push_back(mb);
+}
+
+void Model::WeightGrads(const std::function<void(int)>& layer_done, int max_microbatches) {
+  const auto count = std::min(pending_.size(), static_cast<std::size_t>(std::max(0, max_microbatches)));
+  if (count == 0) return;
+  const bool completes =
+      wgrads_done_ + static_cast<int>(count) == static_cast<int>(states_.size());
+  float* g = grads_buf_.data();
+  for (int i = num_local_layers() - 1; i >= 0; --i) {
+    const auto k = static_cast<size_t>(i);
+    const Layer& L = layers_[k];
+    for (std::size_t j = 0; j < count; ++j) {
+      const MicroState& st = states_[static_cast<size_t>(pending_[j])];
+      const float* x = i == 0 ? st.input : LayerOut(st, i - 1);
+      // dW (+)= gz^T x; the first after ZeroGradOnNextBackward overwrites.
+      const float beta = overwrite_wgrad_[k] ? 0.0f : 1.0f;
+      overwrite_wgrad_[k] = 0;
+      backend_->Gemm(true, false, L.out_l, L.in_l, rows_, 1.0f, st.gz[k], L.out_l, x, L.in_l, beta,
+                     g + L.w_off, L.in_l);
+    }
+    if (completes && layer_done) layer_done(i);
+    backend_->Progress();
+  }
+  pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(count));
+  wgrads_done_ += static_cast<int>(count);
 }
 
 const float* Model::InputGrad(int mb) const {

@@ -133,8 +133,11 @@ Result<ModelPlan> PlanModel(const ModelConfig& config, const GridShape& shape) {
   for (int b = 0; b < blocks; ++b) {
     for (int l = block_first[static_cast<size_t>(b)]; l < block_first[static_cast<size_t>(b) + 1];
          ++l) {
-      costs[static_cast<size_t>(b)] +=
-          static_cast<double>(config.in_dim(l)) * static_cast<double>(config.out_dim(l));
+      // Forward, weight gradient and input gradient, one GEMM of in x out
+      // each per row; the first layer has no input gradient (nothing needs it).
+      costs[static_cast<size_t>(b)] += (l == 0 ? 2.0 : 3.0) *
+                                       static_cast<double>(config.in_dim(l)) *
+                                       static_cast<double>(config.out_dim(l));
     }
   }
   std::vector<int> part = PartitionByCost(costs, shape.pp);

@@ -187,6 +187,20 @@ Status Trainer::RunBatch(double* loss_sum, double* busy_s, double* wall_s, bool 
   backend_->Synchronize();
   const auto t0 = Clock::now();
   const std::vector<PipeOp> ops = BuildSchedule(config_.schedule, shape_.pp, pp_idx_, nmb);
+  const auto layer_done = overlap ? std::function<void(int)>(on_layer) : std::function<void(int)>();
+  // Weight gradients (Model::WeightGrads) are off the critical path: a
+  // stage fills its waits with them, one microbatch at a time while the
+  // message it waits for has not arrived, and does the rest when its
+  // schedule ends (a later stage: while the stages before it drain).
+  auto recv = [&](float* buf, std::size_t n, int peer, int tag) {
+    while (model_->weight_grads_pending() && !backend_->Arrived(peer, tag)) {
+      const auto c0 = Clock::now();
+      model_->WeightGrads(layer_done, 1);
+      backend_->Synchronize();
+      busy += Seconds(c0, Clock::now());
+    }
+    backend_->Recv(buf, n, peer, tag);
+  };
   // Whether op k receives from a neighbour stage (see Backend::FlushSends).
   auto receives = [&](std::size_t k) {
     return k < ops.size() && (ops[k].forward ? !first : !last);
@@ -200,7 +214,7 @@ Status Trainer::RunBatch(double* loss_sum, double* busy_s, double* wall_s, bool 
         input = features_.data() + static_cast<std::size_t>(mb) * rows * in_w;
       } else {
         float* buf = recv_act_[static_cast<std::size_t>(mb)].data();
-        backend_->Recv(buf, rows * in_w, pp_idx_ - 1, 2 * mb);
+        recv(buf, rows * in_w, pp_idx_ - 1, 2 * mb);
         input = buf;
       }
       const auto c0 = Clock::now();
@@ -220,19 +234,22 @@ Status Trainer::RunBatch(double* loss_sum, double* busy_s, double* wall_s, bool 
       if (last) {
         dout = dlogits_[static_cast<std::size_t>(mb)].data();
       } else {
-        backend_->Recv(recv_grad_.data(), rows * out_w, pp_idx_ + 1, 2 * mb + 1);
+        recv(recv_grad_.data(), rows * out_w, pp_idx_ + 1, 2 * mb + 1);
         dout = recv_grad_.data();
       }
       const auto c0 = Clock::now();
-      const bool final_mb = mb == nmb - 1;
-      model_->Backward(mb, dout, !first,
-                       overlap && final_mb ? on_layer : std::function<void(int)>());
+      model_->Backward(mb, dout, !first);
       backend_->Synchronize();
       busy += Seconds(c0, Clock::now());
       if (!first) backend_->Send(model_->InputGrad(mb), rows * in_w, pp_idx_ - 1, 2 * mb + 1);
       if (!first && k + 1 < ops.size() && !receives(k + 1)) backend_->FlushSends();
     }
   }
+  // The weight gradients still pending.
+  const auto w0 = Clock::now();
+  model_->WeightGrads(layer_done);
+  backend_->Synchronize();
+  busy += Seconds(w0, Clock::now());
   backend_->WaitSends();
   const double wall = Seconds(t0, Clock::now());
 

@@ -62,6 +62,7 @@ TEST_P(ModelGradTest, GradientsMatchFiniteDifferences) {
   Loss(m, *be, x, t, rows, &dz);
   m.ZeroGrad();
   m.Backward(0, dz.data(), true);
+  m.WeightGrads();
   std::vector<float> analytic(m.grad_data(), m.grad_data() + m.num_params());
   std::vector<float> dinput(m.InputGrad(0), m.InputGrad(0) + rows * 4);
 

@@ -152,6 +152,10 @@ class Backend {
   virtual void Send(const float* x, std::size_t n, int peer_stage, int tag) = 0;
   virtual void Recv(float* x, std::size_t n, int peer_stage, int tag) = 0;
   virtual void WaitSends() = 0;
+  // Whether the message Recv(peer_stage, tag) would take has arrived, so a
+  // stage can fill a wait with deferred work. Backends that cannot tell
+  // answer true (the work then waits for the end of the step).
+  virtual bool Arrived(int /*peer_stage*/, int /*tag*/) { return true; }
   // Starts the sends made since the last Recv now. A backend may hold sends
   // back to issue them together with the next Recv (NCCL: one group, so a
   // send never waits in front of the receive its peer needs first); the

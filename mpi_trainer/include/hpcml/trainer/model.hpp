@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -76,11 +77,21 @@ class Model {
   void Forward(int mb, const float* input);
   const float* Output(int mb) const;  // [rows, output_width()]
 
-  // Backward pass of `mb` given dLoss/dOutput; accumulates gradients.
-  // `layer_done(i)` is called once local layer i's gradients for this
-  // microbatch are complete (for overlapping data-parallel reduction).
-  void Backward(int mb, const float* dout, bool need_dinput,
-                const std::function<void(int)>& layer_done = {});
+  // Backward pass of `mb` given dLoss/dOutput: the input gradient and the
+  // bias gradients (accumulated). The weight gradients wait for
+  // WeightGrads: the previous stage needs only the input gradient, so the
+  // pipeline's critical path carries no weight-gradient GEMM. `dout` must
+  // stay valid until WeightGrads returns.
+  void Backward(int mb, const float* dout, bool need_dinput);
+  // The weight gradients of the oldest `max_microbatches` microbatches whose
+  // Backward ran and whose weight gradients did not, accumulated layer by
+  // layer (last layer first) in microbatch order, so each layer's gradient
+  // stays in cache across its microbatches. `layer_done(i)` is called once
+  // local layer i's gradients are complete for every microbatch of the step
+  // (for overlapping data-parallel reduction).
+  void WeightGrads(const std::function<void(int)>& layer_done = {},
+                   int max_microbatches = std::numeric_limits<int>::max());
+  bool weight_grads_pending() const { return !pending_.empty(); }
   const float* InputGrad(int mb) const;  // [rows, input_width()], valid until next Backward(mb)
 
  private:
@@ -92,6 +103,8 @@ class Model {
   struct MicroState {
     const float* input = nullptr;
     std::vector<Buffer> z, a;  // per local layer; a empty when no activation
+    std::vector<Buffer> dz;    // per local layer: dLoss/dz when it has an activation
+    std::vector<const float*> gz;  // per local layer: dLoss/dz for WeightGrads
     Buffer dinput;
   };
 
@@ -105,10 +118,13 @@ class Model {
   std::vector<Layer> layers_;
   std::vector<ParamInfo> params_;
   Buffer params_buf_, grads_buf_;
-  std::vector<char> overwrite_grad_;  // per local layer: next Backward overwrites
+  std::vector<char> overwrite_grad_;  // per local layer: next Backward overwrites the bias grad
+  std::vector<char> overwrite_wgrad_;  // per local layer: next WeightGrads overwrites
+  std::vector<int> pending_;  // microbatches waiting for WeightGrads, in Backward order
+  int wgrads_done_ = 0;       // microbatches of this step whose weight gradients are in
   std::int64_t rows_ = 0;
   std::vector<MicroState> states_;
-  Buffer dz_, dx_;
+  Buffer dx_;  // the input gradient between two local layers
 };
 
 }  // namespace hpcml::trainer
