@@ -67,6 +67,8 @@ Result<std::unique_ptr<Model>> Model::Create(const ModelConfig& config, const Mo
   }
   m->overwrite_grad_.assign(m->layers_.size(), 0);
   m->overwrite_wgrad_.assign(m->layers_.size(), 0);
+  m->pending_.assign(m->layers_.size(), {});
+  m->wgrads_done_.assign(m->layers_.size(), 0);
   m->params_buf_ = backend->Alloc(offset);
   m->grads_buf_ = backend->Alloc(offset);
 
@@ -106,20 +108,31 @@ void Model::Reserve(int microbatches, std::int64_t rows) {
   states_.clear();
   states_.resize(static_cast<size_t>(microbatches));
   std::int64_t widest = input_width();
-  for (MicroState& st : states_) {
-    for (const Layer& L : layers_) {
-      st.z.push_back(backend_->Alloc(static_cast<std::size_t>(rows * L.out_l)));
-      st.a.push_back(L.plan.activation ? backend_->Alloc(static_cast<std::size_t>(rows * L.out_l))
-                                       : Buffer());
-      st.dz.push_back(L.plan.activation ? backend_->Alloc(static_cast<std::size_t>(rows * L.out_l))
-                                        : Buffer());
+  z_all_.clear();
+  a_all_.clear();
+  dz_all_.clear();
+  const auto all = static_cast<std::size_t>(microbatches) * static_cast<std::size_t>(rows);
+  for (const Layer& L : layers_) {
+    const auto n = all * static_cast<std::size_t>(L.out_l);
+    z_all_.push_back(backend_->Alloc(n));
+    a_all_.push_back(L.plan.activation ? backend_->Alloc(n) : Buffer());
+    dz_all_.push_back(L.plan.activation ? backend_->Alloc(n) : Buffer());
+  }
+  for (std::size_t mb = 0; mb < states_.size(); ++mb) {
+    MicroState& st = states_[mb];
+    for (std::size_t k = 0; k < layers_.size(); ++k) {
+      const std::size_t off = mb * static_cast<std::size_t>(rows * layers_[k].out_l);
+      st.z.push_back(z_all_[k].data() + off);
+      st.a.push_back(a_all_[k].data() ? a_all_[k].data() + off : nullptr);
+      st.dz.push_back(dz_all_[k].data() ? dz_all_[k].data() + off : nullptr);
       st.gz.push_back(nullptr);
     }
     st.dinput = backend_->Alloc(static_cast<std::size_t>(rows * input_width()));
   }
   for (const Layer& L : layers_) widest = std::max({widest, L.plan.in, L.plan.out});
   dx_ = backend_->Alloc(static_cast<std::size_t>(rows * widest));
-  pending_.clear();
+  for (auto& p : pending_) p.clear();
+  pending_count_ = 0;
 }
 
 void Model::ZeroGrad() {
@@ -131,13 +144,14 @@ void Model::ZeroGrad() {
 void Model::ZeroGradOnNextBackward() {
   overwrite_grad_.assign(layers_.size(), 1);
   overwrite_wgrad_.assign(layers_.size(), 1);
-  pending_.clear();
-  wgrads_done_ = 0;
+  for (auto& p : pending_) p.clear();
+  pending_count_ = 0;
+  std::fill(wgrads_done_.begin(), wgrads_done_.end(), 0);
 }
 
 const float* Model::LayerOut(const MicroState& st, int i) const {
   const size_t k = static_cast<size_t>(i);
-  return layers_[k].plan.activation ? st.a[k].data() : st.z[k].data();
+  return layers_[k].plan.activation ? st.a[k] : st.z[k];
 }
 
 void Model::Forward(int mb, const float* input) {
@@ -147,8 +161,8 @@ void Model::Forward(int mb, const float* input) {
   const float* p = params_buf_.data();
   for (size_t i = 0; i < layers_.size(); ++i) {
     const Layer& L = layers_[i];
-    float* z = st.z[i].data();
-    float* a = L.plan.activation ? st.a[i].data() : nullptr;
+    float* z = st.z[i];
+    float* a = st.a[i];
     // z = x W^T + b, a = act(z); W is [out_l, in_l].
     if (L.plan.split == Split::kRow && where_.tp > 1) {
       // Row-parallel: the partial products of the tensor group add up to the
@@ -190,10 +204,10 @@ void Model::Backward(int mb, const float* dout, bool need_dinput) {
     if (L.plan.activation) {
       // ReLU's derivative reads the output: DenseForward may not write z.
       const float* pre =
-          config_.activation == Activation::kRelu ? st.a[k].data() : st.z[k].data();
-      backend_->ActBackwardBiasGrad(config_.activation, pre, grad_out, st.dz[k].data(), rows_,
+          config_.activation == Activation::kRelu ? st.a[k] : st.z[k];
+      backend_->ActBackwardBiasGrad(config_.activation, pre, grad_out, st.dz[k], rows_,
                                     L.out_l, g + L.b_off);
-      gz = st.dz[k].data();
+      gz = st.dz[k];
     } else {
       backend_->BiasGrad(gz, rows_, L.out_l, g + L.b_off);
     }
@@ -211,32 +225,49 @@ void Model::Backward(int mb, const float* dout, bool need_dinput) {
     }
     backend_->Progress();
   }
-  pending_.push_back(mb);
+  for (auto& layer : pending_) layer.push_back(mb);
+  pending_count_ += pending_.size();
 }
 
-void Model::WeightGrads(const std::function<void(int)>& layer_done, int max_microbatches) {
-  const auto count = std::min(pending_.size(), static_cast<std::size_t>(std::max(0, max_microbatches)));
-  if (count == 0) return;
-  const bool completes =
-      wgrads_done_ + static_cast<int>(count) == static_cast<int>(states_.size());
+void Model::WeightGrads(const std::function<void(int)>& layer_done, int max_layers) {
   float* g = grads_buf_.data();
-  for (int i = num_local_layers() - 1; i >= 0; --i) {
-    const auto k = static_cast<size_t>(i);
+  for (int done = 0; done < max_layers && pending_count_ > 0; ++done) {
+    std::size_t k = 0;
+    for (std::size_t c = 1; c < layers_.size(); ++c) {
+      if (pending_[c].size() >= pending_[k].size()) k = c;
+    }
+    const int i = static_cast<int>(k);
     const Layer& L = layers_[k];
-    for (std::size_t j = 0; j < count; ++j) {
-      const MicroState& st = states_[static_cast<size_t>(pending_[j])];
+    std::vector<int>& mbs = pending_[k];
+    // One GEMM per run of microbatches whose rows lie back to back (inputs
+    // and output gradients): a deeper product, and one pass over dW.
+    for (std::size_t j = 0; j < mbs.size();) {
+      const MicroState& st = states_[static_cast<size_t>(mbs[j])];
       const float* x = i == 0 ? st.input : LayerOut(st, i - 1);
+      const float* gz = st.gz[k];
+      std::size_t run = 1;
+      while (j + run < mbs.size()) {
+        const MicroState& nx = states_[static_cast<size_t>(mbs[j + run])];
+        const auto step = static_cast<std::ptrdiff_t>(run) * rows_;
+        if ((i == 0 ? nx.input : LayerOut(nx, i - 1)) != x + step * L.in_l ||
+            nx.gz[k] != gz + step * L.out_l) {
+          break;
+        }
+        ++run;
+      }
       // dW (+)= gz^T x; the first after ZeroGradOnNextBackward overwrites.
       const float beta = overwrite_wgrad_[k] ? 0.0f : 1.0f;
       overwrite_wgrad_[k] = 0;
-      backend_->Gemm(true, false, L.out_l, L.in_l, rows_, 1.0f, st.gz[k], L.out_l, x, L.in_l, beta,
-                     g + L.w_off, L.in_l);
+      backend_->Gemm(true, false, L.out_l, L.in_l, rows_ * static_cast<std::int64_t>(run), 1.0f, gz,
+                     L.out_l, x, L.in_l, beta, g + L.w_off, L.in_l);
+      j += run;
     }
-    if (completes && layer_done) layer_done(i);
+    wgrads_done_[k] += static_cast<int>(mbs.size());
+    pending_count_ -= mbs.size();
+    mbs.clear();
+    if (wgrads_done_[k] == static_cast<int>(states_.size()) && layer_done) layer_done(i);
     backend_->Progress();
   }
-  pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(count));
-  wgrads_done_ += static_cast<int>(count);
 }
 
 const float* Model::InputGrad(int mb) const {

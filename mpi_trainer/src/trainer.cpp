@@ -86,16 +86,14 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainConfig& config,
     t->host_features_.resize(static_cast<std::size_t>(t->local_rows_ * model_config.input_dim));
     t->features_ = backend->Alloc(t->host_features_.size());
   } else {
-    for (int i = 0; i < nmb; ++i) {
-      t->recv_act_.push_back(backend->Alloc(rows * static_cast<std::size_t>(m.input_width())));
-    }
+    t->recv_act_ = backend->Alloc(static_cast<std::size_t>(nmb) * rows *
+                                  static_cast<std::size_t>(m.input_width()));
   }
   if (last) {
     t->host_targets_.resize(static_cast<std::size_t>(t->local_rows_ * source->target_dim()));
     t->targets_ = backend->Alloc(t->host_targets_.size());
-    for (int i = 0; i < nmb; ++i) {
-      t->dlogits_.push_back(backend->Alloc(rows * static_cast<std::size_t>(m.output_width())));
-    }
+    t->dlogits_ = backend->Alloc(static_cast<std::size_t>(nmb) * rows *
+                                 static_cast<std::size_t>(m.output_width()));
   } else {
     t->recv_grad_ = backend->Alloc(rows * static_cast<std::size_t>(m.output_width()));
   }
@@ -189,13 +187,14 @@ Status Trainer::RunBatch(double* loss_sum, double* busy_s, double* wall_s, bool 
   const std::vector<PipeOp> ops = BuildSchedule(config_.schedule, shape_.pp, pp_idx_, nmb);
   const auto layer_done = overlap ? std::function<void(int)>(on_layer) : std::function<void(int)>();
   // Weight gradients (Model::WeightGrads) are off the critical path: a
-  // stage fills its waits with them, one microbatch at a time while the
-  // message it waits for has not arrived, and does the rest when its
-  // schedule ends (a later stage: while the stages before it drain).
+  // stage fills its waits with them, one layer (over its pending
+  // microbatches) at a time while the message it waits for has not
+  // arrived, and does the rest when its schedule ends (a later stage: while
+  // the stages before it drain).
   auto recv = [&](float* buf, std::size_t n, int peer, int tag) {
     while (model_->weight_grads_pending() && !backend_->Arrived(peer, tag)) {
       const auto c0 = Clock::now();
-      model_->WeightGrads(layer_done, 1);
+      model_->WeightGrads(layer_done, /*max_layers=*/1);
       backend_->Synchronize();
       busy += Seconds(c0, Clock::now());
     }
@@ -213,7 +212,7 @@ Status Trainer::RunBatch(double* loss_sum, double* busy_s, double* wall_s, bool 
       if (first) {
         input = features_.data() + static_cast<std::size_t>(mb) * rows * in_w;
       } else {
-        float* buf = recv_act_[static_cast<std::size_t>(mb)].data();
+        float* buf = recv_act_.data() + static_cast<std::size_t>(mb) * rows * in_w;
         recv(buf, rows * in_w, pp_idx_ - 1, 2 * mb);
         input = buf;
       }
@@ -223,7 +222,8 @@ Status Trainer::RunBatch(double* loss_sum, double* busy_s, double* wall_s, bool 
         loss += backend_->LossAndGrad(
             mc.loss, model_->Output(mb),
             targets_.data() + static_cast<std::size_t>(mb) * rows * static_cast<std::size_t>(tdim),
-            mb_rows_, mc.output_dim, scale, dlogits_[static_cast<std::size_t>(mb)].data());
+            mb_rows_, mc.output_dim, scale,
+            dlogits_.data() + static_cast<std::size_t>(mb) * rows * out_w);
       }
       backend_->Synchronize();
       busy += Seconds(c0, Clock::now());
@@ -232,7 +232,7 @@ Status Trainer::RunBatch(double* loss_sum, double* busy_s, double* wall_s, bool 
     } else {
       const float* dout;
       if (last) {
-        dout = dlogits_[static_cast<std::size_t>(mb)].data();
+        dout = dlogits_.data() + static_cast<std::size_t>(mb) * rows * out_w;
       } else {
         recv(recv_grad_.data(), rows * out_w, pp_idx_ + 1, 2 * mb + 1);
         dout = recv_grad_.data();

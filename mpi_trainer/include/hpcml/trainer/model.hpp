@@ -83,15 +83,16 @@ class Model {
   // pipeline's critical path carries no weight-gradient GEMM. `dout` must
   // stay valid until WeightGrads returns.
   void Backward(int mb, const float* dout, bool need_dinput);
-  // The weight gradients of the oldest `max_microbatches` microbatches whose
-  // Backward ran and whose weight gradients did not, accumulated layer by
-  // layer (last layer first) in microbatch order, so each layer's gradient
-  // stays in cache across its microbatches. `layer_done(i)` is called once
-  // local layer i's gradients are complete for every microbatch of the step
-  // (for overlapping data-parallel reduction).
+  // Weight gradients of the microbatches whose Backward ran and whose weight
+  // gradients did not, for at most `max_layers` layers: each time the layer
+  // with the most such microbatches (the later layer on a tie), all of them
+  // in one GEMM per run of microbatches whose rows lie back to back, added
+  // in microbatch order. `layer_done(i)` is called once local layer i's
+  // gradients are complete for every microbatch of the step (for overlapping
+  // data-parallel reduction).
   void WeightGrads(const std::function<void(int)>& layer_done = {},
-                   int max_microbatches = std::numeric_limits<int>::max());
-  bool weight_grads_pending() const { return !pending_.empty(); }
+                   int max_layers = std::numeric_limits<int>::max());
+  bool weight_grads_pending() const { return pending_count_ > 0; }
   const float* InputGrad(int mb) const;  // [rows, input_width()], valid until next Backward(mb)
 
  private:
@@ -100,13 +101,17 @@ class Model {
     std::int64_t in_l = 0, out_l = 0;  // local dimensions
     std::size_t w_off = 0, b_off = 0;
   };
+  // Per local layer, slices of the per-layer buffers below: microbatch
+  // mb's rows follow microbatch mb-1's, so WeightGrads can run one GEMM
+  // over consecutive microbatches.
   struct MicroState {
     const float* input = nullptr;
-    std::vector<Buffer> z, a;  // per local layer; a empty when no activation
-    std::vector<Buffer> dz;    // per local layer: dLoss/dz when it has an activation
-    std::vector<const float*> gz;  // per local layer: dLoss/dz for WeightGrads
+    std::vector<float*> z, a;       // a null when the layer has no activation
+    std::vector<float*> dz;         // dLoss/dz, when the layer has an activation
+    std::vector<const float*> gz;   // dLoss/dz as Backward found it, for WeightGrads
     Buffer dinput;
   };
+  std::vector<Buffer> z_all_, a_all_, dz_all_;  // per local layer, all microbatches
 
   Model(ModelConfig config, Backend* backend) : config_(std::move(config)), backend_(backend) {}
   const float* LayerOut(const MicroState& st, int i) const;
@@ -120,8 +125,11 @@ class Model {
   Buffer params_buf_, grads_buf_;
   std::vector<char> overwrite_grad_;  // per local layer: next Backward overwrites the bias grad
   std::vector<char> overwrite_wgrad_;  // per local layer: next WeightGrads overwrites
-  std::vector<int> pending_;  // microbatches waiting for WeightGrads, in Backward order
-  int wgrads_done_ = 0;       // microbatches of this step whose weight gradients are in
+  // Per local layer: microbatches waiting for WeightGrads (Backward order),
+  // and how many of this step's are done.
+  std::vector<std::vector<int>> pending_;
+  std::vector<int> wgrads_done_;
+  std::size_t pending_count_ = 0;
   std::int64_t rows_ = 0;
   std::vector<MicroState> states_;
   Buffer dx_;  // the input gradient between two local layers

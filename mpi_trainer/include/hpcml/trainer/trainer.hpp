@@ -129,7 +129,9 @@ class Trainer {
   std::int64_t local_rows_ = 0, mb_rows_ = 0;
   std::vector<float> host_features_, host_targets_;
   Buffer features_, targets_;
-  std::vector<Buffer> recv_act_, dlogits_;
+  // All microbatches back to back (microbatch mb at mb * rows * width), so
+  // the model's weight gradients can take several in one GEMM.
+  Buffer recv_act_, dlogits_;
   Buffer recv_grad_;
   Buffer m_, v_;
   // ZeRO-1: this rank's shard [shard_begin_, shard_end_) of the flat buffer,
