@@ -131,22 +131,27 @@ void Model::Reserve(int microbatches, std::int64_t rows) {
   }
   for (const Layer& L : layers_) widest = std::max({widest, L.plan.in, L.plan.out});
   dx_ = backend_->Alloc(static_cast<std::size_t>(rows * widest));
-  for (auto& p : pending_) p.clear();
-  pending_count_ = 0;
+  StartWeightGrads();
 }
 
 void Model::ZeroGrad() {
   backend_->Fill(grads_buf_.data(), grads_buf_.size(), 0.0f);
   std::fill(overwrite_grad_.begin(), overwrite_grad_.end(), 0);
   std::fill(overwrite_wgrad_.begin(), overwrite_wgrad_.end(), 0);
+  StartWeightGrads();
+}
+
+void Model::StartWeightGrads() {
+  for (auto& p : pending_) p.clear();
+  pending_count_ = 0;
+  std::fill(wgrads_done_.begin(), wgrads_done_.end(), 0);
+  next_done_ = num_local_layers() - 1;
 }
 
 void Model::ZeroGradOnNextBackward() {
   overwrite_grad_.assign(layers_.size(), 1);
   overwrite_wgrad_.assign(layers_.size(), 1);
-  for (auto& p : pending_) p.clear();
-  pending_count_ = 0;
-  std::fill(wgrads_done_.begin(), wgrads_done_.end(), 0);
+  StartWeightGrads();
 }
 
 const float* Model::LayerOut(const MicroState& st, int i) const {
@@ -265,7 +270,13 @@ void Model::WeightGrads(const std::function<void(int)>& layer_done, int max_laye
     wgrads_done_[k] += static_cast<int>(mbs.size());
     pending_count_ -= mbs.size();
     mbs.clear();
-    if (wgrads_done_[k] == static_cast<int>(states_.size()) && layer_done) layer_done(i);
+    // Reported last layer first, as the data-parallel buckets expect,
+    // whatever order the layers completed in.
+    while (next_done_ >= 0 &&
+           wgrads_done_[static_cast<size_t>(next_done_)] == static_cast<int>(states_.size())) {
+      if (layer_done) layer_done(next_done_);
+      --next_done_;
+    }
     backend_->Progress();
   }
 }

@@ -115,6 +115,7 @@ class Model {
 
   Model(ModelConfig config, Backend* backend) : config_(std::move(config)), backend_(backend) {}
   const float* LayerOut(const MicroState& st, int i) const;
+  void StartWeightGrads();  // no microbatch pending, none done (a new step)
 
   ModelConfig config_;
   Backend* backend_;
@@ -130,6 +131,7 @@ class Model {
   std::vector<std::vector<int>> pending_;
   std::vector<int> wgrads_done_;
   std::size_t pending_count_ = 0;
+  int next_done_ = -1;  // the next layer layer_done reports (they go last to first)
   std::int64_t rows_ = 0;
   std::vector<MicroState> states_;
   Buffer dx_;  // the input gradient between two local layers
