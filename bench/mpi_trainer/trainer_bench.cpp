@@ -200,13 +200,14 @@ struct CpuPeak {
 };
 
 // The machine's peak on the step's shapes: for every shape the best of
-// oneDNN (its matmul, as the backend runs it, and dnnl_sgemm) and OpenBLAS
+// oneDNN (as the backend runs it: matmul or dnnl_sgemm by shape; and
+// dnnl_sgemm on every shape) and OpenBLAS
 // (with the kernel OPENBLAS_CORETYPE selects: run.sh gives it the best one
 // this CPU has), then the best over the shapes.
 CpuPeak MeasurePeak(const ht::ModelConfig& mc, std::int64_t b, ht::Backend& onednn) {
   CpuPeak p;
   const std::string openblas = std::string("OpenBLAS ") + openblas_get_corename();
-  const std::pair<GemmFn, std::string> libs[] = {{OneDnnMatmul, "oneDNN matmul"},
+  const std::pair<GemmFn, std::string> libs[] = {{OneDnnMatmul, "oneDNN as the backend runs it"},
                                                  {OneDnnSgemm, "dnnl_sgemm"},
                                                  {OpenBlasSgemm, openblas}};
   for (const Shape& s : StepShapes(mc, b)) {

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <tuple>
 #include <vector>
 
 #include "hpcml/trainer/backend.hpp"
@@ -47,7 +48,9 @@ TEST(CpuBackendTest, GemmMatchesNaiveForEveryTransposition) {
 TEST(CpuBackendTest, GemmLibrariesAgree) {
   auto dnnl = MakeCpuBackend(nullptr, {GemmLibrary::kOneDnn, 1});
   auto blas = MakeCpuBackend(nullptr, {GemmLibrary::kOpenBlas, 1});
-  const int m = 67, n = 45, k = 131, pad = 3;
+  const int pad = 3;
+  // Small (oneDNN's matmul) and large (its packed sgemm) products.
+  for (auto [m, n, k] : {std::tuple{67, 45, 131}, std::tuple{515, 530, 521}}) {
   for (int ta = 0; ta < 2; ++ta) {
     for (int tb = 0; tb < 2; ++tb) {
       for (float beta : {0.0f, 1.0f}) {
@@ -61,10 +64,12 @@ TEST(CpuBackendTest, GemmLibrariesAgree) {
                    ldc);
         for (size_t i = 0; i < c1.size(); ++i) {
           ASSERT_NEAR(c1[i], c2[i], 1e-4f * (1.0f + std::fabs(c2[i])))
-              << "ta " << ta << " tb " << tb << " beta " << beta << " at " << i;
+              << m << "x" << n << "x" << k << " ta " << ta << " tb " << tb << " beta " << beta
+              << " at " << i;
         }
       }
     }
+  }
   }
 }
 
