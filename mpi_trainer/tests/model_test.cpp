@@ -102,6 +102,62 @@ INSTANTIATE_TEST_SUITE_P(AllActivationsAndLosses, ModelGradTest,
                                   std::string(Name(i.param.loss));
                          });
 
+// Deferred weight gradients: several microbatches taken together (one GEMM
+// per layer, or one layer at a time) give the sum of each microbatch's own
+// gradients, and layers are reported complete last layer first.
+TEST(ModelTest, WeightGradientsOverMicrobatchesAddUp) {
+  ModelConfig c;
+  c.input_dim = 7;
+  c.hidden = {9, 8};
+  c.output_dim = 3;
+  c.loss = LossKind::kMse;
+  c.seed = 3;
+  auto plan = PlanModel(c, GridShape{});
+  ASSERT_TRUE(plan.ok());
+  auto be = MakeCpuBackend(nullptr);
+  const std::int64_t rows = 5;
+  const int mbs = 3;
+  std::vector<float> x(static_cast<size_t>(mbs * rows * c.input_dim));
+  std::vector<float> dout(static_cast<size_t>(mbs * rows * c.output_dim));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(GaussianAt(21, i));
+  for (size_t i = 0; i < dout.size(); ++i) dout[i] = static_cast<float>(GaussianAt(22, i));
+  auto run = [&](int max_layers, std::vector<int>* order) {
+    auto m = Model::Create(c, *plan, Placement{}, be.get());
+    EXPECT_TRUE(m.ok());
+    (*m)->Reserve(mbs, rows);
+    (*m)->ZeroGradOnNextBackward();
+    for (int mb = 0; mb < mbs; ++mb) {
+      (*m)->Forward(mb, x.data() + mb * rows * c.input_dim);
+      (*m)->Backward(mb, dout.data() + mb * rows * c.output_dim, false);
+      // Between backwards, one layer at a time (as a stage filling a wait).
+      if (max_layers == 1 && mb == 1) (*m)->WeightGrads([&](int l) { order->push_back(l); }, 1);
+    }
+    (*m)->WeightGrads([&](int l) { order->push_back(l); });
+    return std::vector<float>((*m)->grad_data(), (*m)->grad_data() + (*m)->num_params());
+  };
+  std::vector<int> order_all, order_split;
+  const std::vector<float> all = run(1000, &order_all);
+  const std::vector<float> split = run(1, &order_split);
+  EXPECT_EQ(order_all, (std::vector<int>{2, 1, 0}));
+  EXPECT_EQ(order_split, (std::vector<int>{2, 1, 0}));
+  // Against each microbatch alone, summed in double.
+  std::vector<double> want(all.size(), 0.0);
+  for (int mb = 0; mb < mbs; ++mb) {
+    auto m = Model::Create(c, *plan, Placement{}, be.get());
+    ASSERT_TRUE(m.ok());
+    (*m)->Reserve(1, rows);
+    (*m)->ZeroGrad();
+    (*m)->Forward(0, x.data() + mb * rows * c.input_dim);
+    (*m)->Backward(0, dout.data() + mb * rows * c.output_dim, false);
+    (*m)->WeightGrads();
+    for (size_t i = 0; i < want.size(); ++i) want[i] += (*m)->grad_data()[i];
+  }
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_NEAR(all[i], want[i], 1e-5 * (1.0 + std::fabs(want[i]))) << i;
+    EXPECT_NEAR(split[i], want[i], 1e-5 * (1.0 + std::fabs(want[i]))) << i;
+  }
+}
+
 TEST(ModelTest, ShardsAreSlicesOfTheSameGlobalInitialisation) {
   ModelConfig c;
   c.input_dim = 6;
