@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <algorithm>
 #include <functional>
 #include <limits>
 #include <memory>
@@ -92,7 +93,12 @@ class Model {
   // data-parallel reduction).
   void WeightGrads(const std::function<void(int)>& layer_done = {},
                    int max_layers = std::numeric_limits<int>::max());
-  bool weight_grads_pending() const { return pending_count_ > 0; }
+  // The most microbatches any layer has waiting for WeightGrads.
+  std::size_t most_pending() const {
+    std::size_t n = 0;
+    for (const auto& p : pending_) n = std::max(n, p.size());
+    return n;
+  }
   const float* InputGrad(int mb) const;  // [rows, input_width()], valid until next Backward(mb)
 
  private:
