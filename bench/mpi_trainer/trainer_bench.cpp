@@ -429,13 +429,13 @@ void NaiveCompare() {
 }
 
 // The ideal (p-1)/(m+p-1) holds for stages with equal forward and equal
-// backward times and free transfers. So every stage gets two layers of the
-// same cost: the first layer computes no input gradient, so its input is
-// 1.5 times the width (forward and weight gradient of 1.5 w x w = forward,
-// weight and input gradient of w x w), and the loss is MSE (a softmax over
-// the outputs would lengthen the last stage). Layers are 1024 wide: a
-// microbatch's transfer (64 rows x 4 KiB) is then about 1% of its compute
-// (at 512 it was 2%, and it sits on the critical path). Busy times per stage
+// backward times and free transfers. Equal layers do not give that: the
+// first stage computes no input gradient for the model's first layer, and
+// the last stage computes the loss. So the first layer is made tiny (input
+// 8) and shares the first stage with two full layers; every other stage has
+// two full layers; the loss is MSE (a softmax over 1024 outputs would
+// lengthen the last stage). Layers are 1024 wide: a microbatch's transfer
+// (64 rows x 4 KiB) is then about 1% of its compute. Busy times per stage
 // are printed so any imbalance is visible.
 void Bubble() {
   int n = 0, rank = 0;
@@ -443,8 +443,8 @@ void Bubble() {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   ht::ModelConfig mc;
   const std::int64_t w = 1024;
-  mc.input_dim = w + w / 2;
-  mc.hidden = std::vector<std::int64_t>(static_cast<size_t>(2 * n - 1), w);
+  mc.input_dim = 8;
+  mc.hidden = std::vector<std::int64_t>(static_cast<size_t>(2 * n), w);
   mc.output_dim = w;
   mc.loss = ht::LossKind::kMse;
   auto grid = ht::ProcessGrid::Create(MPI_COMM_WORLD, ht::GridShape{1, n, 1});
