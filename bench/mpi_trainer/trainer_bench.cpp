@@ -176,21 +176,20 @@ double BestRate(const Shape& s, GemmFn gemm, void* ctx) {
 
 void OneDnnMatmul(const Shape& x, const float* a, std::int64_t lda, const float* b,
                   std::int64_t ldb, float* c, void* backend) {
-  static_cast<ht::Backend*>(backend)->Gemm(x.ta, x.tb, x.m, x.n, x.k, 1.0f, a, lda, b, ldb, 0.0f,
-                                           c, x.n);
+  static_cast<ht::Backend*>(backend)->Gemm(x.ta, x.tb, x.m, x.n, x.k, 1.0f, a, lda, b, ldb, 0.0f, c,
+                                           x.n);
 }
 
-void OneDnnSgemm(const Shape& x, const float* a, std::int64_t lda, const float* b,
-                 std::int64_t ldb, float* c, void*) {
-  dnnl_sgemm(x.ta ? 'T' : 'N', x.tb ? 'T' : 'N', x.m, x.n, x.k, 1.0f, a, lda, b, ldb, 0.0f, c,
-             x.n);
+void OneDnnSgemm(const Shape& x, const float* a, std::int64_t lda, const float* b, std::int64_t ldb,
+                 float* c, void*) {
+  dnnl_sgemm(x.ta ? 'T' : 'N', x.tb ? 'T' : 'N', x.m, x.n, x.k, 1.0f, a, lda, b, ldb, 0.0f, c, x.n);
 }
 
 void OpenBlasSgemm(const Shape& x, const float* a, std::int64_t lda, const float* b,
                    std::int64_t ldb, float* c, void*) {
   cblas_sgemm(CblasRowMajor, x.ta ? CblasTrans : CblasNoTrans, x.tb ? CblasTrans : CblasNoTrans,
-              static_cast<blasint>(x.m), static_cast<blasint>(x.n), static_cast<blasint>(x.k),
-              1.0f, a, static_cast<blasint>(lda), b, static_cast<blasint>(ldb), 0.0f, c,
+              static_cast<blasint>(x.m), static_cast<blasint>(x.n), static_cast<blasint>(x.k), 1.0f,
+              a, static_cast<blasint>(lda), b, static_cast<blasint>(ldb), 0.0f, c,
               static_cast<blasint>(x.n));
 }
 
@@ -521,7 +520,6 @@ double PeakBf16Tflops(const std::string& name) {
   }
   return 0.0;
 }
-
 
 // The GEMMs of one training step (forward, weight gradient, input gradient
 // of every layer but the first) through the backend, on device buffers.

@@ -35,6 +35,17 @@ std::string_view Name(GemmLibrary g) {
 
 namespace {
 
+// The memory-bound loops are compiled for AVX-512, AVX2 and the x86-64
+// baseline; the loader picks the widest the node has (GCC function
+// multiversioning), as oneDNN picks its GEMM kernels. Same IEEE operations
+// in every clone: no fast-math, so the results do not depend on the node.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define HPCML_VECTOR_CLONES \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define HPCML_VECTOR_CLONES
+#endif
+
 // Runs fn(chunk, begin, end) over [0, n) cut into equal contiguous chunks,
 // one per OpenMP thread, and returns the number of chunks. Below `grain`
 // items per thread it uses fewer threads (a parallel region costs a few
@@ -43,7 +54,8 @@ namespace {
 template <class F>
 int ParallelChunks(std::size_t n, std::size_t grain, F&& fn) {
   const auto most = static_cast<std::size_t>(std::max(1, omp_get_max_threads()));
-  const int chunks = static_cast<int>(std::clamp<std::size_t>(n / std::max<std::size_t>(grain, 1), 1, most));
+  const int chunks =
+      static_cast<int>(std::clamp<std::size_t>(n / std::max<std::size_t>(grain, 1), 1, most));
   if (chunks == 1) {
     fn(0, std::size_t{0}, n);
     return 1;
@@ -94,18 +106,20 @@ inline float ActGrad(float x, float dout) {
 // The loops below take restrict pointers: callers never pass overlapping
 // arrays (Backend contract), and without it GCC keeps them scalar.
 template <Activation A>
-void ForwardLoop(const float* __restrict pre, float* __restrict out, std::size_t n) {
+HPCML_VECTOR_CLONES void ForwardLoop(const float* __restrict pre, float* __restrict out,
+                                     std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) out[i] = Act<A>(pre[i]);
 }
 
 template <Activation A>
-void BackwardLoop(const float* __restrict pre, const float* __restrict dout, float* __restrict dpre,
-                  std::size_t n) {
+HPCML_VECTOR_CLONES void BackwardLoop(const float* __restrict pre, const float* __restrict dout,
+                                      float* __restrict dpre, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) dpre[i] = ActGrad<A>(pre[i], dout[i]);
 }
 
 template <Activation A>
-void BiasActRows(float* z, const float* bias, float* out, std::int64_t rows, std::int64_t cols) {
+HPCML_VECTOR_CLONES void BiasActRows(float* z, const float* bias, float* out, std::int64_t rows,
+                                     std::int64_t cols) {
   for (std::int64_t r = 0; r < rows; ++r) {
     float* __restrict zr = z + r * cols;
     float* __restrict o = out + r * cols;
@@ -121,8 +135,9 @@ void BiasActRows(float* z, const float* bias, float* out, std::int64_t rows, std
 // Columns [0, width) of rows of length ld (a column block of the matrix:
 // the threads split the columns, so each column's sum keeps the serial order).
 template <Activation A>
-void BackwardBiasRows(const float* pre, const float* dout, float* dpre, std::int64_t rows,
-                      std::int64_t ld, std::int64_t width, float* db) {
+HPCML_VECTOR_CLONES void BackwardBiasRows(const float* pre, const float* dout, float* dpre,
+                                          std::int64_t rows, std::int64_t ld, std::int64_t width,
+                                          float* db) {
   for (std::int64_t r = 0; r < rows; ++r) {
     const float* __restrict p = pre + r * ld;
     const float* __restrict g = dout + r * ld;
@@ -249,8 +264,8 @@ class CpuBackend final : public Backend {
       // dimension is small (the first and last layers, K = 64 rows). A fixed
       // rule, not a timing, so a run's results do not depend on the load.
       if (std::min({m, n, k}) >= 512 &&
-          dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb,
-                     beta, c, ldc) == dnnl_success) {
+          dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta,
+                     c, ldc) == dnnl_success) {
         return;
       }
       if (matmuls_.Run({trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta,
@@ -274,9 +289,9 @@ class CpuBackend final : public Backend {
     if (gemm_ == GemmLibrary::kOneDnn) {
       const bool relu = a != nullptr && act == Activation::kRelu;
       using E = OneDnnMatmuls::Epilogue;
-      if (matmuls_.Run({false, true, rows, out, in, in, in, out, 1.0f, 0.0f,
-                        relu ? E::kBiasRelu : E::kBias},
-                       x, w, bias, relu ? a : z)) {
+      if (matmuls_.Run(
+              {false, true, rows, out, in, in, in, out, 1.0f, 0.0f, relu ? E::kBiasRelu : E::kBias},
+              x, w, bias, relu ? a : z)) {
         if (!relu && a != nullptr) ActForward(act, z, a, static_cast<std::size_t>(rows * out));
         return;
       }
@@ -356,14 +371,14 @@ class CpuBackend final : public Backend {
       const std::int64_t w = c1 - c0;
       switch (act) {
         case Activation::kRelu:
-          return BackwardBiasRows<Activation::kRelu>(pre + c0, dout + c0, dpre + c0, rows, cols,
-                                                     w, db + c0);
+          return BackwardBiasRows<Activation::kRelu>(pre + c0, dout + c0, dpre + c0, rows, cols, w,
+                                                     db + c0);
         case Activation::kTanh:
-          return BackwardBiasRows<Activation::kTanh>(pre + c0, dout + c0, dpre + c0, rows, cols,
-                                                     w, db + c0);
+          return BackwardBiasRows<Activation::kTanh>(pre + c0, dout + c0, dpre + c0, rows, cols, w,
+                                                     db + c0);
         case Activation::kGelu:
-          return BackwardBiasRows<Activation::kGelu>(pre + c0, dout + c0, dpre + c0, rows, cols,
-                                                     w, db + c0);
+          return BackwardBiasRows<Activation::kGelu>(pre + c0, dout + c0, dpre + c0, rows, cols, w,
+                                                     db + c0);
       }
     });
   }
@@ -373,7 +388,8 @@ class CpuBackend final : public Backend {
     // Rows split across threads; per-chunk totals summed in chunk order.
     std::vector<double> part(static_cast<std::size_t>(std::max(1, omp_get_max_threads())), 0.0);
     const int chunks = ParallelChunks(
-        static_cast<std::size_t>(rows), std::max<std::size_t>(1, kGrain / static_cast<std::size_t>(cols)),
+        static_cast<std::size_t>(rows),
+        std::max<std::size_t>(1, kGrain / static_cast<std::size_t>(cols)),
         [&](int chunk, std::size_t r0, std::size_t r1) {
           part[static_cast<std::size_t>(chunk)] =
               loss == LossKind::kCrossEntropy
@@ -499,7 +515,8 @@ class CpuBackend final : public Backend {
   template <class F>
   static void ForRows(std::int64_t rows, std::int64_t cols, F&& fn) {
     ParallelChunks(static_cast<std::size_t>(rows),
-                   std::max<std::size_t>(1, kGrain / static_cast<std::size_t>(std::max<std::int64_t>(cols, 1))),
+                   std::max<std::size_t>(
+                       1, kGrain / static_cast<std::size_t>(std::max<std::int64_t>(cols, 1))),
                    [&](int, std::size_t r0, std::size_t r1) {
                      fn(static_cast<std::int64_t>(r0), static_cast<std::int64_t>(r1));
                    });
@@ -509,7 +526,8 @@ class CpuBackend final : public Backend {
   template <class F>
   static void ForColumns(std::int64_t rows, std::int64_t cols, F&& fn) {
     ParallelChunks(static_cast<std::size_t>(cols),
-                   std::max<std::size_t>(16, kGrain / static_cast<std::size_t>(std::max<std::int64_t>(rows, 1))),
+                   std::max<std::size_t>(
+                       16, kGrain / static_cast<std::size_t>(std::max<std::int64_t>(rows, 1))),
                    [&](int, std::size_t c0, std::size_t c1) {
                      fn(static_cast<std::int64_t>(c0), static_cast<std::int64_t>(c1));
                    });
@@ -547,8 +565,8 @@ class CpuBackend final : public Backend {
     return total;
   }
 
-  static double MseRows(const float* logits, const float* targets, std::int64_t r0,
-                        std::int64_t r1, std::int64_t cols, float scale, float* dlogits) {
+  static double MseRows(const float* logits, const float* targets, std::int64_t r0, std::int64_t r1,
+                        std::int64_t cols, float scale, float* dlogits) {
     double total = 0.0;
     const float inv = 1.0f / static_cast<float>(cols);
     for (std::int64_t r = r0; r < r1; ++r) {
@@ -564,7 +582,7 @@ class CpuBackend final : public Backend {
     return total;
   }
 
-  static double SumSquaresSerial(const float* x, std::size_t n) {
+  HPCML_VECTOR_CLONES static double SumSquaresSerial(const float* x, std::size_t n) {
     constexpr std::size_t kLanes = 8;
     double acc[kLanes] = {};
     std::size_t i = 0;
@@ -580,8 +598,8 @@ class CpuBackend final : public Backend {
     return s;
   }
 
-  static void AdamWSerial(float* param, const float* grad, float* m, float* v, std::size_t n,
-                          const AdamWStep& st) {
+  HPCML_VECTOR_CLONES static void AdamWSerial(float* param, const float* grad, float* m, float* v,
+                                              std::size_t n, const AdamWStep& st) {
     const double bc1 = 1.0 - std::pow(static_cast<double>(st.beta1), static_cast<double>(st.step));
     const double bc2 = 1.0 - std::pow(static_cast<double>(st.beta2), static_cast<double>(st.step));
     // Constants in locals and restrict-qualified arrays: otherwise every

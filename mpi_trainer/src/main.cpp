@@ -5,8 +5,8 @@
 // non-zero: 2 for a usage error, 1 for anything else. No rank is left waiting.
 #include <mpi.h>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -154,15 +154,15 @@ class Program {
       HPCML_ASSIGN_OR_RETURN(co.gemm, ht::ParseGemmLibrary(o_.gemm));
       const char* omp = std::getenv("OMP_NUM_THREADS");
       const char* slurm = std::getenv("SLURM_CPUS_PER_TASK");
-      HPCML_ASSIGN_OR_RETURN(topo::ThreadChoice tc,
-                             topo::ChooseThreads(o_.threads, omp ? omp : "", slurm ? slurm : "",
-                                                 cores, sharing));
+      HPCML_ASSIGN_OR_RETURN(
+          topo::ThreadChoice tc,
+          topo::ChooseThreads(o_.threads, omp ? omp : "", slurm ? slurm : "", cores, sharing));
       co.threads = tc.threads;
       backend_ = ht::MakeCpuBackend(grid_.get(), co);
       if (rank0_) {
         log_.info("cpu: {} math thread(s) per rank ({}{}), GEMMs by {}", tc.threads, tc.source,
-                  tc.clamped ? fmt::format(", cut to this rank's share: {} cores, {} ranks",
-                                           cores, sharing)
+                  tc.clamped ? fmt::format(", cut to this rank's share: {} cores, {} ranks", cores,
+                                           sharing)
                              : "",
                   ht::Name(co.gemm));
       }

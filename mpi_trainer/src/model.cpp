@@ -208,10 +208,9 @@ void Model::Backward(int mb, const float* dout, bool need_dinput) {
     const float* gz = grad_out;
     if (L.plan.activation) {
       // ReLU's derivative reads the output: DenseForward may not write z.
-      const float* pre =
-          config_.activation == Activation::kRelu ? st.a[k] : st.z[k];
-      backend_->ActBackwardBiasGrad(config_.activation, pre, grad_out, st.dz[k], rows_,
-                                    L.out_l, g + L.b_off);
+      const float* pre = config_.activation == Activation::kRelu ? st.a[k] : st.z[k];
+      backend_->ActBackwardBiasGrad(config_.activation, pre, grad_out, st.dz[k], rows_, L.out_l,
+                                    g + L.b_off);
       gz = st.dz[k];
     } else {
       backend_->BiasGrad(gz, rows_, L.out_l, g + L.b_off);

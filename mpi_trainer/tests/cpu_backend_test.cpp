@@ -51,25 +51,25 @@ TEST(CpuBackendTest, GemmLibrariesAgree) {
   const int pad = 3;
   // Small (oneDNN's matmul) and large (its packed sgemm) products.
   for (auto [m, n, k] : {std::tuple{67, 45, 131}, std::tuple{515, 530, 521}}) {
-  for (int ta = 0; ta < 2; ++ta) {
-    for (int tb = 0; tb < 2; ++tb) {
-      for (float beta : {0.0f, 1.0f}) {
-        const int lda = (ta ? m : k) + pad, ldb = (tb ? k : n) + pad, ldc = n + pad;
-        std::vector<float> a = Random(static_cast<size_t>((ta ? k : m) * lda), 4);
-        std::vector<float> b = Random(static_cast<size_t>((tb ? n : k) * ldb), 5);
-        std::vector<float> c1 = Random(static_cast<size_t>(m * ldc), 6), c2 = c1;
-        dnnl->Gemm(ta != 0, tb != 0, m, n, k, 0.5f, a.data(), lda, b.data(), ldb, beta, c1.data(),
-                   ldc);
-        blas->Gemm(ta != 0, tb != 0, m, n, k, 0.5f, a.data(), lda, b.data(), ldb, beta, c2.data(),
-                   ldc);
-        for (size_t i = 0; i < c1.size(); ++i) {
-          ASSERT_NEAR(c1[i], c2[i], 1e-4f * (1.0f + std::fabs(c2[i])))
-              << m << "x" << n << "x" << k << " ta " << ta << " tb " << tb << " beta " << beta
-              << " at " << i;
+    for (int ta = 0; ta < 2; ++ta) {
+      for (int tb = 0; tb < 2; ++tb) {
+        for (float beta : {0.0f, 1.0f}) {
+          const int lda = (ta ? m : k) + pad, ldb = (tb ? k : n) + pad, ldc = n + pad;
+          std::vector<float> a = Random(static_cast<size_t>((ta ? k : m) * lda), 4);
+          std::vector<float> b = Random(static_cast<size_t>((tb ? n : k) * ldb), 5);
+          std::vector<float> c1 = Random(static_cast<size_t>(m * ldc), 6), c2 = c1;
+          dnnl->Gemm(ta != 0, tb != 0, m, n, k, 0.5f, a.data(), lda, b.data(), ldb, beta, c1.data(),
+                     ldc);
+          blas->Gemm(ta != 0, tb != 0, m, n, k, 0.5f, a.data(), lda, b.data(), ldb, beta, c2.data(),
+                     ldc);
+          for (size_t i = 0; i < c1.size(); ++i) {
+            ASSERT_NEAR(c1[i], c2[i], 1e-4f * (1.0f + std::fabs(c2[i])))
+                << m << "x" << n << "x" << k << " ta " << ta << " tb " << tb << " beta " << beta
+                << " at " << i;
+          }
         }
       }
     }
-  }
   }
 }
 
@@ -109,15 +109,22 @@ TEST(CpuBackendTest, TwoThreadsMatchOne) {
   const auto n = static_cast<size_t>(rows * cols);
   const std::vector<float> z = Random(n, 10), dout = Random(n, 11), g = Random(n, 12);
   std::vector<float> targets(rows);
-  for (std::int64_t r = 0; r < rows; ++r) targets[static_cast<size_t>(r)] = static_cast<float>(r % cols);
+  for (std::int64_t r = 0; r < rows; ++r)
+    targets[static_cast<size_t>(r)] = static_cast<float>(r % cols);
   struct Out {
     std::vector<float> dpre, db, dlogits, p, m, v;
     double loss, sq;
   };
   auto run = [&](int threads) {
     auto be = MakeCpuBackend(nullptr, {GemmLibrary::kOneDnn, threads});
-    Out o{std::vector<float>(n), std::vector<float>(cols, 0.5f), std::vector<float>(n), z,
-          std::vector<float>(n, 0.1f), std::vector<float>(n, 0.2f), 0, 0};
+    Out o{std::vector<float>(n),
+          std::vector<float>(cols, 0.5f),
+          std::vector<float>(n),
+          z,
+          std::vector<float>(n, 0.1f),
+          std::vector<float>(n, 0.2f),
+          0,
+          0};
     be->ActBackwardBiasGrad(Activation::kGelu, z.data(), dout.data(), o.dpre.data(), rows, cols,
                             o.db.data());
     o.loss = be->LossAndGrad(LossKind::kCrossEntropy, z.data(), targets.data(), rows, cols,

@@ -12,9 +12,9 @@
 // layout starts from the same model.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <algorithm>
 #include <functional>
 #include <limits>
 #include <memory>
@@ -112,9 +112,9 @@ class Model {
   // over consecutive microbatches.
   struct MicroState {
     const float* input = nullptr;
-    std::vector<float*> z, a;       // a null when the layer has no activation
-    std::vector<float*> dz;         // dLoss/dz, when the layer has an activation
-    std::vector<const float*> gz;   // dLoss/dz as Backward found it, for WeightGrads
+    std::vector<float*> z, a;      // a null when the layer has no activation
+    std::vector<float*> dz;        // dLoss/dz, when the layer has an activation
+    std::vector<const float*> gz;  // dLoss/dz as Backward found it, for WeightGrads
     Buffer dinput;
   };
   std::vector<Buffer> z_all_, a_all_, dz_all_;  // per local layer, all microbatches
@@ -130,7 +130,7 @@ class Model {
   std::vector<Layer> layers_;
   std::vector<ParamInfo> params_;
   Buffer params_buf_, grads_buf_;
-  std::vector<char> overwrite_grad_;  // per local layer: next Backward overwrites the bias grad
+  std::vector<char> overwrite_grad_;   // per local layer: next Backward overwrites the bias grad
   std::vector<char> overwrite_wgrad_;  // per local layer: next WeightGrads overwrites
   // Per local layer: microbatches waiting for WeightGrads (Backward order),
   // and how many of this step's are done.
