@@ -247,6 +247,40 @@ std::string ModelText(const ht::ModelConfig& mc) {
   return s + "-" + std::to_string(mc.output_dim);
 }
 
+// Parses "--input N --hidden W,W --outputs N --batch B" after the mode and
+// the numeric options in `extra`; false, with a message naming the option,
+// on anything else.
+bool ParseBenchArgs(int argc, char** argv, const char* mode, ht::ModelConfig* mc,
+                    std::int64_t* batch,
+                    const std::vector<std::pair<std::string, double*>>& extra) {
+  for (int i = 2; i < argc; i += 2) {
+    const std::string k = argv[i];
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "trainer_bench %s: %s needs a value\n", mode, k.c_str());
+      return false;
+    }
+    const std::string v = argv[i + 1];
+    if (k == "--input") {
+      mc->input_dim = std::stoll(v);
+    } else if (k == "--hidden") {
+      mc->hidden = ParseWidths(v);
+    } else if (k == "--outputs") {
+      mc->output_dim = std::stoll(v);
+    } else if (k == "--batch") {
+      *batch = std::stoll(v);
+    } else {
+      auto it =
+          std::find_if(extra.begin(), extra.end(), [&](const auto& e) { return e.first == k; });
+      if (it == extra.end()) {
+        std::fprintf(stderr, "trainer_bench %s: unknown option %s\n", mode, k.c_str());
+        return false;
+      }
+      *it->second = std::stod(v);
+    }
+  }
+  return true;
+}
+
 // trainer_bench step [--input N] [--hidden W,W] [--outputs N] [--batch B]
 // [--threads T]: the training step's model FLOP/s against the machine's
 // peak on the step's shapes (MeasurePeak), same threads, same process
@@ -260,25 +294,11 @@ int StepBench(int argc, char** argv) {
   ht::TrainConfig tc;
   tc.global_batch = 512;
   tc.clip = 1.0f;  // hpcml-train's default, and the PyTorch peer's
-  int threads = 1;
-  for (int i = 2; i + 1 < argc; i += 2) {
-    const std::string k = argv[i], v = argv[i + 1];
-    if (k == "--input") {
-      mc.input_dim = std::stoll(v);
-    } else if (k == "--hidden") {
-      mc.hidden = ParseWidths(v);
-    } else if (k == "--outputs") {
-      mc.output_dim = std::stoll(v);
-    } else if (k == "--batch") {
-      tc.global_batch = std::stoll(v);
-    } else if (k == "--threads") {
-      threads = std::stoi(v);
-    } else {
-      std::fprintf(stderr, "trainer_bench step: unknown option %s\n", k.c_str());
-      return 2;
-    }
+  double threads = 1;
+  if (!ParseBenchArgs(argc, argv, "step", &mc, &tc.global_batch, {{"--threads", &threads}})) {
+    return 2;
   }
-  const ht::CpuOptions co{ht::GemmLibrary::kOneDnn, threads};
+  const ht::CpuOptions co{ht::GemmLibrary::kOneDnn, static_cast<int>(threads)};
   Run r = Make(mc, tc, nullptr, co);
   auto gemm_backend = ht::MakeCpuBackend(nullptr, co);
   const double first = TimeSteps(*r.trainer, 3, 1);
@@ -297,8 +317,8 @@ int StepBench(int argc, char** argv) {
       "step: MLP %s relu, batch %lld, AdamW, clip 1, %d thread(s): model %.1f GFLOP/s; peak "
       "%.1f GFLOP/s (%s); fraction of peak %.3f; the step's GEMMs alone %.3f of peak; hpcml "
       "samples/s %.0f\n",
-      ModelText(mc).c_str(), static_cast<long long>(tc.global_batch), threads, model, peak.gflops,
-      peak.where.c_str(), model / peak.gflops, flops / gemm * 1e-9 / peak.gflops,
+      ModelText(mc).c_str(), static_cast<long long>(tc.global_batch), co.threads, model,
+      peak.gflops, peak.where.c_str(), model / peak.gflops, flops / gemm * 1e-9 / peak.gflops,
       static_cast<double>(tc.global_batch) / step);
   return 0;
 }
@@ -604,27 +624,12 @@ int CudaBench(int argc, char** argv) {
   mc.output_dim = 1024;
   mc.activation = ht::Activation::kRelu;
   std::int64_t batch = 8192;
-  int steps = 20;
-  double peak = 0.0;
-  for (int i = 2; i + 1 < argc; i += 2) {
-    const std::string k = argv[i], v = argv[i + 1];
-    if (k == "--input") {
-      mc.input_dim = std::stoll(v);
-    } else if (k == "--hidden") {
-      mc.hidden = ParseWidths(v);
-    } else if (k == "--outputs") {
-      mc.output_dim = std::stoll(v);
-    } else if (k == "--batch") {
-      batch = std::stoll(v);
-    } else if (k == "--steps") {
-      steps = std::stoi(v);
-    } else if (k == "--peak-tflops") {
-      peak = std::stod(v);
-    } else {
-      std::fprintf(stderr, "trainer_bench: cuda: unknown option %s\n", k.c_str());
-      return 2;
-    }
+  double steps_arg = 20, peak = 0.0;
+  if (!ParseBenchArgs(argc, argv, "cuda", &mc, &batch,
+                      {{"--steps", &steps_arg}, {"--peak-tflops", &peak}})) {
+    return 2;
   }
+  const int steps = static_cast<int>(steps_arg);
   const ht::cuda::DeviceCount dc = ht::cuda::CountDevices();
   if (dc.count == 0) {
     std::printf("cuda: %s: %s\n", dc.no_gpu ? "skipped: no GPU on this machine" : "error",
