@@ -53,13 +53,18 @@ double Now() {
   return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
 }
 
-ht::ModelConfig BenchModel() {
+// A ReLU MLP with cross-entropy loss.
+ht::ModelConfig Mlp(std::int64_t input, std::vector<std::int64_t> hidden, std::int64_t outputs) {
   ht::ModelConfig mc;
-  mc.input_dim = 256;
-  mc.hidden = {1024, 1024, 1024};
-  mc.output_dim = 16;
+  mc.input_dim = input;
+  mc.hidden = std::move(hidden);
+  mc.output_dim = outputs;
   mc.activation = ht::Activation::kRelu;
   return mc;
+}
+
+ht::ModelConfig BenchModel() {
+  return Mlp(256, {1024, 1024, 1024}, 16);
 }
 
 // Forward 2, backward 4 (weight and input gradients) per weight, except
@@ -286,11 +291,7 @@ bool ParseBenchArgs(int argc, char** argv, const char* mode, ht::ModelConfig* mc
 // peak on the step's shapes (MeasurePeak), same threads, same process
 // (run.sh pins it to T cores).
 int StepBench(int argc, char** argv) {
-  ht::ModelConfig mc;
-  mc.input_dim = 64;
-  mc.hidden = {1024, 1024, 1024, 1024};
-  mc.output_dim = 2;
-  mc.activation = ht::Activation::kRelu;
+  ht::ModelConfig mc = Mlp(64, {1024, 1024, 1024, 1024}, 2);
   ht::TrainConfig tc;
   tc.global_batch = 512;
   tc.clip = 1.0f;  // hpcml-train's default, and the PyTorch peer's
@@ -618,11 +619,7 @@ double MeasuredBf16PeakTflops() {
 }
 
 int CudaBench(int argc, char** argv) {
-  ht::ModelConfig mc;
-  mc.input_dim = 1024;
-  mc.hidden = {8192, 8192, 8192, 8192};
-  mc.output_dim = 1024;
-  mc.activation = ht::Activation::kRelu;
+  ht::ModelConfig mc = Mlp(1024, {8192, 8192, 8192, 8192}, 1024);
   std::int64_t batch = 8192;
   double steps_arg = 20, peak = 0.0;
   if (!ParseBenchArgs(argc, argv, "cuda", &mc, &batch,
