@@ -253,6 +253,7 @@ class CpuBackend final : public Backend {
     if (n != 0 && dst != src) std::memcpy(dst, src, n * sizeof(float));
   }
   void Fill(float* x, std::size_t n, float v) override { std::fill(x, x + n, v); }
+  bool host_memory() const override { return true; }
 
   void Gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
             const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float beta,

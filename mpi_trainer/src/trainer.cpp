@@ -83,15 +83,17 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainConfig& config,
   const int nmb = config.microbatches;
   const auto rows = static_cast<std::size_t>(t->mb_rows_);
   if (first) {
-    t->host_features_.resize(static_cast<std::size_t>(t->local_rows_ * model_config.input_dim));
-    t->features_ = backend->Alloc(t->host_features_.size());
+    const auto n = static_cast<std::size_t>(t->local_rows_ * model_config.input_dim);
+    if (!backend->host_memory()) t->host_features_.resize(n);
+    t->features_ = backend->Alloc(n);
   } else {
     t->recv_act_ = backend->Alloc(static_cast<std::size_t>(nmb) * rows *
                                   static_cast<std::size_t>(m.input_width()));
   }
   if (last) {
-    t->host_targets_.resize(static_cast<std::size_t>(t->local_rows_ * source->target_dim()));
-    t->targets_ = backend->Alloc(t->host_targets_.size());
+    const auto n = static_cast<std::size_t>(t->local_rows_ * source->target_dim());
+    if (!backend->host_memory()) t->host_targets_.resize(n);
+    t->targets_ = backend->Alloc(n);
     t->dlogits_ = backend->Alloc(static_cast<std::size_t>(nmb) * rows *
                                  static_cast<std::size_t>(m.output_width()));
   } else {
@@ -150,8 +152,11 @@ Status Trainer::RunBatch(double* loss_sum, double* busy_s, double* wall_s, bool 
   const ModelConfig& mc = model_->config();
   Status read;
   if (first || last) {
-    read = source_->Next(local_rows_, first ? host_features_.data() : nullptr,
-                         last ? host_targets_.data() : nullptr);
+    // Straight into the backend's buffers when they are host memory.
+    const bool direct = backend_->host_memory();
+    read = source_->Next(local_rows_,
+                         first ? (direct ? features_.data() : host_features_.data()) : nullptr,
+                         last ? (direct ? targets_.data() : host_targets_.data()) : nullptr);
   }
   // A rank that cannot read must not leave its peers waiting in the schedule.
   if (grid_ != nullptr) {
@@ -159,8 +164,10 @@ Status Trainer::RunBatch(double* loss_sum, double* busy_s, double* wall_s, bool 
   } else {
     HPCML_RETURN_IF_ERROR(read);
   }
-  if (first) backend_->ToDevice(features_.data(), host_features_.data(), host_features_.size());
-  if (last) backend_->ToDevice(targets_.data(), host_targets_.data(), host_targets_.size());
+  if (!backend_->host_memory()) {
+    if (first) backend_->ToDevice(features_.data(), host_features_.data(), host_features_.size());
+    if (last) backend_->ToDevice(targets_.data(), host_targets_.data(), host_targets_.size());
+  }
 
   model_->ZeroGradOnNextBackward();
   const int nmb = config_.microbatches;

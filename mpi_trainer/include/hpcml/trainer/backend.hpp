@@ -83,6 +83,9 @@ class Backend {
   virtual void ToHost(float* host, const float* src, std::size_t n) = 0;
   virtual void Copy(float* dst, const float* src, std::size_t n) = 0;
   virtual void Fill(float* x, std::size_t n, float v) = 0;
+  // Whether backend memory is host memory (the host may write it directly,
+  // with no ToDevice copy).
+  virtual bool host_memory() const { return false; }
 
   // --- math
   // C[m,n] = alpha * op(A) * op(B) + beta * C; op(A) is [m,k], op(B) is [k,n].

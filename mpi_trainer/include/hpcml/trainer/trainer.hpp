@@ -127,7 +127,7 @@ class Trainer {
   ModelPlan plan_;
   std::unique_ptr<Model> model_;
   std::int64_t local_rows_ = 0, mb_rows_ = 0;
-  std::vector<float> host_features_, host_targets_;
+  std::vector<float> host_features_, host_targets_;  // staging, when the backend is not host memory
   Buffer features_, targets_;
   // All microbatches back to back (microbatch mb at mb * rows * width), so
   // the model's weight gradients can take several in one GEMM.
