@@ -610,8 +610,9 @@ int main(int argc, char** argv) {
         req.model.widths.push_back(o.outputs);
         req.model.global_batch = o.batch;
         req.model.microbatches = o.microbatches;
-        // Sustained FLOP/s per rank: an H100 in bf16, or one CPU core in fp32.
-        req.model.flops_per_device = o.backend == "cuda" ? 400e12 : 50e9;
+        // Sustained FLOP/s per rank: an H100 in bf16, or one AVX-512 core in
+        // fp32 through oneDNN (220-240 GFLOP/s measured in a step: docs/trainer.md).
+        req.model.flops_per_device = o.backend == "cuda" ? 400e12 : 200e9;
         auto plan = topo::MakePlan(*cluster, req);
         st = plan.status();
         if (st.ok()) std::printf("%s", topo::FormatPlan(*cluster, *plan).c_str());
