@@ -25,7 +25,8 @@ endfunction()
 
 # hpcml_add_mpi_test(<name> SOURCES ... [LIBS ...] [RANKS 2 4] [ARGS ...])
 # Registers <name>_np<N> for each rank count, run under mpirun as root with
-# one BLAS thread per rank (2 cores here: more threads would fight).
+# one math thread per rank (2 cores here, and ctest runs two tests at once:
+# more threads would fight).
 function(hpcml_add_mpi_test name)
   cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;LIBS;RANKS;ARGS" ${ARGN})
   if(NOT ARG_RANKS)
@@ -43,7 +44,7 @@ function(hpcml_add_mpi_test name)
       COMMAND ${HPCML_MPIEXEC} --oversubscribe -n ${np} $<TARGET_FILE:${name}> ${ARG_ARGS})
     set_tests_properties(${name}_np${np} PROPERTIES LABELS mpi TIMEOUT ${ARG_TIMEOUT}
       PROCESSORS ${np} SKIP_RETURN_CODE 77
-      ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OPENBLAS_NUM_THREADS=1;OMPI_MCA_rmaps_base_oversubscribe=1;OMPI_MCA_btl_vader_single_copy_mechanism=none")
+      ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OPENBLAS_NUM_THREADS=1;OMP_NUM_THREADS=1;OMPI_MCA_rmaps_base_oversubscribe=1;OMPI_MCA_btl_vader_single_copy_mechanism=none")
   endforeach()
 endfunction()
 

@@ -7,6 +7,8 @@
 set -euo pipefail
 mpiexec=$1 train=$2
 fail() { echo "FAIL: $*" >&2; exit 1; }
+# The automatic choice is under test: ctest's one-thread setting goes.
+unset OMP_NUM_THREADS SLURM_CPUS_PER_TASK
 cores=$(nproc)
 args=(--synthetic --synthetic-samples 256 --hidden 32,32,32,32 --batch 32 --steps 3)
 
