@@ -255,7 +255,10 @@ Status Trainer::RunBatch(double* loss_sum, double* busy_s, double* wall_s, bool 
       if (!first && k + 1 < ops.size() && !receives(k + 1)) backend_->FlushSends();
     }
   }
-  // The weight gradients still pending.
+  // The weight gradients still pending, after the sends are on their way
+  // (a backend holding its last send until WaitSends would keep the
+  // previous stage waiting through them).
+  backend_->FlushSends();
   const auto w0 = Clock::now();
   model_->WeightGrads(layer_done);
   backend_->Synchronize();
