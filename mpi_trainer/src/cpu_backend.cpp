@@ -11,6 +11,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <unordered_map>
 #include <vector>
 
 #include "hpcml/trainer/backend.hpp"
@@ -171,16 +172,13 @@ class OneDnnMatmuls {
     if (it == cache_.end()) it = cache_.emplace(key, Create(key)).first;
     if (!it->second) return false;
     Entry& e = *it->second;
+    // The memory objects are handles shared with e.args: pointing them at
+    // this call's operands is all a call costs besides the product.
     e.a.set_data_handle(const_cast<float*>(a));
     e.b.set_data_handle(const_cast<float*>(b));
     e.c.set_data_handle(c);
-    std::unordered_map<int, dnnl::memory> args{
-        {DNNL_ARG_SRC, e.a}, {DNNL_ARG_WEIGHTS, e.b}, {DNNL_ARG_DST, e.c}};
-    if (key.epilogue != Epilogue::kNone) {
-      e.bias.set_data_handle(const_cast<float*>(bias));
-      args.emplace(DNNL_ARG_BIAS, e.bias);
-    }
-    e.prim.execute(stream_, args);
+    if (key.epilogue != Epilogue::kNone) e.bias.set_data_handle(const_cast<float*>(bias));
+    e.prim.execute(stream_, e.args);
     stream_.wait();
     return true;
   }
@@ -189,6 +187,7 @@ class OneDnnMatmuls {
   struct Entry {
     dnnl::matmul prim;
     dnnl::memory a, b, bias, c;
+    std::unordered_map<int, dnnl::memory> args;  // built once, from the handles above
   };
 
   // op(A) [m,k] and op(B) [k,n] as strided views of the row-major operands.
@@ -211,10 +210,15 @@ class OneDnnMatmuls {
       const auto desc = k.epilogue == Epilogue::kNone ? dnnl::matmul::desc(ad, bd, cd)
                                                       : dnnl::matmul::desc(ad, bd, biasd, cd);
       const dnnl::matmul::primitive_desc pd(desc, attr, engine_);
-      return Entry{dnnl::matmul(pd), dnnl::memory(ad, engine_, DNNL_MEMORY_NONE),
-                   dnnl::memory(bd, engine_, DNNL_MEMORY_NONE),
-                   dnnl::memory(biasd, engine_, DNNL_MEMORY_NONE),
-                   dnnl::memory(cd, engine_, DNNL_MEMORY_NONE)};
+      Entry e{dnnl::matmul(pd),
+              dnnl::memory(ad, engine_, DNNL_MEMORY_NONE),
+              dnnl::memory(bd, engine_, DNNL_MEMORY_NONE),
+              dnnl::memory(biasd, engine_, DNNL_MEMORY_NONE),
+              dnnl::memory(cd, engine_, DNNL_MEMORY_NONE),
+              {}};
+      e.args = {{DNNL_ARG_SRC, e.a}, {DNNL_ARG_WEIGHTS, e.b}, {DNNL_ARG_DST, e.c}};
+      if (k.epilogue != Epilogue::kNone) e.args.emplace(DNNL_ARG_BIAS, e.bias);
+      return e;
     } catch (const dnnl::error&) {
       return std::nullopt;
     }
