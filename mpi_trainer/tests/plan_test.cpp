@@ -53,6 +53,17 @@ TEST(PlanTest, StagesAreBalancedByCost) {
   EXPECT_EQ(plan->stage_begin, (std::vector<int>{0, 1, 5}));
 }
 
+// A layer costs forward, weight and input gradient; the first one has no
+// input gradient. Widths 2560 -> 1024 x 3 -> 1024: in units of 1024 x 1024
+// products the layers cost 5, 3, 3, 3, so the stages are {0, 1} and {2, 3}
+// (8 and 6). Counting in x out alone (2.5, 1, 1, 1) would cut after layer 0
+// and leave the second stage 9 against 5.
+TEST(PlanTest, TheFirstLayerCostsNoInputGradient) {
+  auto plan = PlanModel(Mlp({1024, 1024, 1024}, 2560, 1024), GridShape{1, 2, 1});
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->stage_begin, (std::vector<int>{0, 2, 4}));
+}
+
 TEST(PlanTest, RejectsTensorParallelismThatDoesNotDivideAWidth) {
   auto plan = PlanModel(Mlp({15, 16}), GridShape{1, 1, 2});
   ASSERT_FALSE(plan.ok());
