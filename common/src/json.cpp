@@ -1,0 +1,11 @@
+#include "hpcml/common/json.hpp"
+
+#include <nlohmann/json.hpp>
+
+namespace hpcml {
+
+std::string JsonText(const nlohmann::json& j, int indent) {
+  return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+}  // namespace hpcml
