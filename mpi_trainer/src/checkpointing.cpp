@@ -1,5 +1,7 @@
 #include "hpcml/trainer/checkpointing.hpp"
 
+#include "hpcml/common/json.hpp"
+
 #include <mpi.h>
 
 #include <algorithm>
@@ -22,31 +24,6 @@ enum : int { kStop = 1, kSaveDue = 2, kPendingNotReady = 4 };
 int SlurmRestartCount() {
   const char* v = std::getenv("SLURM_RESTART_COUNT");
   return v ? std::atoi(v) : 0;
-}
-
-// Gathers one string per rank at rank 0 (empty elsewhere).
-std::vector<std::string> GatherStrings(MPI_Comm comm, const std::string& mine) {
-  int rank = 0, size = 1;
-  MPI_Comm_rank(comm, &rank);
-  MPI_Comm_size(comm, &size);
-  int len = static_cast<int>(mine.size());
-  std::vector<int> lens(static_cast<size_t>(size)), offs(static_cast<size_t>(size));
-  MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, comm);
-  int total = 0;
-  for (int i = 0; i < size; ++i) {
-    offs[static_cast<size_t>(i)] = total;
-    total += lens[static_cast<size_t>(i)];
-  }
-  std::string all(static_cast<size_t>(rank == 0 ? total : 0), '\0');
-  MPI_Gatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), offs.data(), MPI_CHAR, 0, comm);
-  std::vector<std::string> out;
-  if (rank == 0) {
-    for (int i = 0; i < size; ++i) {
-      out.push_back(all.substr(static_cast<size_t>(offs[static_cast<size_t>(i)]),
-                               static_cast<size_t>(lens[static_cast<size_t>(i)])));
-    }
-  }
-  return out;
 }
 
 ck::Slice SliceOf(const ParamInfo& p) {
@@ -147,7 +124,7 @@ Status Checkpointer::StartSave(std::int64_t step, bool sync) {
 Status Checkpointer::CommitPending() {
   if (pending_step_ < 0) return Status::Ok();
   Result<ck::ShardInfo> info = writer_->Wait();
-  std::string mine = info.ok() ? ck::ToJson(*info).dump() : std::string();
+  std::string mine = info.ok() ? JsonText(ck::ToJson(*info)) : std::string();
   Status local = info.ok() ? Status::Ok() : info.status();
   MPI_Comm world = grid_ ? grid_->world() : MPI_COMM_SELF;
   std::vector<std::string> all = GatherStrings(world, mine);

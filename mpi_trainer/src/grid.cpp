@@ -68,24 +68,4 @@ Result<ProcessGrid> ProcessGrid::Create(MPI_Comm world, const GridShape& shape) 
   return g;
 }
 
-Status AgreeOnStatus(MPI_Comm comm, const Status& local) {
-  int size = 0, rank = 0;
-  MPI_Comm_size(comm, &size);
-  MPI_Comm_rank(comm, &rank);
-  int mine = local.ok() ? size : rank;
-  int first = size;
-  MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm);
-  if (first == size) return Status::Ok();
-  // The first failing rank tells everyone what went wrong.
-  int code = static_cast<int>(local.code());
-  std::string text = local.message();
-  std::int64_t len = static_cast<std::int64_t>(text.size());
-  MPI_Bcast(&code, 1, MPI_INT, first, comm);
-  MPI_Bcast(&len, 1, MPI_INT64_T, first, comm);
-  text.resize(static_cast<size_t>(len));
-  MPI_Bcast(text.data(), static_cast<int>(len), MPI_CHAR, first, comm);
-  if (first != 0 && size > 1) text = fmt::format("rank {}: {}", first, text);
-  return Status(static_cast<StatusCode>(code), text);
-}
-
 }  // namespace hpcml::trainer

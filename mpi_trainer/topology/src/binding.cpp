@@ -94,6 +94,14 @@ std::vector<int> CoresForRank(const NodeTopology& node, const LocalRank& local, 
   return Share(node.cores, local.local_rank, local.local_size);
 }
 
+Result<RankBinding> BindLocalRank(const NodeTopology& node, bool with_gpu, bool force) {
+  RankBinding b;
+  b.local = LocalRankFromEnv();
+  b.gpu = with_gpu ? SelectDevice(b.local, node.num_gpus()) : -1;
+  HPCML_ASSIGN_OR_RETURN(b.report, BindProcess(CoresForRank(node, b.local, b.gpu), force));
+  return b;
+}
+
 std::vector<int> CurrentAffinity() {
   cpu_set_t set;
   CPU_ZERO(&set);

@@ -1,9 +1,11 @@
 #include "hpcml/topology/planner.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <numeric>
 
+#include "hpcml/common/strings.hpp"
 #include "hpcml/topology/binding.hpp"
 
 namespace hpcml::topology {
@@ -347,6 +349,20 @@ Result<CostBreakdown> EstimateCost(const ClusterTopology& cluster, const PlanReq
   if (std::string why = Reject(ctx, dp, pp, tp); !why.empty()) return InvalidArgument("{}", why);
   for (const auto& n : cluster.nodes) ctx.layout.device_order.push_back(DeviceOrder(n, tp));
   return Estimate(ctx, dp, pp, tp);
+}
+
+Result<std::vector<std::int64_t>> ParseWidths(std::string_view text, std::string_view option) {
+  std::vector<std::int64_t> out;
+  if (text.empty()) return out;
+  for (std::string_view item : SplitFields(text, ',')) {
+    std::int64_t v = 0;
+    auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
+    if (ec != std::errc() || end != item.data() + item.size() || v < 1) {
+      return InvalidArgument("{} {}: '{}' is not a positive layer width", option, text, item);
+    }
+    out.push_back(v);
+  }
+  return out;
 }
 
 Result<Plan> MakePlan(const ClusterTopology& cluster, const PlanRequest& request) {

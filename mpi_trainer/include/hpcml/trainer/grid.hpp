@@ -14,6 +14,7 @@
 #include <string>
 #include <utility>
 
+#include "hpcml/common/mpi.hpp"  // AgreeOnStatus, used with the grid
 #include "hpcml/common/status.hpp"
 
 namespace hpcml::trainer {
@@ -89,9 +90,5 @@ class ProcessGrid {
   MpiComm world_, tp_, pp_, dp_;
 };
 
-// Collective over `comm`: every rank passes its local Status and every rank
-// gets back the Status of the lowest failing rank (OK when none failed), so
-// all ranks take the same branch and none waits for a peer that gave up.
-Status AgreeOnStatus(MPI_Comm comm, const Status& local);
 
 }  // namespace hpcml::trainer

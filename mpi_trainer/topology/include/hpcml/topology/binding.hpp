@@ -49,6 +49,17 @@ Result<BindReport> BindProcess(const std::vector<int>& cpus, bool force = false)
 // The calling thread's current affinity as OS core indexes.
 std::vector<int> CurrentAffinity();
 
+// Binds the calling rank where the planner places it: its local rank from the
+// launcher's environment, its GPU (when `with_gpu`; else -1) from what Slurm
+// made visible, its cores next to that GPU or its share of the node
+// (CoresForRank), then BindProcess(cores, force).
+struct RankBinding {
+  LocalRank local;
+  int gpu = -1;
+  BindReport report;
+};
+Result<RankBinding> BindLocalRank(const NodeTopology& node, bool with_gpu, bool force);
+
 // How many ranks on this machine (this one included) may run on at least one
 // of `cpus`, this rank's cores. Collective over `world`.
 int RanksSharingCores(MPI_Comm world, const std::vector<int>& cpus);

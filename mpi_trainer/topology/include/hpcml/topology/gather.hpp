@@ -7,6 +7,7 @@
 
 #include <vector>
 
+#include "hpcml/topology/planner.hpp"
 #include "hpcml/topology/topology.hpp"
 
 namespace hpcml::topology {
@@ -14,5 +15,15 @@ namespace hpcml::topology {
 // One node per distinct host, in order of the host's lowest rank;
 // `node_of_rank[r]` is rank r's index into it.
 Result<ClusterTopology> GatherTopology(MPI_Comm comm, std::vector<int>* node_of_rank);
+
+// The plan for the job `comm` spans: its nodes' topology gathered, then
+// MakePlan (request.world 0: the size of `comm`). Collective; every rank gets
+// the same answer, failures included.
+struct LivePlan {
+  ClusterTopology cluster;
+  std::vector<int> node_of_rank;  // index into cluster.nodes, per rank of `comm`
+  Plan plan;
+};
+Result<LivePlan> PlanLiveJob(MPI_Comm comm, PlanRequest request);
 
 }  // namespace hpcml::topology

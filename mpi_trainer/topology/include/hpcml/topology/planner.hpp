@@ -20,6 +20,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "hpcml/common/status.hpp"
@@ -90,6 +91,10 @@ struct Plan {
 // Chooses the plan. Fails with a message naming the constraint when no shape
 // fits (fixed degrees whose product is not the world, tp not dividing a
 // width, more stages than layers, more ranks than GPUs).
+// A list of layer widths as given on a command line: "4096,1024" -> {4096,
+// 1024}; "" -> {}. Every item a positive integer; the error names `option`.
+Result<std::vector<std::int64_t>> ParseWidths(std::string_view text, std::string_view option);
+
 Result<Plan> MakePlan(const ClusterTopology& cluster, const PlanRequest& request);
 
 // Cost of one given shape with the placement MakePlan would use (exposed for

@@ -1,0 +1,129 @@
+#include "train_options.hpp"
+
+namespace hpcml::trainer {
+
+namespace {
+
+// The grid and the backend.
+void AddPlacementOptions(CLI::App& app, TrainOptions& o) {
+  app.add_option("--dp", o.grid.dp, "data-parallel replicas")->capture_default_str();
+  app.add_option("--pp", o.grid.pp, "pipeline stages")->capture_default_str();
+  app.add_option("--tp", o.grid.tp, "tensor-parallel shards per layer pair")->capture_default_str();
+  app.add_option("--threads", o.threads,
+                 "math threads per rank (default: OMP_NUM_THREADS, else SLURM_CPUS_PER_TASK, "
+                 "else the rank's cores); never more than the rank's share of its node's cores")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--gemm", o.gemm, "cpu backend GEMM library: onednn or openblas (fallback)")
+      ->check(CLI::IsMember({"onednn", "openblas"}))
+      ->capture_default_str();
+  app.add_option("--backend", o.backend, "cpu or cuda")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
+}
+
+// The model, its input and the schedule of the batch.
+void AddModelOptions(CLI::App& app, TrainOptions& o) {
+  app.add_option("--input-dim", o.input_dim, "features per sample (--synthetic only)")
+      ->capture_default_str();
+  app.add_option("--hidden", o.hidden,
+                 "hidden layer widths, comma-separated, e.g. 256,256,256 ('' for none)")
+      ->capture_default_str();
+  app.add_option("--outputs", o.outputs, "classes (ce) or regression targets (mse)")
+      ->capture_default_str();
+  app.add_option("--activation", o.activation, "relu, gelu or tanh")->capture_default_str();
+  app.add_option("--loss", o.loss, "ce (softmax cross-entropy) or mse")->capture_default_str();
+  app.add_flag("--synthetic", o.synthetic, "train on the synthetic teacher data set");
+  app.add_option("--synthetic-samples", o.synthetic_samples,
+                 "size of the synthetic data set (0: fresh samples every step)")
+      ->capture_default_str();
+  app.add_option("--data-seed", o.data_seed, "seed of the synthetic data / shuffle seed of --data")
+      ->capture_default_str();
+  app.add_option("--data", o.data, "feature set (.h5) to train on");
+  app.add_option("--data-version", o.data_version, "version of --data (default: latest)");
+  app.add_option("--batch", o.batch, "global batch (samples per step)")->capture_default_str();
+  app.add_option("--microbatches", o.microbatches, "microbatches per replica and step")
+      ->capture_default_str();
+  app.add_option("--schedule", o.schedule, "pipeline schedule: gpipe or 1f1b")
+      ->capture_default_str();
+  app.add_option("--steps", o.steps, "optimisation steps")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+}
+
+// The optimiser, gradient exchange and outputs.
+void AddOptimizerOptions(CLI::App& app, TrainOptions& o) {
+  app.add_option("--lr", o.lr, "peak learning rate")->capture_default_str();
+  app.add_option("--min-lr", o.min_lr, "learning rate at the end of the cosine decay")
+      ->capture_default_str();
+  app.add_option("--warmup", o.warmup, "linear warm-up steps")->capture_default_str();
+  app.add_option("--weight-decay", o.weight_decay, "AdamW decoupled weight decay")
+      ->capture_default_str();
+  app.add_option("--clip", o.clip, "global gradient-norm clip (0: off)")->capture_default_str();
+  app.add_option("--seed", o.seed, "model initialisation seed")->capture_default_str();
+  app.add_option("--bucket-mb", o.bucket_mb, "data-parallel all-reduce bucket size in MiB")
+      ->capture_default_str();
+  app.add_flag("--no-overlap", o.no_overlap,
+               "reduce gradients after the backward pass instead of during it");
+  app.add_flag("--zero1", o.zero1,
+               "shard the AdamW moments over the data-parallel replicas (ZeRO-1; cpu backend)");
+  app.add_option("--log-interval", o.log_interval, "steps between log lines")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--metrics", o.metrics, "JSON-lines metrics file written by rank 0");
+  app.add_option("--output", o.output, "final model as HDF5, written by rank 0");
+}
+
+// Checkpoints, preemption, placement and the Slurm job.
+void AddJobOptions(CLI::App& app, TrainOptions& o) {
+  app.add_option("--checkpoint-dir", o.ckpt.dir,
+                 "save checkpoint sets here and resume from the newest complete one");
+  app.add_option("--checkpoint-every", o.ckpt.every_steps, "save every N steps (0: off)")
+      ->capture_default_str();
+  app.add_option("--checkpoint-seconds", o.ckpt.every_seconds, "save every T seconds (0: off)")
+      ->capture_default_str();
+  app.add_option("--checkpoint-adaptive", o.ckpt_adaptive,
+                 "MIN,MAX seconds: Daly's interval from the measured save cost and interruptions");
+  app.add_option("--checkpoint-keep", o.ckpt.keep, "complete sets to keep")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_flag("--checkpoint-sync", o.ckpt_sync, "save synchronously (default: in the background)");
+  app.add_option("--spot-url", o.ckpt.spot_url,
+                 "cloud metadata URL polled for a reclaim notice (http://...)");
+  app.add_option("--spot-kind", o.ckpt.spot_kind, "aws or gcp")
+      ->check(CLI::IsMember({"aws", "gcp"}))
+      ->capture_default_str();
+  app.add_option("--spot-poll-ms", o.ckpt.spot_poll_ms, "spot notice poll interval")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--stop-before-end", o.ckpt.stop_before_end_seconds,
+                 "save and stop when Slurm's time left drops below this many seconds (0: off)")
+      ->capture_default_str();
+  app.add_flag("--plan", o.plan,
+               "print the placement plan (dp x pp x tp, per-rank node/GPU/cores, predicted "
+               "communication) for this allocation and exit");
+  app.add_option("--bind", o.bind,
+                 "bind ranks to cores near their GPU: auto (not when the launcher bound them), "
+                 "off, force")
+      ->check(CLI::IsMember({"auto", "off", "force"}))
+      ->capture_default_str();
+  app.add_option("--usage-dir", o.usage_dir,
+                 "write the attempt's usage record here (default: --checkpoint-dir)");
+  app.add_option("--gpu-type", o.gpu_type, "GPU type for the usage record, e.g. h100");
+  app.add_flag("--no-usage-comment", o.no_comment,
+               "do not copy the usage summary into the job Comment");
+  app.add_option("--stop-exit-code", o.stop_exit_code,
+                 "exit code after a save-and-stop (list it in slurm.conf RequeueExit)")
+      ->capture_default_str();
+}
+
+}  // namespace
+
+// In this order, so --help lists them as before.
+void AddTrainOptions(CLI::App& app, TrainOptions& o) {
+  AddPlacementOptions(app, o);
+  AddModelOptions(app, o);
+  AddOptimizerOptions(app, o);
+  AddJobOptions(app, o);
+}
+
+}  // namespace hpcml::trainer

@@ -1,0 +1,55 @@
+// hpcml-train's command line: every option, its default and its help text.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <string>
+
+#include "hpcml/trainer/checkpointing.hpp"
+#include "hpcml/trainer/grid.hpp"
+
+namespace hpcml::trainer {
+
+struct TrainOptions {
+  GridShape grid;
+  std::string backend = "cpu";
+  std::string gemm = "onednn";  // cpu backend: onednn | openblas
+  int threads = 0;              // 0: OMP_NUM_THREADS, SLURM_CPUS_PER_TASK or the rank's cores
+  std::int64_t input_dim = 32;
+  std::string hidden = "64,64";
+  std::int64_t outputs = 4;
+  std::string activation = "relu";
+  std::string loss = "ce";
+  bool synthetic = false;
+  std::int64_t synthetic_samples = 0;
+  std::uint64_t data_seed = 1234;
+  std::string data, data_version;
+  std::int64_t batch = 32;
+  int microbatches = 1;
+  std::string schedule = "1f1b";
+  std::int64_t steps = 100;
+  double lr = 1e-3, min_lr = 0.0;
+  std::int64_t warmup = 0;
+  float weight_decay = 0.0f, clip = 1.0f;
+  std::uint64_t seed = 1;
+  double bucket_mb = 1.0;
+  bool no_overlap = false;
+  bool zero1 = false;
+  std::int64_t log_interval = 10;
+  std::string metrics, output;
+  CheckpointOptions ckpt;
+  std::string ckpt_adaptive;  // "min,max" seconds
+  bool ckpt_sync = false;
+  int stop_exit_code = 85;
+  std::string usage_dir;  // default: the checkpoint directory
+  std::string gpu_type;
+  bool no_comment = false;
+  bool plan = false;          // print the placement plan and exit
+  std::string bind = "auto";  // auto | off | force
+};
+
+// Registers every option of hpcml-train on `app`, writing into `o`.
+void AddTrainOptions(CLI::App& app, TrainOptions& o);
+
+}  // namespace hpcml::trainer
