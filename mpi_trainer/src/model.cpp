@@ -10,7 +10,7 @@
 
 namespace hpcml::trainer {
 
-Result<std::unique_ptr<Model>> Model::Create(const ModelConfig& config, const ModelPlan& plan,
+Result<std::unique_ptr<Model>> Model::Create(const ModelConfig& config, const ModelPartition& plan,
                                              const Placement& where, Backend* backend) {
   if (where.stage < 0 || where.stage >= plan.num_stages()) {
     return InvalidArgument("stage {} outside the plan's {} stages", where.stage, plan.num_stages());

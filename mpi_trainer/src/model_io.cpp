@@ -62,9 +62,9 @@ Result<std::vector<FullTensor>> GatherModel(const Model& model, const ProcessGri
     return out;
   }
   const ModelConfig& mc = model.config();
-  HPCML_ASSIGN_OR_RETURN(ModelPlan plan, PlanModel(mc, shape));
+  HPCML_ASSIGN_OR_RETURN(ModelPartition plan, PartitionModel(mc, shape));
   std::vector<float> slice;
-  for (const LayerPlan& lp : plan.layers) {
+  for (const LayerPartition& lp : plan.layers) {
     for (int is_bias = 0; is_bias < 2; ++is_bias) {
       FullTensor t;
       t.name = fmt::format("layer{}.{}", lp.index, is_bias ? "bias" : "weight");

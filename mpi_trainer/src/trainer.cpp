@@ -55,7 +55,7 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainConfig& config,
         t->local_rows_, config.global_batch, s.dp, config.microbatches);
   }
   t->mb_rows_ = t->local_rows_ / config.microbatches;
-  HPCML_ASSIGN_OR_RETURN(t->plan_, PlanModel(model_config, s));
+  HPCML_ASSIGN_OR_RETURN(t->plan_, PartitionModel(model_config, s));
 
   const bool first = t->pp_idx_ == 0, last = t->pp_idx_ == s.pp - 1;
   if (first || last) {

@@ -23,7 +23,7 @@ TEST_F(ModelIoTest, GatherSaveLoadRoundTrip) {
   c.input_dim = 3;
   c.hidden = {4};
   c.output_dim = 2;
-  auto plan = PlanModel(c, GridShape{});
+  auto plan = PartitionModel(c, GridShape{});
   ASSERT_TRUE(plan.ok());
   auto be = MakeCpuBackend(nullptr);
   auto m = Model::Create(c, *plan, Placement{}, be.get());

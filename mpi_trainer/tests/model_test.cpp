@@ -38,7 +38,7 @@ TEST_P(ModelGradTest, GradientsMatchFiniteDifferences) {
   c.activation = GetParam().act;
   c.loss = GetParam().loss;
   c.seed = 5;
-  auto plan = PlanModel(c, GridShape{});
+  auto plan = PartitionModel(c, GridShape{});
   ASSERT_TRUE(plan.ok());
   auto be = MakeCpuBackend(nullptr);
   auto model = Model::Create(c, *plan, Placement{}, be.get());
@@ -112,7 +112,7 @@ TEST(ModelTest, WeightGradientsOverMicrobatchesAddUp) {
   c.output_dim = 3;
   c.loss = LossKind::kMse;
   c.seed = 3;
-  auto plan = PlanModel(c, GridShape{});
+  auto plan = PartitionModel(c, GridShape{});
   ASSERT_TRUE(plan.ok());
   auto be = MakeCpuBackend(nullptr);
   const std::int64_t rows = 5;
@@ -164,8 +164,8 @@ TEST(ModelTest, ShardsAreSlicesOfTheSameGlobalInitialisation) {
   c.hidden = {8, 4};
   c.output_dim = 3;
   auto be = MakeCpuBackend(nullptr);
-  auto serial_plan = PlanModel(c, GridShape{});
-  auto tp_plan = PlanModel(c, GridShape{1, 1, 2});
+  auto serial_plan = PartitionModel(c, GridShape{});
+  auto tp_plan = PartitionModel(c, GridShape{1, 1, 2});
   ASSERT_TRUE(serial_plan.ok() && tp_plan.ok());
   auto whole = Model::Create(c, *serial_plan, Placement{}, be.get());
   ASSERT_TRUE(whole.ok());
@@ -210,7 +210,7 @@ TEST(ModelTest, StagesHoldTheirLayers) {
   c.input_dim = 6;
   c.hidden = {8, 8, 8};
   c.output_dim = 3;
-  auto plan = PlanModel(c, GridShape{1, 2, 1});
+  auto plan = PartitionModel(c, GridShape{1, 2, 1});
   ASSERT_TRUE(plan.ok());
   auto be = MakeCpuBackend(nullptr);
   auto s1 = Model::Create(c, *plan, Placement{1, 1, 0}, be.get());

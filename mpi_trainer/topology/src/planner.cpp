@@ -25,7 +25,7 @@ LinkModel LinkModel::Default() {
   return m;
 }
 
-std::int64_t ModelSpec::num_params() const {
+std::int64_t Workload::num_params() const {
   std::int64_t p = 0;
   for (size_t i = 0; i + 1 < widths.size(); ++i) p += widths[i] * widths[i + 1] + widths[i + 1];
   return p;
@@ -171,7 +171,7 @@ std::string Reject(const Context& ctx, int dp, int pp, int tp) {
 }
 
 CostBreakdown Estimate(const Context& ctx, int dp, int pp, int tp) {
-  const ModelSpec& m = ctx.req.model;
+  const Workload& m = ctx.req.model;
   const LinkModel& lm = ctx.req.links;
   CostBreakdown c;
   double params = static_cast<double>(m.num_params());

@@ -23,7 +23,7 @@
 
 #include "hpcml/common/status.hpp"
 #include "hpcml/trainer/grid.hpp"
-#include "hpcml/trainer/plan.hpp"
+#include "hpcml/trainer/partition.hpp"
 
 namespace hpcml::trainer {
 

@@ -23,7 +23,7 @@
 
 #include "hpcml/common/status.hpp"
 #include "hpcml/trainer/backend.hpp"
-#include "hpcml/trainer/plan.hpp"
+#include "hpcml/trainer/partition.hpp"
 
 namespace hpcml::trainer {
 
@@ -48,7 +48,7 @@ struct Placement {
 class Model {
  public:
   // `backend` is borrowed and must outlive the model.
-  static Result<std::unique_ptr<Model>> Create(const ModelConfig& config, const ModelPlan& plan,
+  static Result<std::unique_ptr<Model>> Create(const ModelConfig& config, const ModelPartition& plan,
                                                const Placement& where, Backend* backend);
 
   const ModelConfig& config() const { return config_; }
@@ -103,7 +103,7 @@ class Model {
 
  private:
   struct Layer {
-    LayerPlan plan;
+    LayerPartition plan;
     std::int64_t in_l = 0, out_l = 0;  // local dimensions
     std::size_t w_off = 0, b_off = 0;
   };

@@ -21,7 +21,7 @@
 #include "hpcml/trainer/data.hpp"
 #include "hpcml/trainer/grid.hpp"
 #include "hpcml/trainer/model.hpp"
-#include "hpcml/trainer/plan.hpp"
+#include "hpcml/trainer/partition.hpp"
 
 namespace hpcml::trainer {
 
@@ -69,7 +69,7 @@ class Trainer {
   // `grid` may be null for a single process (no MPI calls at all). The grid,
   // backend and source are borrowed and must outlive the trainer. Fails when
   // the batch does not split into replicas and microbatches, or the model
-  // does not fit the layout (see PlanModel).
+  // does not fit the layout (see PartitionModel).
   static Result<std::unique_ptr<Trainer>> Create(const TrainConfig& config,
                                                  const ModelConfig& model_config,
                                                  const ProcessGrid* grid, Backend* backend,
@@ -89,7 +89,7 @@ class Trainer {
   Status Run(std::int64_t steps, const std::function<Status(const StepStats&)>& after_step);
 
   Model& model() { return *model_; }
-  const ModelPlan& plan() const { return plan_; }
+  const ModelPartition& plan() const { return plan_; }
   const TrainConfig& config() const { return config_; }
   std::int64_t step() const { return step_; }
   // For resuming (issue 7): the number of steps already done.
@@ -124,7 +124,7 @@ class Trainer {
   BatchSource* source_ = nullptr;
   GridShape shape_;
   int dp_idx_ = 0, pp_idx_ = 0, tp_idx_ = 0;
-  ModelPlan plan_;
+  ModelPartition plan_;
   std::unique_ptr<Model> model_;
   std::int64_t local_rows_ = 0, mb_rows_ = 0;
   std::vector<float> host_features_, host_targets_;  // staging, when the backend is not host memory

@@ -40,7 +40,8 @@ struct LinkModel {
   const LinkCost& operator[](LinkClass c) const { return cost[static_cast<size_t>(c)]; }
 };
 
-struct ModelSpec {
+// The model as the planner costs it: its layer widths and how it is trained.
+struct Workload {
   std::vector<std::int64_t> widths;  // input, hidden..., output: layers = widths.size() - 1
   std::int64_t global_batch = 256;
   int microbatches = 4;
@@ -54,7 +55,7 @@ struct PlanRequest {
   int world = 0;  // ranks; 0 = every GPU of the cluster (or every core on CPU-only nodes)
   // Degrees the user fixed; 0 = let the planner choose.
   int dp = 0, pp = 0, tp = 0;
-  ModelSpec model;
+  Workload model;
   LinkModel links = LinkModel::Default();
 };
 

@@ -1,4 +1,4 @@
-#include "hpcml/trainer/plan.hpp"
+#include "hpcml/trainer/partition.hpp"
 
 #include <algorithm>
 #include <limits>
@@ -90,13 +90,13 @@ std::vector<int> PartitionByCost(const std::vector<double>& costs, int parts) {
   return begin;
 }
 
-Result<ModelPlan> PlanModel(const ModelConfig& config, const GridShape& shape) {
+Result<ModelPartition> PartitionModel(const ModelConfig& config, const GridShape& shape) {
   HPCML_RETURN_IF_ERROR(config.Validate());
   const int n = config.num_layers();
-  ModelPlan plan;
+  ModelPartition plan;
   plan.layers.resize(static_cast<size_t>(n));
   for (int l = 0; l < n; ++l) {
-    LayerPlan& lp = plan.layers[static_cast<size_t>(l)];
+    LayerPartition& lp = plan.layers[static_cast<size_t>(l)];
     lp.index = l;
     lp.in = config.in_dim(l);
     lp.out = config.out_dim(l);
@@ -106,7 +106,7 @@ Result<ModelPlan> PlanModel(const ModelConfig& config, const GridShape& shape) {
   std::vector<int> block_first;
   if (shape.tp > 1) {
     for (int l = 0; l + 1 < n; l += 2) {
-      LayerPlan& col = plan.layers[static_cast<size_t>(l)];
+      LayerPartition& col = plan.layers[static_cast<size_t>(l)];
       plan.layers[static_cast<size_t>(l) + 1].split = Split::kRow;
       col.split = Split::kColumn;
       if (col.out % shape.tp != 0) {

@@ -1,7 +1,9 @@
-// Model configuration and its placement on a grid: which layers are split
-// for tensor parallelism and which pipeline stage holds which layers. Pure
-// functions: no MPI, no allocation of model memory; every rank computes the
-// same plan from the same flags, so a bad layout fails identically everywhere.
+// The model's configuration and its partition over a grid: which layers are
+// split for tensor parallelism and which pipeline stage holds which layers.
+// (Where ranks run is the topology planner's business: topology/planner.hpp.)
+// Pure functions: no MPI, no allocation of model memory; every rank computes
+// the same partition from the same flags, so a bad layout fails identically
+// everywhere.
 #pragma once
 
 #include <cstdint>
@@ -43,7 +45,7 @@ struct ModelConfig {
 //        summed with one all-reduce; the bias is replicated.
 enum class Split { kReplicated, kColumn, kRow };
 
-struct LayerPlan {
+struct LayerPartition {
   int index = 0;
   std::int64_t in = 0, out = 0;  // global dimensions
   Split split = Split::kReplicated;
@@ -51,8 +53,8 @@ struct LayerPlan {
   int stage = 0;
 };
 
-struct ModelPlan {
-  std::vector<LayerPlan> layers;
+struct ModelPartition {
+  std::vector<LayerPartition> layers;
   std::vector<int> stage_begin;  // first layer of each stage; size pp + 1 (end sentinel)
   int num_stages() const { return static_cast<int>(stage_begin.size()) - 1; }
 };
@@ -62,7 +64,7 @@ struct ModelPlan {
 // Stages are balanced by FLOPs. Fails when tp does not divide a column
 // layer's output width, or when pp exceeds the number of blocks (a block is
 // a pair when tp > 1, a single layer otherwise).
-Result<ModelPlan> PlanModel(const ModelConfig& config, const GridShape& shape);
+Result<ModelPartition> PartitionModel(const ModelConfig& config, const GridShape& shape);
 
 // Splits `costs` into `parts` contiguous non-empty runs minimising the
 // largest run's sum. Returns the first index of each run plus the end

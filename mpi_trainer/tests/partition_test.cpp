@@ -1,4 +1,4 @@
-#include "hpcml/trainer/plan.hpp"
+#include "hpcml/trainer/partition.hpp"
 
 #include <gtest/gtest.h>
 
@@ -16,41 +16,41 @@ ModelConfig Mlp(std::vector<std::int64_t> hidden, std::int64_t in = 8, std::int6
   return c;
 }
 
-TEST(PlanTest, SerialKeepsEveryLayerWholeOnOneStage) {
-  auto plan = PlanModel(Mlp({16, 16}), GridShape{});
-  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
-  ASSERT_EQ(plan->layers.size(), 3u);
-  for (const LayerPlan& l : plan->layers) {
+TEST(Partition, SerialKeepsEveryLayerWholeOnOneStage) {
+  auto part = PartitionModel(Mlp({16, 16}), GridShape{});
+  ASSERT_TRUE(part.ok()) << part.status().ToString();
+  ASSERT_EQ(part->layers.size(), 3u);
+  for (const LayerPartition& l : part->layers) {
     EXPECT_EQ(l.split, Split::kReplicated);
     EXPECT_EQ(l.stage, 0);
   }
-  EXPECT_TRUE(plan->layers[0].activation);
-  EXPECT_FALSE(plan->layers[2].activation);
-  EXPECT_EQ(plan->stage_begin, (std::vector<int>{0, 3}));
-  EXPECT_EQ(plan->layers[0].in, 8);
-  EXPECT_EQ(plan->layers[2].out, 4);
+  EXPECT_TRUE(part->layers[0].activation);
+  EXPECT_FALSE(part->layers[2].activation);
+  EXPECT_EQ(part->stage_begin, (std::vector<int>{0, 3}));
+  EXPECT_EQ(part->layers[0].in, 8);
+  EXPECT_EQ(part->layers[2].out, 4);
 }
 
-TEST(PlanTest, TensorParallelPairsColumnThenRowAndLeavesOddLastLayerReplicated) {
-  auto plan = PlanModel(Mlp({16, 16}), GridShape{1, 1, 2});
-  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
-  EXPECT_EQ(plan->layers[0].split, Split::kColumn);
-  EXPECT_EQ(plan->layers[1].split, Split::kRow);
-  EXPECT_EQ(plan->layers[2].split, Split::kReplicated);
+TEST(Partition, TensorParallelPairsColumnThenRowAndLeavesOddLastLayerReplicated) {
+  auto part = PartitionModel(Mlp({16, 16}), GridShape{1, 1, 2});
+  ASSERT_TRUE(part.ok()) << part.status().ToString();
+  EXPECT_EQ(part->layers[0].split, Split::kColumn);
+  EXPECT_EQ(part->layers[1].split, Split::kRow);
+  EXPECT_EQ(part->layers[2].split, Split::kReplicated);
 }
 
-TEST(PlanTest, StageBoundariesNeverCutAPair) {
-  auto plan = PlanModel(Mlp({16, 16, 16}), GridShape{1, 2, 2});
-  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+TEST(Partition, StageBoundariesNeverCutAPair) {
+  auto part = PartitionModel(Mlp({16, 16, 16}), GridShape{1, 2, 2});
+  ASSERT_TRUE(part.ok()) << part.status().ToString();
   // Pairs (0,1), (2,3): the only cut is at 2.
-  EXPECT_EQ(plan->stage_begin, (std::vector<int>{0, 2, 4}));
+  EXPECT_EQ(part->stage_begin, (std::vector<int>{0, 2, 4}));
 }
 
-TEST(PlanTest, StagesAreBalancedByCost) {
+TEST(Partition, StagesAreBalancedByCost) {
   // Layer costs: 8*64, 64*8, 8*8, 8*8, 8*4: the first two dominate.
-  auto plan = PlanModel(Mlp({64, 8, 8, 8}), GridShape{1, 2, 1});
-  ASSERT_TRUE(plan.ok());
-  EXPECT_EQ(plan->stage_begin, (std::vector<int>{0, 1, 5}));
+  auto part = PartitionModel(Mlp({64, 8, 8, 8}), GridShape{1, 2, 1});
+  ASSERT_TRUE(part.ok());
+  EXPECT_EQ(part->stage_begin, (std::vector<int>{0, 1, 5}));
 }
 
 // A layer costs forward, weight and input gradient; the first one has no
@@ -58,42 +58,42 @@ TEST(PlanTest, StagesAreBalancedByCost) {
 // products the layers cost 5, 3, 3, 3, so the stages are {0, 1} and {2, 3}
 // (8 and 6). Counting in x out alone (2.5, 1, 1, 1) would cut after layer 0
 // and leave the second stage 9 against 5.
-TEST(PlanTest, TheFirstLayerCostsNoInputGradient) {
-  auto plan = PlanModel(Mlp({1024, 1024, 1024}, 2560, 1024), GridShape{1, 2, 1});
-  ASSERT_TRUE(plan.ok());
-  EXPECT_EQ(plan->stage_begin, (std::vector<int>{0, 2, 4}));
+TEST(Partition, TheFirstLayerCostsNoInputGradient) {
+  auto part = PartitionModel(Mlp({1024, 1024, 1024}, 2560, 1024), GridShape{1, 2, 1});
+  ASSERT_TRUE(part.ok());
+  EXPECT_EQ(part->stage_begin, (std::vector<int>{0, 2, 4}));
 }
 
-TEST(PlanTest, RejectsTensorParallelismThatDoesNotDivideAWidth) {
-  auto plan = PlanModel(Mlp({15, 16}), GridShape{1, 1, 2});
-  ASSERT_FALSE(plan.ok());
-  EXPECT_NE(plan.status().message().find("--tp 2 does not divide the width 15"), std::string::npos)
-      << plan.status().message();
+TEST(Partition, RejectsTensorParallelismThatDoesNotDivideAWidth) {
+  auto part = PartitionModel(Mlp({15, 16}), GridShape{1, 1, 2});
+  ASSERT_FALSE(part.ok());
+  EXPECT_NE(part.status().message().find("--tp 2 does not divide the width 15"), std::string::npos)
+      << part.status().message();
 }
 
-TEST(PlanTest, RejectsMoreStagesThanLayers) {
-  auto plan = PlanModel(Mlp({16}), GridShape{1, 3, 1});
-  ASSERT_FALSE(plan.ok());
-  EXPECT_NE(plan.status().message().find("--pp 3"), std::string::npos) << plan.status().message();
+TEST(Partition, RejectsMoreStagesThanLayers) {
+  auto part = PartitionModel(Mlp({16}), GridShape{1, 3, 1});
+  ASSERT_FALSE(part.ok());
+  EXPECT_NE(part.status().message().find("--pp 3"), std::string::npos) << part.status().message();
   // With tp = 2, four layers form two pairs: three stages do not fit.
-  EXPECT_FALSE(PlanModel(Mlp({16, 16, 16}), GridShape{1, 3, 2}).ok());
-  EXPECT_TRUE(PlanModel(Mlp({16, 16, 16}), GridShape{1, 4, 1}).ok());
+  EXPECT_FALSE(PartitionModel(Mlp({16, 16, 16}), GridShape{1, 3, 2}).ok());
+  EXPECT_TRUE(PartitionModel(Mlp({16, 16, 16}), GridShape{1, 4, 1}).ok());
 }
 
-TEST(PlanTest, RejectsBadModelConfig) {
-  EXPECT_FALSE(PlanModel(Mlp({16}, 0), GridShape{}).ok());
-  EXPECT_FALSE(PlanModel(Mlp({0}), GridShape{}).ok());
-  EXPECT_FALSE(PlanModel(Mlp({16}, 8, 1), GridShape{}).ok());  // cross-entropy needs 2 classes
+TEST(Partition, RejectsBadModelConfig) {
+  EXPECT_FALSE(PartitionModel(Mlp({16}, 0), GridShape{}).ok());
+  EXPECT_FALSE(PartitionModel(Mlp({0}), GridShape{}).ok());
+  EXPECT_FALSE(PartitionModel(Mlp({16}, 8, 1), GridShape{}).ok());  // cross-entropy needs 2 classes
 }
 
-TEST(PlanTest, PartitionByCostMinimisesTheLargestRun) {
+TEST(Partition, PartitionByCostMinimisesTheLargestRun) {
   EXPECT_EQ(PartitionByCost({1, 1, 1, 1}, 2), (std::vector<int>{0, 2, 4}));
   EXPECT_EQ(PartitionByCost({4, 1, 1, 1, 1}, 2), (std::vector<int>{0, 1, 5}));
   EXPECT_EQ(PartitionByCost({1, 2, 3}, 3), (std::vector<int>{0, 1, 2, 3}));
   EXPECT_EQ(PartitionByCost({5}, 1), (std::vector<int>{0, 1}));
 }
 
-TEST(PlanTest, ParsesNames) {
+TEST(Partition, ParsesNames) {
   EXPECT_EQ(*ParseActivation("gelu"), Activation::kGelu);
   EXPECT_EQ(*ParseLoss("mse"), LossKind::kMse);
   EXPECT_EQ(*ParseSchedule("1f1b"), ScheduleKind::k1F1B);
