@@ -15,6 +15,13 @@ double Seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
+// The part of parameter p inside the shard [begin, end) of the flat buffer:
+// [lo, hi), empty when lo >= hi.
+std::pair<std::size_t, std::size_t> InShard(const ParamInfo& p, std::size_t begin,
+                                            std::size_t end) {
+  return {std::max(p.offset, begin), std::min(p.offset + p.size, end)};
+}
+
 }  // namespace
 
 double LrSchedule::At(std::int64_t step) const {
@@ -41,106 +48,130 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainConfig& config,
     t->pp_idx_ = grid->pp_idx();
     t->tp_idx_ = grid->tp_idx();
   }
-  const GridShape& s = t->shape_;
-  if (config.global_batch < 1 || config.microbatches < 1) {
+  HPCML_RETURN_IF_ERROR(t->SplitBatch());
+  HPCML_ASSIGN_OR_RETURN(t->partition_, PartitionModel(model_config, t->shape_));
+  HPCML_RETURN_IF_ERROR(t->CheckSource(model_config));
+  HPCML_ASSIGN_OR_RETURN(t->model_,
+                         Model::Create(model_config, t->partition_,
+                                       Placement{t->pp_idx_, t->shape_.tp, t->tp_idx_}, backend));
+  t->AllocateActivations();
+  HPCML_RETURN_IF_ERROR(t->AllocateOptimizer());
+  t->MakeBuckets();
+  return t;
+}
+
+// The global batch into replicas and microbatches, exactly.
+Status Trainer::SplitBatch() {
+  const TrainConfig& c = config_;
+  if (c.global_batch < 1 || c.microbatches < 1) {
     return InvalidArgument("--batch and --microbatches must be >= 1");
   }
-  if (config.global_batch % s.dp != 0) {
-    return InvalidArgument("--batch {} is not divisible by --dp {}", config.global_batch, s.dp);
+  if (c.global_batch % shape_.dp != 0) {
+    return InvalidArgument("--batch {} is not divisible by --dp {}", c.global_batch, shape_.dp);
   }
-  t->local_rows_ = config.global_batch / s.dp;
-  if (t->local_rows_ % config.microbatches != 0) {
+  local_rows_ = c.global_batch / shape_.dp;
+  if (local_rows_ % c.microbatches != 0) {
     return InvalidArgument(
         "the per-replica batch {} (--batch {} / --dp {}) is not divisible by --microbatches {}",
-        t->local_rows_, config.global_batch, s.dp, config.microbatches);
+        local_rows_, c.global_batch, shape_.dp, c.microbatches);
   }
-  t->mb_rows_ = t->local_rows_ / config.microbatches;
-  HPCML_ASSIGN_OR_RETURN(t->plan_, PartitionModel(model_config, s));
+  mb_rows_ = local_rows_ / c.microbatches;
+  return Status::Ok();
+}
 
-  const bool first = t->pp_idx_ == 0, last = t->pp_idx_ == s.pp - 1;
-  if (first || last) {
-    if (source == nullptr) return InvalidArgument("the first and last stages need a data source");
-    if (source->feature_dim() != model_config.input_dim) {
-      return InvalidArgument("the data has {} features but the model expects {}",
-                             source->feature_dim(), model_config.input_dim);
-    }
-    if (model_config.loss == LossKind::kCrossEntropy &&
-        (source->num_classes() != model_config.output_dim || source->target_dim() != 1)) {
-      return InvalidArgument("cross-entropy with {} classes needs class labels with {} classes",
-                             model_config.output_dim, model_config.output_dim);
-    }
-    if (model_config.loss == LossKind::kMse &&
-        (source->num_classes() != 0 || source->target_dim() != model_config.output_dim)) {
-      return InvalidArgument("MSE with {} outputs needs {} regression targets per sample",
-                             model_config.output_dim, model_config.output_dim);
-    }
+// The first and last stages read the source: it must fit the model.
+Status Trainer::CheckSource(const ModelConfig& mc) const {
+  if (pp_idx_ != 0 && pp_idx_ != shape_.pp - 1) return Status::Ok();
+  if (source_ == nullptr) return InvalidArgument("the first and last stages need a data source");
+  if (source_->feature_dim() != mc.input_dim) {
+    return InvalidArgument("the data has {} features but the model expects {}",
+                           source_->feature_dim(), mc.input_dim);
   }
-  HPCML_ASSIGN_OR_RETURN(
-      t->model_,
-      Model::Create(model_config, t->plan_, Placement{t->pp_idx_, s.tp, t->tp_idx_}, backend));
-  Model& m = *t->model_;
-  m.Reserve(config.microbatches, t->mb_rows_);
-  const int nmb = config.microbatches;
-  const auto rows = static_cast<std::size_t>(t->mb_rows_);
+  if (mc.loss == LossKind::kCrossEntropy &&
+      (source_->num_classes() != mc.output_dim || source_->target_dim() != 1)) {
+    return InvalidArgument("cross-entropy with {} classes needs class labels with {} classes",
+                           mc.output_dim, mc.output_dim);
+  }
+  if (mc.loss == LossKind::kMse &&
+      (source_->num_classes() != 0 || source_->target_dim() != mc.output_dim)) {
+    return InvalidArgument("MSE with {} outputs needs {} regression targets per sample",
+                           mc.output_dim, mc.output_dim);
+  }
+  return Status::Ok();
+}
+
+// The batch's inputs and targets, and the messages between stages.
+void Trainer::AllocateActivations() {
+  Model& m = *model_;
+  const bool first = pp_idx_ == 0, last = pp_idx_ == shape_.pp - 1;
+  const int nmb = config_.microbatches;
+  m.Reserve(nmb, mb_rows_);
+  const auto rows = static_cast<std::size_t>(mb_rows_);
   if (first) {
-    const auto n = static_cast<std::size_t>(t->local_rows_ * model_config.input_dim);
-    if (!backend->host_memory()) t->host_features_.resize(n);
-    t->features_ = backend->Alloc(n);
+    const auto n = static_cast<std::size_t>(local_rows_ * m.config().input_dim);
+    if (!backend_->host_memory()) host_features_.resize(n);
+    features_ = backend_->Alloc(n);
   } else {
-    t->recv_act_ = backend->Alloc(static_cast<std::size_t>(nmb) * rows *
-                                  static_cast<std::size_t>(m.input_width()));
+    recv_act_ = backend_->Alloc(static_cast<std::size_t>(nmb) * rows *
+                                static_cast<std::size_t>(m.input_width()));
   }
   if (last) {
-    const auto n = static_cast<std::size_t>(t->local_rows_ * source->target_dim());
-    if (!backend->host_memory()) t->host_targets_.resize(n);
-    t->targets_ = backend->Alloc(n);
-    t->dlogits_ = backend->Alloc(static_cast<std::size_t>(nmb) * rows *
-                                 static_cast<std::size_t>(m.output_width()));
+    const auto n = static_cast<std::size_t>(local_rows_ * source_->target_dim());
+    if (!backend_->host_memory()) host_targets_.resize(n);
+    targets_ = backend_->Alloc(n);
+    dlogits_ = backend_->Alloc(static_cast<std::size_t>(nmb) * rows *
+                               static_cast<std::size_t>(m.output_width()));
   } else {
-    t->recv_grad_ = backend->Alloc(rows * static_cast<std::size_t>(m.output_width()));
+    recv_grad_ = backend_->Alloc(rows * static_cast<std::size_t>(m.output_width()));
   }
-  const std::size_t nparams = m.num_params();
-  if (config.zero1) {
-    if (backend->name() != "cpu") {
+}
+
+// AdamW's moments: for every parameter, or with ZeRO-1 for this replica's
+// shard of the flat buffer (contiguous shards in dp order, the last shorter).
+Status Trainer::AllocateOptimizer() {
+  const std::size_t nparams = model_->num_params();
+  if (config_.zero1) {
+    if (backend_->name() != "cpu") {
       return InvalidArgument("--zero1 is implemented on --backend cpu only (backend '{}')",
-                             backend->name());
+                             backend_->name());
     }
-    // Contiguous shards of the flat buffer in dp order, the last one shorter.
-    const auto dp = static_cast<std::size_t>(s.dp);
+    const auto dp = static_cast<std::size_t>(shape_.dp);
     const std::size_t per = (nparams + dp - 1) / dp;
     for (std::size_t r = 0; r < dp; ++r) {
       const std::size_t b = std::min(nparams, r * per), e = std::min(nparams, b + per);
-      t->shard_counts_.push_back(e - b);
+      shard_counts_.push_back(e - b);
     }
-    t->shard_begin_ = std::min(nparams, static_cast<std::size_t>(t->dp_idx_) * per);
-    t->shard_end_ = t->shard_begin_ + t->shard_counts_[static_cast<std::size_t>(t->dp_idx_)];
-    t->grad_shard_ = backend->Alloc(t->shard_end_ - t->shard_begin_);
+    shard_begin_ = std::min(nparams, static_cast<std::size_t>(dp_idx_) * per);
+    shard_end_ = shard_begin_ + shard_counts_[static_cast<std::size_t>(dp_idx_)];
+    grad_shard_ = backend_->Alloc(shard_end_ - shard_begin_);
   } else {
-    t->shard_begin_ = 0;
-    t->shard_end_ = nparams;
+    shard_begin_ = 0;
+    shard_end_ = nparams;
   }
-  t->m_ = backend->Alloc(t->shard_end_ - t->shard_begin_);
-  t->v_ = backend->Alloc(t->shard_end_ - t->shard_begin_);
+  m_ = backend_->Alloc(shard_end_ - shard_begin_);
+  v_ = backend_->Alloc(shard_end_ - shard_begin_);
+  return Status::Ok();
+}
 
-  // Buckets from the last layer backwards, each at least bucket_bytes
-  // (a layer is never split: its gradients complete together).
-  if (s.dp > 1) {
-    Bucket cur;
-    bool open = false;
-    for (int i = m.num_local_layers() - 1; i >= 0; --i) {
-      if (!open) {
-        cur.end = m.layer_offset(i) + m.layer_size(i);
-        open = true;
-      }
-      cur.begin = m.layer_offset(i);
-      cur.start_layer = i;
-      if ((cur.end - cur.begin) * sizeof(float) >= config.bucket_bytes || i == 0) {
-        t->buckets_.push_back(cur);
-        open = false;
-      }
+// Buckets from the last layer backwards, each at least bucket_bytes (a
+// layer is never split: its gradients complete together).
+void Trainer::MakeBuckets() {
+  if (shape_.dp <= 1) return;
+  const Model& m = *model_;
+  Bucket cur;
+  bool open = false;
+  for (int i = m.num_local_layers() - 1; i >= 0; --i) {
+    if (!open) {
+      cur.end = m.layer_offset(i) + m.layer_size(i);
+      open = true;
+    }
+    cur.begin = m.layer_offset(i);
+    cur.start_layer = i;
+    if ((cur.end - cur.begin) * sizeof(float) >= config_.bucket_bytes || i == 0) {
+      buckets_.push_back(cur);
+      open = false;
     }
   }
-  return t;
 }
 
 bool Trainer::contributes_loss() const {
@@ -148,8 +179,33 @@ bool Trainer::contributes_loss() const {
 }
 
 Status Trainer::RunBatch(double* loss_sum, double* busy_s, double* wall_s, bool sharded) {
+  HPCML_RETURN_IF_ERROR(ReadBatch());
+  model_->ZeroGradOnNextBackward();
+  const bool allreduce = shape_.dp > 1 && !sharded;
+  const bool overlap = allreduce && config_.overlap_dp;
+  batch_ = BatchState{};
+  if (overlap) {
+    // A layer's last backward starts the buckets that begin at it.
+    batch_.layer_done = [this](int layer) {
+      while (batch_.next_bucket < buckets_.size() &&
+             buckets_[batch_.next_bucket].start_layer == layer) {
+        const Bucket& b = buckets_[batch_.next_bucket++];
+        backend_->StartAllreduce(model_->grad_data() + b.begin, b.end - b.begin, Group::kData);
+      }
+    };
+  }
+  backend_->Synchronize();
+  const auto t0 = Clock::now();
+  RunSchedule(batch_.layer_done);
+  *wall_s = Seconds(t0, Clock::now());
+  if (allreduce) ReduceGradients(overlap);
+  *loss_sum = batch_.loss;
+  *busy_s = batch_.busy;
+  return Status::Ok();
+}
+
+Status Trainer::ReadBatch() {
   const bool first = pp_idx_ == 0, last = pp_idx_ == shape_.pp - 1;
-  const ModelConfig& mc = model_->config();
   Status read;
   if (first || last) {
     // Straight into the backend's buffers when they are host memory.
@@ -168,91 +224,42 @@ Status Trainer::RunBatch(double* loss_sum, double* busy_s, double* wall_s, bool 
     if (first) backend_->ToDevice(features_.data(), host_features_.data(), host_features_.size());
     if (last) backend_->ToDevice(targets_.data(), host_targets_.data(), host_targets_.size());
   }
+  return Status::Ok();
+}
 
-  model_->ZeroGradOnNextBackward();
-  const int nmb = config_.microbatches;
-  const auto in_w = static_cast<std::size_t>(model_->input_width());
-  const auto out_w = static_cast<std::size_t>(model_->output_width());
-  const auto rows = static_cast<std::size_t>(mb_rows_);
-  const std::int64_t tdim = last ? source_->target_dim() : 0;
-  // Mean over the global batch: every sample's loss is scaled by 1/B.
-  const float scale = 1.0f / static_cast<float>(config_.global_batch);
-  double loss = 0.0, busy = 0.0;
+// Weight gradients (Model::WeightGrads) are off the critical path: a stage
+// fills its waits with them, one layer (over its pending microbatches) at a
+// time while the message it waits for has not arrived, and does the rest
+// when its schedule ends (a later stage: while the stages before it drain).
+// Only layers with two microbatches or more pending: one microbatch's
+// product (K = its rows) added into a weight gradient that has left the
+// cache ran at half speed and lengthened the first stage (GPipe m=8 bubble
+// 1.32 x ideal, 1.20 with two).
+void Trainer::RecvFilling(float* buf, std::size_t n, int peer, int tag) {
+  while (model_->most_pending() >= 2 && !backend_->Arrived(peer, tag)) {
+    const auto c0 = Clock::now();
+    model_->WeightGrads(batch_.layer_done, /*max_layers=*/1);
+    backend_->Synchronize();
+    batch_.busy += Seconds(c0, Clock::now());
+  }
+  backend_->Recv(buf, n, peer, tag);
+}
 
-  std::size_t next_bucket = 0;
-  auto on_layer = [&](int layer) {
-    while (next_bucket < buckets_.size() && buckets_[next_bucket].start_layer == layer) {
-      const Bucket& b = buckets_[next_bucket++];
-      backend_->StartAllreduce(model_->grad_data() + b.begin, b.end - b.begin, Group::kData);
-    }
-  };
-  const bool allreduce = shape_.dp > 1 && !sharded;
-  const bool overlap = allreduce && config_.overlap_dp;
-
-  backend_->Synchronize();
-  const auto t0 = Clock::now();
-  const std::vector<PipeOp> ops = BuildSchedule(config_.schedule, shape_.pp, pp_idx_, nmb);
-  const auto layer_done = overlap ? std::function<void(int)>(on_layer) : std::function<void(int)>();
-  // Weight gradients (Model::WeightGrads) are off the critical path: a
-  // stage fills its waits with them, one layer (over its pending
-  // microbatches) at a time while the message it waits for has not
-  // arrived, and does the rest when its schedule ends (a later stage: while
-  // the stages before it drain). Only layers with two microbatches or more
-  // pending: one microbatch's product (K = its rows) added into a weight
-  // gradient that has left the cache ran at half speed and lengthened the
-  // first stage (GPipe m=8 bubble 1.32 x ideal, 1.20 with two).
-  auto recv = [&](float* buf, std::size_t n, int peer, int tag) {
-    while (model_->most_pending() >= 2 && !backend_->Arrived(peer, tag)) {
-      const auto c0 = Clock::now();
-      model_->WeightGrads(layer_done, /*max_layers=*/1);
-      backend_->Synchronize();
-      busy += Seconds(c0, Clock::now());
-    }
-    backend_->Recv(buf, n, peer, tag);
-  };
-  // Whether op k receives from a neighbour stage (see Backend::FlushSends).
+void Trainer::RunSchedule(const std::function<void(int)>& layer_done) {
+  const bool first = pp_idx_ == 0, last = pp_idx_ == shape_.pp - 1;
+  const std::vector<PipeOp> ops =
+      BuildSchedule(config_.schedule, shape_.pp, pp_idx_, config_.microbatches);
+  // Whether op k receives from a neighbour stage (see Backend::FlushSends):
+  // an op that does not lets the sends before it go now.
   auto receives = [&](std::size_t k) {
     return k < ops.size() && (ops[k].forward ? !first : !last);
   };
   for (std::size_t k = 0; k < ops.size(); ++k) {
-    const PipeOp& op = ops[k];
-    const int mb = op.microbatch;
-    if (op.forward) {
-      const float* input;
-      if (first) {
-        input = features_.data() + static_cast<std::size_t>(mb) * rows * in_w;
-      } else {
-        float* buf = recv_act_.data() + static_cast<std::size_t>(mb) * rows * in_w;
-        recv(buf, rows * in_w, pp_idx_ - 1, 2 * mb);
-        input = buf;
-      }
-      const auto c0 = Clock::now();
-      model_->Forward(mb, input);
-      if (last) {
-        loss += backend_->LossAndGrad(
-            mc.loss, model_->Output(mb),
-            targets_.data() + static_cast<std::size_t>(mb) * rows * static_cast<std::size_t>(tdim),
-            mb_rows_, mc.output_dim, scale,
-            dlogits_.data() + static_cast<std::size_t>(mb) * rows * out_w);
-      }
-      backend_->Synchronize();
-      busy += Seconds(c0, Clock::now());
-      if (!last) backend_->Send(model_->Output(mb), rows * out_w, pp_idx_ + 1, 2 * mb);
-      if (!last && k + 1 < ops.size() && !receives(k + 1)) backend_->FlushSends();
+    const bool flush = k + 1 < ops.size() && !receives(k + 1);
+    if (ops[k].forward) {
+      ForwardOp(ops[k].microbatch, flush);
     } else {
-      const float* dout;
-      if (last) {
-        dout = dlogits_.data() + static_cast<std::size_t>(mb) * rows * out_w;
-      } else {
-        recv(recv_grad_.data(), rows * out_w, pp_idx_ + 1, 2 * mb + 1);
-        dout = recv_grad_.data();
-      }
-      const auto c0 = Clock::now();
-      model_->Backward(mb, dout, !first);
-      backend_->Synchronize();
-      busy += Seconds(c0, Clock::now());
-      if (!first) backend_->Send(model_->InputGrad(mb), rows * in_w, pp_idx_ - 1, 2 * mb + 1);
-      if (!first && k + 1 < ops.size() && !receives(k + 1)) backend_->FlushSends();
+      BackwardOp(ops[k].microbatch, flush);
     }
   }
   // The weight gradients still pending, after the sends are on their way
@@ -262,22 +269,69 @@ Status Trainer::RunBatch(double* loss_sum, double* busy_s, double* wall_s, bool 
   const auto w0 = Clock::now();
   model_->WeightGrads(layer_done);
   backend_->Synchronize();
-  busy += Seconds(w0, Clock::now());
+  batch_.busy += Seconds(w0, Clock::now());
   backend_->WaitSends();
-  const double wall = Seconds(t0, Clock::now());
+}
 
-  if (allreduce) {
-    if (!overlap) {
-      for (const Bucket& b : buckets_) {
-        backend_->StartAllreduce(model_->grad_data() + b.begin, b.end - b.begin, Group::kData);
-      }
-    }
-    backend_->WaitAllreduces();
+void Trainer::ForwardOp(int mb, bool flush) {
+  const bool first = pp_idx_ == 0, last = pp_idx_ == shape_.pp - 1;
+  const ModelConfig& mc = model_->config();
+  const auto rows = static_cast<std::size_t>(mb_rows_);
+  const auto in_w = static_cast<std::size_t>(model_->input_width());
+  const auto out_w = static_cast<std::size_t>(model_->output_width());
+  const auto at = static_cast<std::size_t>(mb) * rows;
+  const float* input;
+  if (first) {
+    input = features_.data() + at * in_w;
+  } else {
+    float* buf = recv_act_.data() + at * in_w;
+    RecvFilling(buf, rows * in_w, pp_idx_ - 1, 2 * mb);
+    input = buf;
   }
-  *loss_sum = loss;
-  *busy_s = busy;
-  *wall_s = wall;
-  return Status::Ok();
+  const auto c0 = Clock::now();
+  model_->Forward(mb, input);
+  if (last) {
+    // Mean over the global batch: every sample's loss is scaled by 1/B.
+    const float scale = 1.0f / static_cast<float>(config_.global_batch);
+    const auto tdim = static_cast<std::size_t>(source_->target_dim());
+    batch_.loss +=
+        backend_->LossAndGrad(mc.loss, model_->Output(mb), targets_.data() + at * tdim, mb_rows_,
+                              mc.output_dim, scale, dlogits_.data() + at * out_w);
+  }
+  backend_->Synchronize();
+  batch_.busy += Seconds(c0, Clock::now());
+  if (!last) backend_->Send(model_->Output(mb), rows * out_w, pp_idx_ + 1, 2 * mb);
+  if (!last && flush) backend_->FlushSends();
+}
+
+void Trainer::BackwardOp(int mb, bool flush) {
+  const bool first = pp_idx_ == 0, last = pp_idx_ == shape_.pp - 1;
+  const auto rows = static_cast<std::size_t>(mb_rows_);
+  const auto in_w = static_cast<std::size_t>(model_->input_width());
+  const auto out_w = static_cast<std::size_t>(model_->output_width());
+  const float* dout;
+  if (last) {
+    dout = dlogits_.data() + static_cast<std::size_t>(mb) * rows * out_w;
+  } else {
+    RecvFilling(recv_grad_.data(), rows * out_w, pp_idx_ + 1, 2 * mb + 1);
+    dout = recv_grad_.data();
+  }
+  const auto c0 = Clock::now();
+  model_->Backward(mb, dout, !first);
+  backend_->Synchronize();
+  batch_.busy += Seconds(c0, Clock::now());
+  if (!first) backend_->Send(model_->InputGrad(mb), rows * in_w, pp_idx_ - 1, 2 * mb + 1);
+  if (!first && flush) backend_->FlushSends();
+}
+
+// Without overlap every bucket starts now; either way, wait for them all.
+void Trainer::ReduceGradients(bool overlapped) {
+  if (!overlapped) {
+    for (const Bucket& b : buckets_) {
+      backend_->StartAllreduce(model_->grad_data() + b.begin, b.end - b.begin, Group::kData);
+    }
+  }
+  backend_->WaitAllreduces();
 }
 
 Result<double> Trainer::ForwardBackward() {
@@ -296,35 +350,10 @@ Result<StepStats> Trainer::Step() {
   if (config_.zero1) {
     backend_->ReduceScatter(model_->grad_data(), grad_shard_.data(), shard_counts_, Group::kData);
   }
-  // The part of parameter p inside this rank's shard: [lo, hi) of the flat
-  // buffer (empty when lo >= hi).
-  auto in_shard = [&](const ParamInfo& p) {
-    return std::pair<std::size_t, std::size_t>{std::max(p.offset, shard_begin_),
-                                               std::min(p.offset + p.size, shard_end_)};
-  };
-
-  // World sums: squared gradient norm (each parameter counted once: the
-  // first replica, tensor rank 0 for replicated tensors), loss, busy time of
-  // the stages of the first replica.
-  double sums[3] = {0.0, 0.0, 0.0};
-  if (config_.zero1) {
-    // Each replica holds the reduced gradients of its shard only.
-    for (const ParamInfo& p : model_->params()) {
-      if (p.tp_replicated && tp_idx_ != 0) continue;
-      const auto [lo, hi] = in_shard(p);
-      if (lo < hi)
-        sums[0] += backend_->SumSquares(grad_shard_.data() + (lo - shard_begin_), hi - lo);
-    }
-  }
-  if (dp_idx_ == 0) {
-    if (!config_.zero1) {
-      for (const ParamInfo& p : model_->params()) {
-        if (p.tp_replicated && tp_idx_ != 0) continue;
-        sums[0] += backend_->SumSquares(model_->grad_data() + p.offset, p.size);
-      }
-    }
-    if (tp_idx_ == 0) sums[2] = busy;
-  }
+  // World sums: squared gradient norm, loss, busy time of the stages of the
+  // first replica.
+  double sums[3] = {GradNormSquaredPart(), 0.0, 0.0};
+  if (dp_idx_ == 0 && tp_idx_ == 0) sums[2] = busy;
   if (contributes_loss()) sums[1] = loss;
   if (grid_ != nullptr) backend_->AllreduceHost(sums, 3, Group::kWorld);
   // Bubble against one schedule time for all stages: the longest pipeline
@@ -344,6 +373,35 @@ Result<StepStats> Trainer::Step() {
                   : 0.0;
   st.busy_s = busy;
   st.lr = config_.lr.At(st.step);
+  ApplyAdamW(st);
+  backend_->Synchronize();
+  HPCML_RETURN_IF_ERROR(backend_->status());
+  st.step_time_s = Seconds(t0, Clock::now());
+  st.samples_per_s =
+      st.step_time_s > 0.0 ? static_cast<double>(config_.global_batch) / st.step_time_s : 0.0;
+  return st;
+}
+
+// Each parameter counted once over the world: by the first replica (with
+// ZeRO-1, by the replica whose shard holds it) and, when replicated over the
+// tensor group, by tensor rank 0.
+double Trainer::GradNormSquaredPart() const {
+  double sum = 0.0;
+  for (const ParamInfo& p : model_->params()) {
+    if (p.tp_replicated && tp_idx_ != 0) continue;
+    if (config_.zero1) {
+      const auto [lo, hi] = InShard(p, shard_begin_, shard_end_);
+      if (lo < hi) sum += backend_->SumSquares(grad_shard_.data() + (lo - shard_begin_), hi - lo);
+    } else if (dp_idx_ == 0) {
+      sum += backend_->SumSquares(model_->grad_data() + p.offset, p.size);
+    }
+  }
+  return sum;
+}
+
+// Updates the parameters whose moments this rank holds (all without ZeRO-1),
+// then shares the updated shards.
+void Trainer::ApplyAdamW(const StepStats& st) {
   AdamWStep a;
   a.lr = static_cast<float>(st.lr);
   a.beta1 = config_.beta1;
@@ -353,23 +411,15 @@ Result<StepStats> Trainer::Step() {
   if (config_.clip > 0.0f && st.grad_norm > static_cast<double>(config_.clip)) {
     a.grad_scale = static_cast<float>(static_cast<double>(config_.clip) / (st.grad_norm + 1e-6));
   }
-  // Update the parameters whose moments this rank holds (all without
-  // ZeRO-1), then share the updated shards.
   const float* grads = config_.zero1 ? grad_shard_.data() : model_->grad_data() + shard_begin_;
   for (const ParamInfo& p : model_->params()) {
-    const auto [lo, hi] = in_shard(p);
+    const auto [lo, hi] = InShard(p, shard_begin_, shard_end_);
     if (lo >= hi) continue;
     a.weight_decay = p.is_bias ? 0.0f : config_.weight_decay;
     const std::size_t k = lo - shard_begin_;
     backend_->AdamW(model_->param_data() + lo, grads + k, m_.data() + k, v_.data() + k, hi - lo, a);
   }
   if (config_.zero1) backend_->AllGather(model_->param_data(), shard_counts_, Group::kData);
-  backend_->Synchronize();
-  HPCML_RETURN_IF_ERROR(backend_->status());
-  st.step_time_s = Seconds(t0, Clock::now());
-  st.samples_per_s =
-      st.step_time_s > 0.0 ? static_cast<double>(config_.global_batch) / st.step_time_s : 0.0;
-  return st;
 }
 
 void Trainer::GatherMoments(std::vector<float>* m, std::vector<float>* v) const {

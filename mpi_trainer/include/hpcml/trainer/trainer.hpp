@@ -89,7 +89,7 @@ class Trainer {
   Status Run(std::int64_t steps, const std::function<Status(const StepStats&)>& after_step);
 
   Model& model() { return *model_; }
-  const ModelPartition& plan() const { return plan_; }
+  const ModelPartition& partition() const { return partition_; }
   const TrainConfig& config() const { return config_; }
   std::int64_t step() const { return step_; }
   // For resuming (issue 7): the number of steps already done.
@@ -118,13 +118,34 @@ class Trainer {
   Status RunBatch(double* loss_sum, double* busy_s, double* wall_s, bool sharded);
   bool contributes_loss() const;
 
+  // Create's steps, in order.
+  Status SplitBatch();
+  Status CheckSource(const ModelConfig& mc) const;
+  void AllocateActivations();
+  Status AllocateOptimizer();
+  void MakeBuckets();
+
+  // RunBatch's steps: read (agreed over the world), the pipeline schedule
+  // (its compute seconds into batch_), the data-parallel reduction.
+  Status ReadBatch();
+  void RunSchedule(const std::function<void(int)>& layer_done);
+  void ForwardOp(int mb, bool flush);
+  void BackwardOp(int mb, bool flush);
+  // Receives into `buf`, filling the wait with pending weight gradients.
+  void RecvFilling(float* buf, std::size_t n, int peer, int tag);
+  void ReduceGradients(bool overlapped);
+
+  // Step's steps: the squared gradient norm of this rank's part, the update.
+  double GradNormSquaredPart() const;
+  void ApplyAdamW(const StepStats& st);
+
   TrainConfig config_;
   const ProcessGrid* grid_ = nullptr;
   Backend* backend_ = nullptr;
   BatchSource* source_ = nullptr;
   GridShape shape_;
   int dp_idx_ = 0, pp_idx_ = 0, tp_idx_ = 0;
-  ModelPartition plan_;
+  ModelPartition partition_;
   std::unique_ptr<Model> model_;
   std::int64_t local_rows_ = 0, mb_rows_ = 0;
   std::vector<float> host_features_, host_targets_;  // staging, when the backend is not host memory
@@ -146,6 +167,14 @@ class Trainer {
     int start_layer = 0;
   };
   std::vector<Bucket> buckets_;
+  // The batch RunBatch is running: loss sum, compute seconds, the next
+  // bucket to start, and the hook layers report their gradients done to.
+  struct BatchState {
+    double loss = 0.0, busy = 0.0;
+    std::size_t next_bucket = 0;
+    std::function<void(int)> layer_done;
+  };
+  BatchState batch_;
   std::int64_t step_ = 0;
 };
 
