@@ -34,6 +34,101 @@ bool NcclOk(ncclResult_t r, const char* what) {
   return false;
 }
 
+// No device: an error beside a GPU fails; otherwise a skip (77 with
+// --require-gpu), unless HPCML_REQUIRE_GPU=1 says one must be there.
+int NoDevice(const hpcml::trainer::cuda::DeviceCount& dc, bool require, bool must_have) {
+  if (!dc.no_gpu) {
+    std::fprintf(stderr, "hpcml-gpu-probe: error: %s\n", dc.reason.c_str());
+    return 1;
+  }
+  if (must_have) {
+    std::fprintf(stderr, "hpcml-gpu-probe: error: no CUDA device (HPCML_REQUIRE_GPU=1): %s\n",
+                 dc.reason.c_str());
+    return 1;
+  }
+  std::printf("hpcml-gpu-probe: skipped: no CUDA device on this machine: %s\n", dc.reason.c_str());
+  return require ? 77 : 0;
+}
+
+bool ListDevices(int n) {
+  for (int d = 0; d < n; ++d) {
+    cudaDeviceProp p{};
+    if (!CudaOk(cudaGetDeviceProperties(&p, d), "cudaGetDeviceProperties")) return false;
+    std::printf("hpcml-gpu-probe: gpu %d: %s, %.1f GiB, sm_%d%d, %d SMs, pci %04x:%02x:%02x\n", d,
+                p.name, static_cast<double>(p.totalGlobalMem) / (1 << 30), p.major, p.minor,
+                p.multiProcessorCount, p.pciDomainID, p.pciBusID, p.pciDeviceID);
+  }
+  return true;
+}
+
+// One buffer and stream per device, every element d + 1.
+bool FillBuffers(int n, std::size_t count, std::vector<float*>* bufs,
+                 std::vector<cudaStream_t>* streams) {
+  for (int d = 0; d < n; ++d) {
+    size_t i = static_cast<size_t>(d);
+    std::vector<float> host(count, static_cast<float>(d + 1));
+    if (!CudaOk(cudaSetDevice(d), "cudaSetDevice") ||
+        !CudaOk(cudaMalloc(&(*bufs)[i], count * sizeof(float)), "cudaMalloc") ||
+        !CudaOk(cudaMemcpy((*bufs)[i], host.data(), count * sizeof(float), cudaMemcpyHostToDevice),
+                "cudaMemcpy") ||
+        !CudaOk(cudaStreamCreate(&(*streams)[i]), "cudaStreamCreate"))
+      return false;
+  }
+  return true;
+}
+
+// Whether every element of every buffer is `expect`; frees the buffers and streams.
+bool CheckBuffers(int n, std::size_t count, float expect, const std::vector<float*>& bufs,
+                  const std::vector<cudaStream_t>& streams, bool* ok) {
+  for (int d = 0; d < n; ++d) {
+    size_t i = static_cast<size_t>(d);
+    std::vector<float> host(count);
+    if (!CudaOk(cudaSetDevice(d), "cudaSetDevice")) return false;
+    if (!CudaOk(cudaStreamSynchronize(streams[i]), "cudaStreamSynchronize")) return false;
+    if (!CudaOk(cudaMemcpy(host.data(), bufs[i], count * sizeof(float), cudaMemcpyDeviceToHost),
+                "cudaMemcpy"))
+      return false;
+    for (float v : host) *ok = *ok && v == expect;
+    cudaFree(bufs[i]);
+    cudaStreamDestroy(streams[i]);
+  }
+  return true;
+}
+
+// One communicator per device, each contributing d + 1 in every element:
+// the sum must be n(n+1)/2 everywhere. Returns the exit status.
+int CheckAllReduce(int n, int version) {
+  constexpr size_t kCount = 1 << 20;
+  std::vector<ncclComm_t> comms(static_cast<size_t>(n));
+  std::vector<int> devs(static_cast<size_t>(n));
+  for (int d = 0; d < n; ++d) devs[static_cast<size_t>(d)] = d;
+  if (!NcclOk(ncclCommInitAll(comms.data(), n, devs.data()), "ncclCommInitAll")) return 1;
+  std::vector<float*> bufs(static_cast<size_t>(n));
+  std::vector<cudaStream_t> streams(static_cast<size_t>(n));
+  if (!FillBuffers(n, kCount, &bufs, &streams)) return 1;
+  if (!NcclOk(ncclGroupStart(), "ncclGroupStart")) return 1;
+  for (int d = 0; d < n; ++d) {
+    size_t i = static_cast<size_t>(d);
+    if (!NcclOk(ncclAllReduce(bufs[i], bufs[i], kCount, ncclFloat, ncclSum, comms[i], streams[i]),
+                "ncclAllReduce"))
+      return 1;
+  }
+  if (!NcclOk(ncclGroupEnd(), "ncclGroupEnd")) return 1;
+  const float expect = static_cast<float>(n) * static_cast<float>(n + 1) / 2.0f;
+  bool ok = true;
+  if (!CheckBuffers(n, kCount, expect, bufs, streams, &ok)) return 1;
+  // The clean end: finalize every communicator, then destroy. One thread
+  // holds all ranks, so the finalizes go in one group (each waits for its
+  // peers to finalize too).
+  ok = NcclOk(ncclGroupStart(), "ncclGroupStart") && ok;
+  for (ncclComm_t c : comms) ok = NcclOk(ncclCommFinalize(c), "ncclCommFinalize") && ok;
+  ok = NcclOk(ncclGroupEnd(), "ncclGroupEnd") && ok;
+  for (ncclComm_t c : comms) ok = NcclOk(ncclCommDestroy(c), "ncclCommDestroy") && ok;
+  std::printf("hpcml-gpu-probe: %s: NCCL %d all-reduce over %d GPU(s), expected %.0f\n",
+              ok ? "ok" : "FAILED", version, n, static_cast<double>(expect));
+  return ok ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -47,77 +142,7 @@ int main(int argc, char** argv) {
   cudaRuntimeGetVersion(&runtime);
   std::printf("hpcml-gpu-probe: CUDA runtime %d, driver %d, NCCL %d\n", runtime, driver, version);
   const hpcml::trainer::cuda::DeviceCount dc = hpcml::trainer::cuda::CountDevices();
-  if (dc.count == 0) {
-    if (!dc.no_gpu) {
-      std::fprintf(stderr, "hpcml-gpu-probe: error: %s\n", dc.reason.c_str());
-      return 1;
-    }
-    if (must_have) {
-      std::fprintf(stderr, "hpcml-gpu-probe: error: no CUDA device (HPCML_REQUIRE_GPU=1): %s\n",
-                   dc.reason.c_str());
-      return 1;
-    }
-    std::printf("hpcml-gpu-probe: skipped: no CUDA device on this machine: %s\n",
-                dc.reason.c_str());
-    return require ? 77 : 0;
-  }
-  const int n = dc.count;
-  for (int d = 0; d < n; ++d) {
-    cudaDeviceProp p{};
-    if (!CudaOk(cudaGetDeviceProperties(&p, d), "cudaGetDeviceProperties")) return 1;
-    std::printf("hpcml-gpu-probe: gpu %d: %s, %.1f GiB, sm_%d%d, %d SMs, pci %04x:%02x:%02x\n", d,
-                p.name, static_cast<double>(p.totalGlobalMem) / (1 << 30), p.major, p.minor,
-                p.multiProcessorCount, p.pciDomainID, p.pciBusID, p.pciDeviceID);
-  }
-
-  // One communicator per device; each contributes (d+1) in every element.
-  constexpr size_t kCount = 1 << 20;
-  std::vector<ncclComm_t> comms(static_cast<size_t>(n));
-  std::vector<int> devs(static_cast<size_t>(n));
-  for (int d = 0; d < n; ++d) devs[static_cast<size_t>(d)] = d;
-  if (!NcclOk(ncclCommInitAll(comms.data(), n, devs.data()), "ncclCommInitAll")) return 1;
-  std::vector<float*> bufs(static_cast<size_t>(n));
-  std::vector<cudaStream_t> streams(static_cast<size_t>(n));
-  for (int d = 0; d < n; ++d) {
-    size_t i = static_cast<size_t>(d);
-    std::vector<float> host(kCount, static_cast<float>(d + 1));
-    if (!CudaOk(cudaSetDevice(d), "cudaSetDevice") ||
-        !CudaOk(cudaMalloc(&bufs[i], kCount * sizeof(float)), "cudaMalloc") ||
-        !CudaOk(cudaMemcpy(bufs[i], host.data(), kCount * sizeof(float), cudaMemcpyHostToDevice),
-                "cudaMemcpy") ||
-        !CudaOk(cudaStreamCreate(&streams[i]), "cudaStreamCreate"))
-      return 1;
-  }
-  if (!NcclOk(ncclGroupStart(), "ncclGroupStart")) return 1;
-  for (int d = 0; d < n; ++d) {
-    size_t i = static_cast<size_t>(d);
-    if (!NcclOk(ncclAllReduce(bufs[i], bufs[i], kCount, ncclFloat, ncclSum, comms[i], streams[i]),
-                "ncclAllReduce"))
-      return 1;
-  }
-  if (!NcclOk(ncclGroupEnd(), "ncclGroupEnd")) return 1;
-  const float expect = static_cast<float>(n) * static_cast<float>(n + 1) / 2.0f;
-  bool ok = true;
-  for (int d = 0; d < n; ++d) {
-    size_t i = static_cast<size_t>(d);
-    std::vector<float> host(kCount);
-    if (!CudaOk(cudaSetDevice(d), "cudaSetDevice")) return 1;
-    if (!CudaOk(cudaStreamSynchronize(streams[i]), "cudaStreamSynchronize")) return 1;
-    if (!CudaOk(cudaMemcpy(host.data(), bufs[i], kCount * sizeof(float), cudaMemcpyDeviceToHost),
-                "cudaMemcpy"))
-      return 1;
-    for (float v : host) ok = ok && v == expect;
-    cudaFree(bufs[i]);
-    cudaStreamDestroy(streams[i]);
-  }
-  // The clean end: finalize every communicator, then destroy. One thread
-  // holds all ranks, so the finalizes go in one group (each waits for its
-  // peers to finalize too).
-  ok = NcclOk(ncclGroupStart(), "ncclGroupStart") && ok;
-  for (ncclComm_t c : comms) ok = NcclOk(ncclCommFinalize(c), "ncclCommFinalize") && ok;
-  ok = NcclOk(ncclGroupEnd(), "ncclGroupEnd") && ok;
-  for (ncclComm_t c : comms) ok = NcclOk(ncclCommDestroy(c), "ncclCommDestroy") && ok;
-  std::printf("hpcml-gpu-probe: %s: NCCL %d all-reduce over %d GPU(s), expected %.0f\n",
-              ok ? "ok" : "FAILED", version, n, static_cast<double>(expect));
-  return ok ? 0 : 1;
+  if (dc.count == 0) return NoDevice(dc, require, must_have);
+  if (!ListDevices(dc.count)) return 1;
+  return CheckAllReduce(dc.count, version);
 }

@@ -237,7 +237,25 @@ Status Checkpointer::Finish() {
 
 Result<std::int64_t> Checkpointer::Resume() {
   MPI_Comm world = grid_ ? grid_->world() : MPI_COMM_SELF;
-  // Rank 0 picks the set (verifying every shard); everyone loads that one.
+  HPCML_ASSIGN_OR_RETURN(const std::int64_t step, NewestCompleteStep(world));
+  if (step == 0) return std::int64_t{0};
+  auto set = dir_->Load(step, /*verify=*/false);
+  Status local = set.status();
+  if (local.ok()) local = LoadTensors(*set);
+  if (local.ok()) local = RestoreDataPosition(*set);
+  HPCML_RETURN_IF_ERROR(AgreeOnStatus(world, local));
+  trainer_->set_step(step);
+  stats_.resumed_step = step;
+  stats_.last_saved_step = step;
+  // Interruptions so far: Slurm's restart count over this job's life.
+  elapsed_before_ = set->manifest().state.value("elapsed_s", 0.0);
+  interval_.ObserveInterruptions(SlurmRestartCount(), elapsed_before_);
+  return step;
+}
+
+// Rank 0 picks the set (verifying every shard); every rank learns its step
+// (0: none).
+Result<std::int64_t> Checkpointer::NewestCompleteStep(MPI_Comm world) {
   std::int64_t step = 0;
   Status local;
   if (world_rank() == 0) {
@@ -252,82 +270,67 @@ Result<std::int64_t> Checkpointer::Resume() {
   }
   HPCML_RETURN_IF_ERROR(AgreeOnStatus(world, local));
   MPI_Bcast(&step, 1, MPI_INT64_T, 0, world);
-  if (step == 0) return std::int64_t{0};
-
-  local = Status::Ok();
-  auto set = dir_->Load(step, /*verify=*/false);
-  if (!set.ok()) local = set.status();
-  if (local.ok()) {
-    Model& m = trainer_->model();
-    std::vector<float> host;
-    // Moments cover [begin, end) of the flat buffer (a ZeRO-1 shard, or all).
-    const std::size_t begin = trainer_->moments_begin(), end = trainer_->moments_end();
-    struct Target {
-      const char* suffix;
-      float* base;
-      bool sharded;
-    } targets[] = {{"", m.param_data(), false},
-                   {".adam_m", trainer_->adam_m(), true},
-                   {".adam_v", trainer_->adam_v(), true}};
-    for (const ParamInfo& p : m.params()) {
-      for (const auto& t : targets) {
-        host.resize(p.size);
-        local = set->Read(p.name + t.suffix, SliceOf(p), host.data());
-        if (!local.ok()) break;
-        if (!t.sharded) {
-          backend_->ToDevice(t.base + p.offset, host.data(), p.size);
-          continue;
-        }
-        const std::size_t lo = std::max(p.offset, begin), hi = std::min(p.offset + p.size, end);
-        if (lo < hi)
-          backend_->ToDevice(t.base + (lo - begin), host.data() + (lo - p.offset), hi - lo);
-      }
-      if (!local.ok()) break;
-    }
-  }
-  // The data position: the saved replica with the same index when the
-  // data-parallel degree is unchanged; otherwise it must be the same for
-  // every saved replica (a position that does not depend on the replica).
-  if (local.ok()) {
-    const nlohmann::json& layout = set->manifest().state["layout"];
-    int saved_dp = layout.value("dp", 1);
-    int my_dp = grid_ ? grid_->dp_idx() : 0, dp = grid_ ? grid_->shape().dp : 1;
-    std::vector<std::string> positions(static_cast<size_t>(saved_dp));
-    for (const auto& s : set->manifest().shards) {
-      auto st = set->RankState(s.rank);
-      if (!st.ok()) {
-        local = st.status();
-        break;
-      }
-      if ((*st)["pp_idx"] == 0 && (*st)["tp_idx"] == 0) {
-        positions[(*st)["dp_idx"].get<size_t>()] = (*st)["loader"].get<std::string>();
-      }
-    }
-    if (local.ok()) {
-      std::string pos;
-      if (saved_dp == dp) {
-        pos = positions[static_cast<size_t>(my_dp)];
-      } else if (std::all_of(positions.begin(), positions.end(),
-                             [&](const auto& p) { return p == positions[0]; })) {
-        pos = positions[0];
-      } else {
-        local = FailedPrecondition(
-            "{}: saved with {} data-parallel replicas whose data positions differ; this data "
-            "source cannot "
-            "resume them as {} replicas (resume with dp={})",
-            set->path(), saved_dp, dp, saved_dp);
-      }
-      if (local.ok() && source_ != nullptr) local = source_->RestorePosition(pos);
-    }
-  }
-  HPCML_RETURN_IF_ERROR(AgreeOnStatus(world, local));
-  trainer_->set_step(step);
-  stats_.resumed_step = step;
-  stats_.last_saved_step = step;
-  // Interruptions so far: Slurm's restart count over this job's life.
-  elapsed_before_ = set->manifest().state.value("elapsed_s", 0.0);
-  interval_.ObserveInterruptions(SlurmRestartCount(), elapsed_before_);
   return step;
+}
+
+// This rank's parameters and moments, whatever layout saved them. Moments
+// cover [begin, end) of the flat buffer (a ZeRO-1 shard, or all).
+Status Checkpointer::LoadTensors(const checkpoint::LoadedSet& set) {
+  Model& m = trainer_->model();
+  std::vector<float> host;
+  const std::size_t begin = trainer_->moments_begin(), end = trainer_->moments_end();
+  struct Target {
+    const char* suffix;
+    float* base;
+    bool sharded;
+  } targets[] = {{"", m.param_data(), false},
+                 {".adam_m", trainer_->adam_m(), true},
+                 {".adam_v", trainer_->adam_v(), true}};
+  for (const ParamInfo& p : m.params()) {
+    for (const auto& t : targets) {
+      host.resize(p.size);
+      HPCML_RETURN_IF_ERROR(set.Read(p.name + t.suffix, SliceOf(p), host.data()));
+      if (!t.sharded) {
+        backend_->ToDevice(t.base + p.offset, host.data(), p.size);
+        continue;
+      }
+      const std::size_t lo = std::max(p.offset, begin), hi = std::min(p.offset + p.size, end);
+      if (lo < hi) {
+        backend_->ToDevice(t.base + (lo - begin), host.data() + (lo - p.offset), hi - lo);
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+// The data position: the saved replica with the same index when the
+// data-parallel degree is unchanged; otherwise it must be the same for every
+// saved replica (a position that does not depend on the replica).
+Status Checkpointer::RestoreDataPosition(const checkpoint::LoadedSet& set) {
+  const nlohmann::json& layout = set.manifest().state["layout"];
+  int saved_dp = layout.value("dp", 1);
+  int my_dp = grid_ ? grid_->dp_idx() : 0, dp = grid_ ? grid_->shape().dp : 1;
+  std::vector<std::string> positions(static_cast<size_t>(saved_dp));
+  for (const auto& s : set.manifest().shards) {
+    HPCML_ASSIGN_OR_RETURN(nlohmann::json st, set.RankState(s.rank));
+    if (st["pp_idx"] == 0 && st["tp_idx"] == 0) {
+      positions[st["dp_idx"].get<size_t>()] = st["loader"].get<std::string>();
+    }
+  }
+  std::string pos;
+  if (saved_dp == dp) {
+    pos = positions[static_cast<size_t>(my_dp)];
+  } else if (std::all_of(positions.begin(), positions.end(),
+                         [&](const auto& p) { return p == positions[0]; })) {
+    pos = positions[0];
+  } else {
+    return FailedPrecondition(
+        "{}: saved with {} data-parallel replicas whose data positions differ; this data "
+        "source cannot "
+        "resume them as {} replicas (resume with dp={})",
+        set.path(), saved_dp, dp, saved_dp);
+  }
+  return source_ != nullptr ? source_->RestorePosition(pos) : Status::Ok();
 }
 
 }  // namespace hpcml::trainer

@@ -87,6 +87,10 @@ class Checkpointer {
   int world_size() const;
   Status CommitPending();
   bool LocalStopWanted(std::string* reason);
+  // Resume's steps: which set (collective), then this rank's part of it.
+  Result<std::int64_t> NewestCompleteStep(MPI_Comm world);
+  Status LoadTensors(const checkpoint::LoadedSet& set);
+  Status RestoreDataPosition(const checkpoint::LoadedSet& set);
 
   CheckpointOptions opt_;
   const ProcessGrid* grid_ = nullptr;
