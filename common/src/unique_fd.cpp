@@ -7,13 +7,8 @@
 
 namespace hpcml {
 
-void UniqueFd::reset(int fd) noexcept {
-  if (fd_ >= 0 && fd_ != fd) ::close(fd_);
-  fd_ = fd;
-}
-
 Status UniqueFd::Close() {
-  if (fd_ < 0) return Status::Ok();
+  if (!valid()) return Status::Ok();
   int fd = release();
   if (::close(fd) != 0) return ErrnoError("close", errno);
   return Status::Ok();

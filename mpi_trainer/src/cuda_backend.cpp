@@ -47,6 +47,7 @@
 #include <vector>
 
 #include "../cuda/kernels.cuh"
+#include "hpcml/common/owner.hpp"
 #include "hpcml/trainer/backend.hpp"
 
 namespace hpcml::trainer {
@@ -54,35 +55,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Move-only owners of the CUDA and cuBLAS handles.
-template <typename T, auto Destroy>
-class Handle {
- public:
-  Handle() = default;
-  explicit Handle(T h) : h_(h) {}
-  ~Handle() { reset(); }
-  Handle(Handle&& o) noexcept : h_(std::exchange(o.h_, T{})) {}
-  Handle& operator=(Handle&& o) noexcept {
-    if (this != &o) {
-      reset();
-      h_ = std::exchange(o.h_, T{});
-    }
-    return *this;
-  }
-  Handle(const Handle&) = delete;
-  Handle& operator=(const Handle&) = delete;
-  T get() const { return h_; }
-  void reset() {
-    if (h_ != T{}) Destroy(h_);
-    h_ = T{};
-  }
-
- private:
-  T h_{};
-};
-
-using Stream = Handle<cudaStream_t, cudaStreamDestroy>;
-using Cublas = Handle<cublasHandle_t, cublasDestroy>;
+// Owners (owner.hpp) of the CUDA and cuBLAS handles.
+using Stream = Owner<CloseWith<cudaStream_t, cudaStreamDestroy>>;
+using Cublas = Owner<CloseWith<cublasHandle_t, cublasDestroy>>;
 
 Status CudaCheck(cudaError_t e, const char* what) {
   if (e == cudaSuccess) return Status::Ok();
@@ -94,30 +69,15 @@ Status NcclCheck(ncclResult_t e, const char* what) {
   return Internal("NCCL {}: {}", what, ncclGetErrorString(e));
 }
 
-// Move-only owner of a communicator. Finalize() is the clean end
-// (ncclCommFinalize flushes outstanding work and waits for the peers to
-// finalize too, then ncclCommDestroy); the destructor aborts, which never
-// waits for peers.
-class NcclComm {
+// Owner of a communicator. Finalize() is the clean end (ncclCommFinalize
+// flushes outstanding work and waits for the peers to finalize too, then
+// ncclCommDestroy); the destructor aborts, which never waits for peers.
+class NcclComm : public Owner<CloseWith<ncclComm_t, ncclCommAbort>> {
  public:
-  NcclComm() = default;
-  explicit NcclComm(ncclComm_t c) : c_(c) {}
-  ~NcclComm() { Abort(); }
-  NcclComm(NcclComm&& o) noexcept : c_(std::exchange(o.c_, nullptr)) {}
-  NcclComm& operator=(NcclComm&& o) noexcept {
-    if (this != &o) {
-      Abort();
-      c_ = std::exchange(o.c_, nullptr);
-    }
-    return *this;
-  }
-  NcclComm(const NcclComm&) = delete;
-  NcclComm& operator=(const NcclComm&) = delete;
-  ncclComm_t get() const { return c_; }
-
+  using Owner::Owner;
   Status Finalize() {
-    if (c_ == nullptr) return Status::Ok();
-    ncclComm_t c = std::exchange(c_, nullptr);
+    if (!valid()) return Status::Ok();
+    ncclComm_t c = release();
     Status s = NcclCheck(ncclCommFinalize(c), "ncclCommFinalize");
     if (!s.ok()) {
       ncclCommAbort(c);
@@ -125,12 +85,6 @@ class NcclComm {
     }
     return NcclCheck(ncclCommDestroy(c), "ncclCommDestroy");
   }
-  void Abort() noexcept {
-    if (c_ != nullptr) ncclCommAbort(std::exchange(c_, nullptr));
-  }
-
- private:
-  ncclComm_t c_ = nullptr;
 };
 
 // One NCCL communicator over the members of `comm` (collective over it).
@@ -468,9 +422,9 @@ class CudaBackend final : public Backend {
     AbortComms();
   }
   void AbortComms() noexcept {
-    tp_.Abort();
-    dp_.Abort();
-    pp_.Abort();
+    tp_.reset();  // aborts
+    dp_.reset();  // aborts
+    pp_.reset();  // aborts
   }
   void Launched(cudaError_t e, const char* kernel) {
     if (e != cudaSuccess) Fail(CudaCheck(e, kernel));

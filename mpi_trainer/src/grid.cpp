@@ -16,23 +16,20 @@ int RankOf(const GridShape& shape, int dp_idx, int pp_idx, int tp_idx) {
   return (dp_idx * shape.pp + pp_idx) * shape.tp + tp_idx;
 }
 
+void MpiCommTraits::Close(MPI_Comm c) noexcept {
+  if (c != MPI_COMM_WORLD && c != MPI_COMM_SELF) MPI_Comm_free(&c);
+}
+
 int MpiComm::rank() const {
   int r = -1;
-  if (comm_ != MPI_COMM_NULL) MPI_Comm_rank(comm_, &r);
+  if (valid()) MPI_Comm_rank(get(), &r);
   return r;
 }
 
 int MpiComm::size() const {
   int s = 0;
-  if (comm_ != MPI_COMM_NULL) MPI_Comm_size(comm_, &s);
+  if (valid()) MPI_Comm_size(get(), &s);
   return s;
-}
-
-void MpiComm::reset(MPI_Comm comm) noexcept {
-  if (comm_ != MPI_COMM_NULL && comm_ != MPI_COMM_WORLD && comm_ != MPI_COMM_SELF) {
-    MPI_Comm_free(&comm_);
-  }
-  comm_ = comm;
 }
 
 Result<ProcessGrid> ProcessGrid::Create(MPI_Comm world, const GridShape& shape) {

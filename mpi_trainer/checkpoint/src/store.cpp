@@ -13,6 +13,7 @@
 
 #include "hpcml/common/fs.hpp"
 #include "hpcml/common/h5.hpp"
+#include "hpcml/common/owner.hpp"
 #include "hpcml/common/unique_fd.hpp"
 
 namespace hpcml::checkpoint {
@@ -156,7 +157,7 @@ Result<ShardInfo> ShardFromJson(const nlohmann::json& j) {
 // its name, global shape, slice and float data; then the rank state.
 class ContentHash {
  public:
-  ContentHash() : state_(XXH3_createState(), XXH3_freeState) { XXH3_128bits_reset(state_.get()); }
+  ContentHash() : state_(XXH3_createState()) { XXH3_128bits_reset(state_.get()); }
   void Add(const void* p, size_t n) { XXH3_128bits_update(state_.get(), p, n); }
   void AddString(const std::string& s) {
     std::uint64_t n = s.size();
@@ -174,7 +175,7 @@ class ContentHash {
   }
 
  private:
-  std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state_;
+  Owner<CloseWith<XXH3_state_t*, XXH3_freeState>> state_;
 };
 
 Result<std::string> ChecksumShard(const std::string& path, const ShardInfo& info) {

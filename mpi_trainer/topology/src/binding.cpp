@@ -130,8 +130,7 @@ Result<BindReport> BindProcess(const std::vector<int>& cpus, bool force) {
                              FormatCpuList(now), FormatCpuList(cpus));
     return rep;
   }
-  std::unique_ptr<hwloc_bitmap_s, decltype(&hwloc_bitmap_free)> owner(hwloc_bitmap_alloc(),
-                                                                      hwloc_bitmap_free);
+  HwlocBitmap owner(hwloc_bitmap_alloc());
   hwloc_bitmap_t set = owner.get();
   for (int c : cpus) hwloc_bitmap_set(set, static_cast<unsigned>(c));
   int rc = hwloc_set_cpubind(topo.get(), set, HWLOC_CPUBIND_PROCESS);

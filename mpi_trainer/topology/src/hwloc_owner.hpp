@@ -1,4 +1,4 @@
-// Internal: move-only owner of an hwloc topology.
+// Internal: owners (owner.hpp) of an hwloc topology and bitmap.
 #pragma once
 
 #include <hwloc.h>
@@ -6,34 +6,19 @@
 #include <string>
 #include <utility>
 
+#include "hpcml/common/owner.hpp"
 #include "hpcml/common/status.hpp"
 
 namespace hpcml::topology {
 
-class HwlocTopology {
+class HwlocTopology : public Owner<CloseWith<hwloc_topology_t, hwloc_topology_destroy>> {
  public:
+  using Owner::Owner;
   // Loads the live machine (empty path) or an hwloc XML export.
   static Result<HwlocTopology> Load(const std::string& xml_path);
-
-  explicit HwlocTopology(hwloc_topology_t t) noexcept : t_(t) {}
-  ~HwlocTopology() {
-    if (t_ != nullptr) hwloc_topology_destroy(t_);
-  }
-  HwlocTopology(HwlocTopology&& o) noexcept : t_(std::exchange(o.t_, nullptr)) {}
-  HwlocTopology& operator=(HwlocTopology&& o) noexcept {
-    if (this != &o) {
-      if (t_ != nullptr) hwloc_topology_destroy(t_);
-      t_ = std::exchange(o.t_, nullptr);
-    }
-    return *this;
-  }
-  HwlocTopology(const HwlocTopology&) = delete;
-  HwlocTopology& operator=(const HwlocTopology&) = delete;
-
-  hwloc_topology_t get() const { return t_; }
-
- private:
-  hwloc_topology_t t_ = nullptr;
 };
+
+// An hwloc bitmap, freed with hwloc_bitmap_free.
+using HwlocBitmap = Owner<CloseWith<hwloc_bitmap_t, hwloc_bitmap_free>>;
 
 }  // namespace hpcml::topology

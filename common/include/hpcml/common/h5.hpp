@@ -13,35 +13,14 @@
 #include <string_view>
 #include <utility>
 
+#include "hpcml/common/owner.hpp"
 #include "hpcml/common/status.hpp"
 
 namespace hpcml::h5 {
 
+// An identifier closed with its kind's H5*close (hpcml::Owner).
 template <herr_t (*Close)(hid_t)>
-class Owner {
- public:
-  Owner() = default;
-  explicit Owner(hid_t id) noexcept : id_(id) {}
-  ~Owner() { reset(); }
-  Owner(Owner&& o) noexcept : id_(std::exchange(o.id_, H5I_INVALID_HID)) {}
-  Owner& operator=(Owner&& o) noexcept {
-    if (this != &o) reset(std::exchange(o.id_, H5I_INVALID_HID));
-    return *this;
-  }
-  Owner(const Owner&) = delete;
-  Owner& operator=(const Owner&) = delete;
-
-  hid_t get() const noexcept { return id_; }
-  bool valid() const noexcept { return id_ >= 0; }
-  hid_t release() noexcept { return std::exchange(id_, H5I_INVALID_HID); }
-  void reset(hid_t id = H5I_INVALID_HID) noexcept {
-    if (id_ >= 0) Close(id_);
-    id_ = id;
-  }
-
- private:
-  hid_t id_ = H5I_INVALID_HID;
-};
+using Owner = hpcml::Owner<CloseWith<hid_t, Close, H5I_INVALID_HID>>;
 
 using File = Owner<H5Fclose>;
 using Group = Owner<H5Gclose>;

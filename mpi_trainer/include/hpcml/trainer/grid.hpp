@@ -14,7 +14,8 @@
 #include <string>
 #include <utility>
 
-#include "hpcml/common/mpi.hpp"  // AgreeOnStatus, used with the grid
+#include "hpcml/common/mpi.hpp"
+#include "hpcml/common/owner.hpp"  // AgreeOnStatus, used with the grid
 #include "hpcml/common/status.hpp"
 
 namespace hpcml::trainer {
@@ -32,28 +33,19 @@ struct GridShape {
 // World rank of the coordinates (dp_idx, pp_idx, tp_idx).
 int RankOf(const GridShape& shape, int dp_idx, int pp_idx, int tp_idx);
 
-// Move-only owner of an MPI communicator (never MPI_COMM_WORLD/SELF, which
-// are not freed). The destructor calls MPI_Comm_free; never throws.
-class MpiComm {
+// Owner (owner.hpp) of an MPI communicator: MPI_Comm_free on release, never
+// for MPI_COMM_WORLD/SELF, which are not freed.
+struct MpiCommTraits {
+  using Handle = MPI_Comm;
+  static Handle Null() noexcept { return MPI_COMM_NULL; }
+  static void Close(Handle c) noexcept;
+};
+
+class MpiComm : public Owner<MpiCommTraits> {
  public:
-  MpiComm() = default;
-  explicit MpiComm(MPI_Comm comm) noexcept : comm_(comm) {}
-  ~MpiComm() { reset(); }
-  MpiComm(MpiComm&& o) noexcept : comm_(std::exchange(o.comm_, MPI_COMM_NULL)) {}
-  MpiComm& operator=(MpiComm&& o) noexcept {
-    if (this != &o) reset(std::exchange(o.comm_, MPI_COMM_NULL));
-    return *this;
-  }
-  MpiComm(const MpiComm&) = delete;
-  MpiComm& operator=(const MpiComm&) = delete;
-
-  MPI_Comm get() const noexcept { return comm_; }
-  int rank() const;
-  int size() const;
-  void reset(MPI_Comm comm = MPI_COMM_NULL) noexcept;
-
- private:
-  MPI_Comm comm_ = MPI_COMM_NULL;
+  using Owner::Owner;
+  int rank() const;  // -1 when null
+  int size() const;  // 0 when null
 };
 
 class ProcessGrid {
@@ -89,6 +81,5 @@ class ProcessGrid {
   int dp_idx_ = 0, pp_idx_ = 0, tp_idx_ = 0;
   MpiComm world_, tp_, pp_, dp_;
 };
-
 
 }  // namespace hpcml::trainer
