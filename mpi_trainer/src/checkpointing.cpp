@@ -1,4 +1,4 @@
-#include "hpcml/trainer/checkpointing.hpp"
+#include "checkpointing.hpp"
 
 #include "hpcml/common/json.hpp"
 

@@ -1,4 +1,4 @@
-#include "hpcml/trainer/featurecache_source.hpp"
+#include "featurecache_source.hpp"
 
 #include <cmath>
 #include <cstring>

@@ -1,5 +1,5 @@
 // Built when the featurecache library is not part of the build.
-#include "hpcml/trainer/featurecache_source.hpp"
+#include "featurecache_source.hpp"
 
 namespace hpcml::trainer {
 

@@ -1,4 +1,4 @@
-#include "hpcml/trainer/model_io.hpp"
+#include "model_io.hpp"
 
 #include <hdf5.h>
 #include <mpi.h>

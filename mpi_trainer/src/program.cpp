@@ -10,8 +10,8 @@
 
 #include "hpcml/topology/binding.hpp"
 #include "hpcml/topology/planner.hpp"
-#include "hpcml/trainer/featurecache_source.hpp"
-#include "hpcml/trainer/model_io.hpp"
+#include "featurecache_source.hpp"
+#include "model_io.hpp"
 #include "usage.hpp"
 
 namespace hpcml::trainer {

@@ -13,7 +13,7 @@
 
 #include "hpcml/common/log.hpp"
 #include "hpcml/trainer/backend.hpp"
-#include "hpcml/trainer/checkpointing.hpp"
+#include "checkpointing.hpp"
 #include "hpcml/trainer/data.hpp"
 #include "hpcml/trainer/grid.hpp"
 #include "hpcml/trainer/trainer.hpp"

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "hpcml/trainer/checkpointing.hpp"
+#include "checkpointing.hpp"
 #include "hpcml/trainer/grid.hpp"
 
 namespace hpcml::trainer {

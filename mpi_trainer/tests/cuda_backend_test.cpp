@@ -31,7 +31,7 @@
 #include "../cuda/kernels.cuh"
 #include "hpcml/common/log.hpp"
 #include "hpcml/trainer/backend.hpp"
-#include "hpcml/trainer/checkpointing.hpp"
+#include "checkpointing.hpp"
 #include "hpcml/trainer/random.hpp"
 #include "hpcml/trainer/trainer.hpp"
 

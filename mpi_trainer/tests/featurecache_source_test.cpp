@@ -1,6 +1,6 @@
 // The feature-cache adapter against real feature-set files written with
 // hpcml::featurecache's writer.
-#include "hpcml/trainer/featurecache_source.hpp"
+#include "featurecache_source.hpp"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -8,7 +8,7 @@
 #include <memory>
 #include <vector>
 
-#include "hpcml/trainer/model_io.hpp"
+#include "model_io.hpp"
 #include "hpcml/trainer/trainer.hpp"
 #include "layout_cases.hpp"
 

@@ -1,4 +1,4 @@
-#include "hpcml/trainer/model_io.hpp"
+#include "model_io.hpp"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -12,7 +12,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "hpcml/trainer/model_io.hpp"
+#include "model_io.hpp"
 
 namespace hpcml::trainer {
 namespace {

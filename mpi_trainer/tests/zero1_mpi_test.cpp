@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "hpcml/common/log.hpp"
-#include "hpcml/trainer/checkpointing.hpp"
-#include "hpcml/trainer/model_io.hpp"
+#include "checkpointing.hpp"
+#include "model_io.hpp"
 #include "hpcml/trainer/trainer.hpp"
 #include "layout_cases.hpp"
 
