@@ -49,13 +49,13 @@ extern "C" {
 #include <slurm/spank.h>
 }
 
-#include "hpcml/spank/audit.hpp"
-#include "hpcml/spank/canonical.hpp"
-#include "hpcml/spank/decision.hpp"
-#include "hpcml/spank/job_cache.hpp"
-#include "hpcml/spank/mount_view.hpp"
-#include "hpcml/spank/options.hpp"
-#include "hpcml/spank/policy.hpp"
+#include "hpcml/guard/audit.hpp"
+#include "hpcml/guard/canonical.hpp"
+#include "hpcml/guard/decision.hpp"
+#include "job_cache.hpp"
+#include "hpcml/guard/mount_view.hpp"
+#include "hpcml/guard/options.hpp"
+#include "hpcml/guard/policy.hpp"
 
 // Everything else is hidden (-fvisibility=hidden, version script).
 #define HPCML_GUARD_EXPORT __attribute__((visibility("default")))

@@ -1,4 +1,4 @@
-#include "hpcml/spank/canonical.hpp"
+#include "hpcml/guard/canonical.hpp"
 
 #include <fcntl.h>
 #include <pwd.h>
