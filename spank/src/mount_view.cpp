@@ -40,7 +40,7 @@ bool StrictAncestorIn(std::string_view p, const PathSet& set) {
   return p != "/" && SelfOrAncestorIn(ParentOf(p), set);
 }
 bool IsStrictlyBelow(std::string_view p, std::string_view dir) {
-  return p.size() > dir.size() && p.starts_with(dir) && (dir == "/" || p[dir.size()] == '/');
+  return p != dir && IsWithin(p, dir);
 }
 
 // The paths that no other path of the list contains, shallowest first.

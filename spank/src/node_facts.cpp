@@ -12,6 +12,7 @@
 
 #include <slurm/slurm.h>
 
+#include "hpcml/common/strings.hpp"
 #include "plugin_parts.hpp"
 
 namespace hpcml::guard::plugin {
@@ -93,17 +94,11 @@ Result<JobFacts> LoadJobFacts(std::uint32_t job_id, uid_t uid, bool need_enforce
 // The zone "zone-<name>" among comma-separated Slurm features, if one.
 Result<std::optional<std::string>> ZoneFeature(std::string_view features) {
   std::optional<std::string> zone;
-  std::size_t start = 0;
-  while (start < features.size()) {
-    std::size_t comma = features.find(',', start);
-    if (comma == std::string_view::npos) comma = features.size();
-    std::string_view f = features.substr(start, comma - start);
-    if (f.starts_with("zone-")) {
-      if (zone && *zone != f.substr(5))
-        return PermissionDenied("this node has two zone features: zone-{} and {}", *zone, f);
-      zone = std::string(f.substr(5));
-    }
-    start = comma + 1;
+  for (std::string_view f : SplitFields(features, ',')) {
+    if (!f.starts_with("zone-")) continue;
+    if (zone && *zone != f.substr(5))
+      return PermissionDenied("this node has two zone features: zone-{} and {}", *zone, f);
+    zone = std::string(f.substr(5));
   }
   return zone;
 }

@@ -246,12 +246,6 @@ void CoverDeniedStep() {
     slurm_info("hpcml-guard: denied step not covered: %s", covered.message().c_str());
 }
 
-// Whether `path` is `dir` or below it.
-bool IsWithin(std::string_view path, std::string_view dir) {
-  return path == dir || dir == "/" ||
-         (path.starts_with(dir) && path.size() > dir.size() && path[dir.size()] == '/');
-}
-
 // The task's open files, before it runs: slurmstepd opened its stdin, stdout
 // and stderr files for it. A file or directory of a policy dataset open for
 // reading must be within an allowed dataset; nothing of a dataset may be open
