@@ -3,8 +3,8 @@
 // - init_post_opt: the authoritative decision, made once per step on each
 //   node (the job's facts from slurmctld, one lookup per job and node:
 //   job_cache.hpp), logged, and only *stored*: failing init_post_opt or
-//   user_init drains the node. An allowed step gets HPCML_ZONE, HPCML_ROLE
-//   and HPCML_DATASETS in its environment there. With enforce=mount
+//   user_init drains the node. An allowed step gets the HPCML_* variables
+//   (hpcml/common/job_env.hpp) in its environment there. With enforce=mount
 //   (the default) an allowed step's slurmstepd then moves into its view of
 //   the datasets (mount_view.hpp), before it opens the step's
 //   stdin/stdout/stderr files and forks the tasks, so both see only what was
@@ -36,6 +36,7 @@
 #include <fmt/format.h>
 #include <slurm/slurm.h>
 
+#include "hpcml/common/job_env.hpp"
 #include "hpcml/guard/mount_view.hpp"
 #include "plugin_parts.hpp"
 
@@ -228,9 +229,9 @@ Decision DecideOnNode(spank_t sp, AuditRecord* rec) {
 // work in each (task_init_privileged runs once per task).
 Status SetJobEnvironment(spank_t sp, const Decision& allowed) {
   std::string datasets = JoinDatasets(Step().allowed);
-  if (spank_setenv(sp, "HPCML_ZONE", allowed.zone.c_str(), 1) != ESPANK_SUCCESS ||
-      spank_setenv(sp, "HPCML_ROLE", allowed.role.c_str(), 1) != ESPANK_SUCCESS ||
-      spank_setenv(sp, "HPCML_DATASETS", datasets.c_str(), 1) != ESPANK_SUCCESS)
+  if (spank_setenv(sp, job_env::kZone, allowed.zone.c_str(), 1) != ESPANK_SUCCESS ||
+      spank_setenv(sp, job_env::kRole, allowed.role.c_str(), 1) != ESPANK_SUCCESS ||
+      spank_setenv(sp, job_env::kDatasets, datasets.c_str(), 1) != ESPANK_SUCCESS)
     return Internal("cannot set HPCML_* in the job step's environment");
   return Status::Ok();
 }

@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "hpcml/common/job_env.hpp"
 #include "plugin_parts.hpp"
 
 namespace hpcml::guard::plugin {
@@ -104,7 +105,7 @@ int SubmitInitPostOpt(spank_t sp) noexcept {
     // they are several. Only a new job takes it (sbatch, salloc, srun
     // outside an allocation).
     if (d.allow && !data_zones.empty())
-      (void)spank_job_control_setenv(sp, "HPCML_DATA_ZONES", data_zones.c_str(), 1);
+      (void)spank_job_control_setenv(sp, job_env::kDataZones, data_zones.c_str(), 1);
     RecordDecision(&rec, d);
     (void)Audit(rec, ::geteuid() == 0);  // advisory: a failed log line blocks nothing
     if (!d.allow) {
