@@ -36,8 +36,8 @@
 #include <fmt/format.h>
 #include <slurm/slurm.h>
 
-#include "hpcml/common/job_env.hpp"
 #include "hpcml/guard/mount_view.hpp"
+#include "job_environment.hpp"
 #include "plugin_parts.hpp"
 
 namespace hpcml::guard::plugin {
@@ -224,15 +224,17 @@ Decision DecideOnNode(spank_t sp, AuditRecord* rec) {
   return d.ok() ? std::move(d).value() : DenyForError(d.status());
 }
 
-// Sets HPCML_ZONE, HPCML_ROLE and HPCML_DATASETS in the step's environment.
-// Set here, before slurmstepd forks the tasks, they reach every task without
-// work in each (task_init_privileged runs once per task).
+// Sets the HPCML_* variables (job_environment.hpp) in the step's
+// environment. Set here, before slurmstepd forks the tasks, they reach every
+// task without work in each (task_init_privileged runs once per task).
 Status SetJobEnvironment(spank_t sp, const Decision& allowed) {
-  std::string datasets = JoinDatasets(Step().allowed);
-  if (spank_setenv(sp, job_env::kZone, allowed.zone.c_str(), 1) != ESPANK_SUCCESS ||
-      spank_setenv(sp, job_env::kRole, allowed.role.c_str(), 1) != ESPANK_SUCCESS ||
-      spank_setenv(sp, job_env::kDatasets, datasets.c_str(), 1) != ESPANK_SUCCESS)
-    return Internal("cannot set HPCML_* in the job step's environment");
+  const StepState& step = Step();
+  if (!step.policy) return Internal("no policy for the job step's environment");
+  HPCML_ASSIGN_OR_RETURN(std::vector<EnvVar> env,
+                         JobEnvironment(*step.policy, allowed, step.allowed));
+  for (const EnvVar& var : env)
+    if (spank_setenv(sp, var.name, var.value.c_str(), 1) != ESPANK_SUCCESS)
+      return Internal("cannot set HPCML_* in the job step's environment");
   return Status::Ok();
 }
 

@@ -2,9 +2,10 @@
 // sets in a job, and who reads them. One name each, here; nothing else spells
 // them out.
 //
-// The step variables are set by the guard's slurmstepd
-// (spank/src/node_side.cpp) in an *allowed* step's environment, before it forks the tasks, so every
-// task of the step inherits them; a value the user preset under the same name is replaced. A denied
+// The step variables are set by the guard's slurmstepd (spank/src/node_side.cpp,
+// values from spank/src/job_environment.cpp) in an *allowed* step's
+// environment, before it forks the tasks, so every task of the step inherits
+// them; a value the user preset under the same name is replaced. A denied
 // step runs no task. They are read inside the job by the feature cache
 // (featurecache/src/access.cpp, AccessContext::FromEnvironment), which the
 // trainer's loader goes through, and checked again there: HPCML_ZONE being
@@ -33,8 +34,9 @@ inline constexpr const char* kRole = "HPCML_ROLE";
 // comma is refused by the guard, so the list is unambiguous.
 inline constexpr const char* kDatasets = "HPCML_DATASETS";
 
-// Read by the feature cache: when set, it refuses a feature set whose
-// classification is not listed. The guard does not set it.
+// The classifications the effective role may read (the policy role's
+// `classifications`), sorted; empty when the role may read none. The feature
+// cache refuses a feature set whose classification is not listed.
 inline constexpr const char* kClassifications = "HPCML_CLASSIFICATIONS";
 
 // Submit side, job control environment: the zones of the job's datasets and
