@@ -16,9 +16,9 @@
 
 #include <fmt/format.h>
 
-#include "hpcml/spank/decision.hpp"
-#include "hpcml/spank/mount_view.hpp"
-#include "hpcml/spank/policy.hpp"
+#include "hpcml/guard/decision.hpp"
+#include "hpcml/guard/mount_view.hpp"
+#include "hpcml/guard/policy.hpp"
 
 namespace {
 

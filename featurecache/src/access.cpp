@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "hpcml/common/job_env.hpp"
+
 namespace hpcml::featurecache {
 namespace {
 
@@ -32,12 +34,12 @@ std::string Normalize(const std::string& p) {
 
 AccessContext AccessContext::FromEnvironment() {
   AccessContext ctx;
-  const char* zone = std::getenv("HPCML_ZONE");
+  const char* zone = std::getenv(job_env::kZone);
   if (zone == nullptr) return ctx;
   ctx.guarded = true;
   ctx.zone = zone;
-  if (const char* role = std::getenv("HPCML_ROLE")) ctx.role = role;
-  if (const char* ds = std::getenv("HPCML_DATASETS")) {
+  if (const char* role = std::getenv(job_env::kRole)) ctx.role = role;
+  if (const char* ds = std::getenv(job_env::kDatasets)) {
     for (auto& p : SplitList(ds)) {
       // The guard sends canonical paths; resolve again where they exist so a
       // symlinked mount point cannot make two spellings of one file differ.
@@ -49,7 +51,8 @@ AccessContext AccessContext::FromEnvironment() {
       }
     }
   }
-  if (const char* cls = std::getenv("HPCML_CLASSIFICATIONS")) ctx.classifications = SplitList(cls);
+  if (const char* cls = std::getenv(job_env::kClassifications))
+    ctx.classifications = SplitList(cls);
   return ctx;
 }
 
@@ -84,8 +87,8 @@ Status CheckPath(const AccessContext& ctx, const std::string& canonical, std::st
   std::string listed;
   for (const auto& d : ctx.datasets) listed += (listed.empty() ? "" : ",") + d;
   return PermissionDenied(
-      "{}: access denied ({}): not among the datasets approved for this job (HPCML_DATASETS={})",
-      canonical, what, listed.empty() ? "<empty>" : listed);
+      "{}: access denied ({}): not among the datasets approved for this job ({}={})", canonical,
+      what, job_env::kDatasets, listed.empty() ? "<empty>" : listed);
 }
 
 Status CheckLabels(const AccessContext& ctx, const std::string& canonical, std::string_view zone,
@@ -93,8 +96,8 @@ Status CheckLabels(const AccessContext& ctx, const std::string& canonical, std::
   if (!ctx.guarded) return Status::Ok();
   if (zone != ctx.zone) {
     return PermissionDenied(
-        "{}: access denied: the data is in zone '{}' but this job runs in zone '{}' (HPCML_ZONE)",
-        canonical, zone, ctx.zone);
+        "{}: access denied: the data is in zone '{}' but this job runs in zone '{}' ({})",
+        canonical, zone, ctx.zone, job_env::kZone);
   }
   if (ctx.classifications.has_value()) {
     bool allowed = false;
@@ -104,8 +107,9 @@ Status CheckLabels(const AccessContext& ctx, const std::string& canonical, std::
       for (const auto& c : *ctx.classifications) listed += (listed.empty() ? "" : ",") + c;
       return PermissionDenied(
           "{}: access denied: classification '{}' is not allowed in this job "
-          "(HPCML_CLASSIFICATIONS={})",
-          canonical, classification, listed.empty() ? "<empty>" : listed);
+          "({}={})",
+          canonical, classification, job_env::kClassifications,
+          listed.empty() ? "<empty>" : listed);
     }
   }
   return Status::Ok();

@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <string_view>
 
-#include "hpcml/spank/decision.hpp"
-#include "hpcml/spank/policy.hpp"
+#include "hpcml/guard/decision.hpp"
+#include "hpcml/guard/policy.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);

@@ -40,7 +40,7 @@ declare -A target_srcs=(
 build() {  # build <target>: rebuilt only when a source is newer than the binary
   local target=$1 bin=$work/$1 f
   local srcs=("$src/spank/fuzz/$target.cpp" ${target_srcs[$target]} "${common_srcs[@]}")
-  for f in "${srcs[@]}" "$src/spank/fuzz/source_location_shim.hpp" "$src"/spank/include/hpcml/spank/*.hpp "$0"; do
+  for f in "${srcs[@]}" "$src/spank/fuzz/source_location_shim.hpp" "$src"/spank/include/hpcml/guard/*.hpp "$0"; do
     if [ ! -x "$bin" ] || [ "$f" -nt "$bin" ]; then
       echo "run_fuzzers: building $target with $cxx"
       "$cxx" "${flags[@]}" "${srcs[@]}" "${libs[@]}" -o "$bin.tmp"

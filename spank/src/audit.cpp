@@ -1,4 +1,4 @@
-#include "hpcml/spank/audit.hpp"
+#include "hpcml/guard/audit.hpp"
 
 #include <fcntl.h>
 #include <sys/file.h>

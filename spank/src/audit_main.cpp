@@ -14,7 +14,7 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
-#include "hpcml/spank/audit.hpp"
+#include "hpcml/guard/audit.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"hpcml-audit: check the hpcml guard's audit log"};

@@ -1,4 +1,4 @@
-#include "hpcml/spank/canonical.hpp"
+#include "hpcml/guard/canonical.hpp"
 
 #include <fcntl.h>
 #include <linux/openat2.h>
@@ -152,6 +152,11 @@ Result<std::vector<Result<ResolvedPath>>> CanonicalPathsAsUser(
     out.push_back(ResolvedPath{std::move(path).value(), std::move(fds[i]).value()});
   }
   return out;
+}
+
+bool IsWithin(std::string_view path, std::string_view dir) {
+  return path == dir || dir == "/" ||
+         (path.starts_with(dir) && path.size() > dir.size() && path[dir.size()] == '/');
 }
 
 }  // namespace hpcml::guard

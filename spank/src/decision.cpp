@@ -1,4 +1,4 @@
-#include "hpcml/spank/decision.hpp"
+#include "hpcml/guard/decision.hpp"
 
 #include <set>
 

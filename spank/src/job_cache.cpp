@@ -1,4 +1,4 @@
-#include "hpcml/spank/job_cache.hpp"
+#include "job_cache.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-#include "hpcml/spank/mount_view.hpp"
+#include "hpcml/guard/mount_view.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -40,7 +40,7 @@ bool StrictAncestorIn(std::string_view p, const PathSet& set) {
   return p != "/" && SelfOrAncestorIn(ParentOf(p), set);
 }
 bool IsStrictlyBelow(std::string_view p, std::string_view dir) {
-  return p.size() > dir.size() && p.starts_with(dir) && (dir == "/" || p[dir.size()] == '/');
+  return p != dir && IsWithin(p, dir);
 }
 
 // The paths that no other path of the list contains, shallowest first.
@@ -150,6 +150,46 @@ bool IsDirectory(int fd) {
   return ::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+// A policy path as root, with no symlink followed: nullopt when absent or
+// itself a symlink.
+Result<std::optional<UniqueFd>> OpenPolicyPath(const std::string& path) {
+  auto fd = OpenNoFollow(path, O_PATH);
+  if (!fd.ok() && fd.status().code() == StatusCode::kNotFound) return std::optional<UniqueFd>();
+  if (!fd.ok()) return fd.status().WithContext("enforce=mount");
+  struct stat st {};
+  if (::fstat(fd->get(), &st) != 0) return ErrnoError("enforce=mount: stat " + path, errno);
+  if (S_ISLNK(st.st_mode)) return std::optional<UniqueFd>();
+  return std::optional<UniqueFd>(std::move(fd).value());
+}
+
+// Covers the directory `cover` (opened as `target`) with an empty tmpfs, the
+// view's exposed datasets below it (their read-only `copies`, in the order of
+// view.exposed) mounted back on mount points made inside it, then the tmpfs
+// made read-only.
+Status CoverDirectory(const DatasetView& view, const std::vector<UniqueFd>& copies,
+                      const std::string& cover, int target) {
+  HPCML_ASSIGN_OR_RETURN(UniqueFd tmpfs, NewTmpfs(cover));
+  std::vector<std::size_t> below;
+  for (std::size_t i = 0; i < view.exposed.size(); ++i) {
+    const std::string& path = view.exposed[i];
+    if (!IsStrictlyBelow(path, cover)) continue;
+    below.push_back(i);
+    HPCML_RETURN_IF_ERROR(
+        MakeMountPoint(tmpfs.get(), RelativeTo(path, cover), IsDirectory(copies[i].get()), path));
+  }
+  HPCML_RETURN_IF_ERROR(MoveMount(tmpfs.get(), target, cover));
+  for (std::size_t i : below) {
+    const std::string& path = view.exposed[i];
+    std::string rel(RelativeTo(path, cover));
+    UniqueFd point(::openat(tmpfs.get(), rel.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
+    if (!point) return ErrnoError("enforce=mount: mount point " + path, errno);
+    HPCML_RETURN_IF_ERROR(MoveMount(copies[i].get(), point.get(), path));
+  }
+  return SetAttributes(tmpfs.get(),
+                       MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
+                       0, "the cover of " + cover);
+}
+
 }  // namespace
 
 Result<std::vector<std::string>> ListDirectoryNames(const std::string& dir) {
@@ -219,20 +259,8 @@ Status ApplyDatasetView(const DatasetView& view, const std::vector<ResolvedPath>
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) != 0)
     return ErrnoError("enforce=mount: making / a slave mount", errno);
 
-  // A policy path as root, with no symlink followed: nullopt when absent or
-  // itself a symlink.
-  auto open_policy_path = [](const std::string& path) -> Result<std::optional<UniqueFd>> {
-    auto fd = OpenNoFollow(path, O_PATH);
-    if (!fd.ok() && fd.status().code() == StatusCode::kNotFound) return std::optional<UniqueFd>();
-    if (!fd.ok()) return fd.status().WithContext("enforce=mount");
-    struct stat st {};
-    if (::fstat(fd->get(), &st) != 0) return ErrnoError("enforce=mount: stat " + path, errno);
-    if (S_ISLNK(st.st_mode)) return std::optional<UniqueFd>();
-    return std::optional<UniqueFd>(std::move(fd).value());
-  };
-
   for (const std::string& path : view.read_only) {
-    HPCML_ASSIGN_OR_RETURN(auto target, open_policy_path(path));
+    HPCML_ASSIGN_OR_RETURN(auto target, OpenPolicyPath(path));
     if (!target) continue;
     // The copy goes back onto the very object it was made from.
     HPCML_ASSIGN_OR_RETURN(UniqueFd copy, ReadOnlyCopy(target->get(), path));
@@ -240,7 +268,7 @@ Status ApplyDatasetView(const DatasetView& view, const std::vector<ResolvedPath>
   }
 
   for (const std::string& cover : view.covers) {
-    HPCML_ASSIGN_OR_RETURN(auto target, open_policy_path(cover));
+    HPCML_ASSIGN_OR_RETURN(auto target, OpenPolicyPath(cover));
     if (!target) continue;
     if (!IsDirectory(target->get())) {
       UniqueFd null(::open_tree(AT_FDCWD, "/dev/null", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC));
@@ -248,26 +276,7 @@ Status ApplyDatasetView(const DatasetView& view, const std::vector<ResolvedPath>
       HPCML_RETURN_IF_ERROR(MoveMount(null.get(), target->get(), cover));
       continue;
     }
-    HPCML_ASSIGN_OR_RETURN(UniqueFd tmpfs, NewTmpfs(cover));
-    std::vector<std::size_t> below;
-    for (std::size_t i = 0; i < view.exposed.size(); ++i) {
-      const std::string& path = view.exposed[i];
-      if (!IsStrictlyBelow(path, cover)) continue;
-      below.push_back(i);
-      HPCML_RETURN_IF_ERROR(
-          MakeMountPoint(tmpfs.get(), RelativeTo(path, cover), IsDirectory(copies[i].get()), path));
-    }
-    HPCML_RETURN_IF_ERROR(MoveMount(tmpfs.get(), target->get(), cover));
-    for (std::size_t i : below) {
-      const std::string& path = view.exposed[i];
-      std::string rel(RelativeTo(path, cover));
-      UniqueFd point(::openat(tmpfs.get(), rel.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
-      if (!point) return ErrnoError("enforce=mount: mount point " + path, errno);
-      HPCML_RETURN_IF_ERROR(MoveMount(copies[i].get(), point.get(), path));
-    }
-    HPCML_RETURN_IF_ERROR(SetAttributes(
-        tmpfs.get(), MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
-        0, "the cover of " + cover));
+    HPCML_RETURN_IF_ERROR(CoverDirectory(view, copies, cover, target->get()));
   }
   return Status::Ok();
 }

@@ -1,4 +1,4 @@
-#include "hpcml/spank/options.hpp"
+#include "hpcml/guard/options.hpp"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "hpcml/spank/policy.hpp"
+#include "hpcml/guard/policy.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -13,7 +13,7 @@
 #include <toml++/toml.h>
 
 #include "hpcml/common/unique_fd.hpp"
-#include "hpcml/spank/options.hpp"
+#include "hpcml/guard/options.hpp"
 
 namespace hpcml::guard {
 namespace {

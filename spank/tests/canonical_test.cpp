@@ -1,4 +1,4 @@
-#include "hpcml/spank/canonical.hpp"
+#include "hpcml/guard/canonical.hpp"
 
 #include <fcntl.h>
 #include <pwd.h>
@@ -135,6 +135,16 @@ TEST_F(CanonicalTest, AsRootMatchesInProcess) {
   auto empty = CanonicalPathsAsUser(root, {});
   ASSERT_TRUE(empty.ok());
   EXPECT_TRUE(empty->empty());
+}
+
+TEST(IsWithinTest, ComponentWise) {
+  EXPECT_TRUE(IsWithin("/data/ae", "/data/ae"));
+  EXPECT_TRUE(IsWithin("/data/ae/x.h5", "/data/ae"));
+  EXPECT_TRUE(IsWithin("/data/ae/x/y", "/data"));
+  EXPECT_FALSE(IsWithin("/data/aex", "/data/ae"));
+  EXPECT_FALSE(IsWithin("/data", "/data/ae"));
+  EXPECT_TRUE(IsWithin("/", "/"));
+  EXPECT_TRUE(IsWithin("/etc/shadow", "/"));
 }
 
 }  // namespace

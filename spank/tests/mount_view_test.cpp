@@ -1,4 +1,4 @@
-#include "hpcml/spank/mount_view.hpp"
+#include "hpcml/guard/mount_view.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -1,4 +1,4 @@
-#include "hpcml/spank/policy.hpp"
+#include "hpcml/guard/policy.hpp"
 
 #include <sys/stat.h>
 #include <unistd.h>

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Allowed jobs run and see HPCML_ZONE, HPCML_ROLE and HPCML_DATASETS (canonical
-# paths): srun, repeated and relative --dataset, the default role, sbatch with
-# steps inside the job inheriting its request.
+# Allowed jobs run and see HPCML_ZONE, HPCML_ROLE, HPCML_DATASETS (canonical
+# paths) and HPCML_CLASSIFICATIONS (the role's): srun, repeated and relative
+# --dataset, the default role, sbatch with steps inside the job inheriting
+# its request.
 source "$(dirname "$0")/guard_lib.sh"
 write_policy
 guard_install
@@ -10,6 +11,11 @@ run_as $ALICE timeout 60 srun -n1 --data-zone=ae --ml-role=ml-engineer \
   --dataset="$DATA/ae/public/a.h5" printenv HPCML_ZONE HPCML_ROLE HPCML_DATASETS
 expect_allowed "srun with an allowed dataset"
 assert_contains "$OUT" $'ae\nml-engineer\n'"$DATA/ae/public/a.h5" "task environment"
+
+# The classifications the role may read, for the feature cache (job_env.hpp).
+run_as $ALICE timeout 60 srun -n1 --ml-role=ml-engineer printenv HPCML_CLASSIFICATIONS
+expect_allowed "srun for the role's classifications"
+assert_eq "internal" "$(grep -v '^srun:' <<<"$OUT")" "HPCML_CLASSIFICATIONS"
 
 # Repeated and relative --dataset values, '..' and a symlink inside the zone:
 # all forwarded, all canonical.

@@ -43,4 +43,8 @@ run_as $ALICE env HPCML_ROLE=admin HPCML_DATASETS=/etc/shadow HPCML_ZONE=eu \
   timeout 60 srun -n1 --ml-role=ml-engineer printenv HPCML_ROLE HPCML_DATASETS HPCML_ZONE
 expect_allowed "allowed job with forged HPCML_* variables"
 assert_eq $'ml-engineer\n\nae' "$(grep -v '^srun:' <<<"$OUT")" "HPCML_* set by the guard"
+run_as $ALICE env HPCML_CLASSIFICATIONS=restricted \
+  timeout 60 srun -n1 --ml-role=ml-engineer printenv HPCML_CLASSIFICATIONS
+expect_allowed "allowed job with a forged HPCML_CLASSIFICATIONS"
+assert_eq internal "$(grep -v '^srun:' <<<"$OUT")" "HPCML_CLASSIFICATIONS set by the guard"
 pass

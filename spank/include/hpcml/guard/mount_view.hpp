@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "hpcml/common/status.hpp"
-#include "hpcml/spank/canonical.hpp"
-#include "hpcml/spank/policy.hpp"
+#include "hpcml/guard/canonical.hpp"
+#include "hpcml/guard/policy.hpp"
 
 namespace hpcml::guard {
 

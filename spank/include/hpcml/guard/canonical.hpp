@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "hpcml/common/status.hpp"
@@ -18,6 +19,10 @@ namespace hpcml::guard {
 // credentials (openat2 with O_PATH, then the descriptor's path): symlinks and
 // '..' resolved, /proc's magic links (/proc/self/fd/N and the like) refused.
 Result<std::string> CanonicalPath(const std::string& path);
+
+// Whether the canonical path `path` is `dir` or below it, component-wise
+// ("/data/ae/x" is within "/data/ae", "/data/aex" is not; all is within "/").
+bool IsWithin(std::string_view path, std::string_view dir);
 
 struct UserCredentials {
   uid_t uid = 0;

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "hpcml/spank/policy.hpp"
+#include "hpcml/guard/policy.hpp"
 
 namespace hpcml::guard {
 

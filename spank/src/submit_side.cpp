@@ -1,0 +1,122 @@
+// hpcml_guard.so in srun, sbatch and salloc (local and allocator context,
+// the user's own process; plugin_parts.hpp): init_post_opt makes an early,
+// advisory check of what can be known before a job exists. A denial there
+// is a friendly error, nothing more (the user controls that process); the
+// node decides again (node_side.cpp).
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "hpcml/common/job_env.hpp"
+#include "plugin_parts.hpp"
+
+namespace hpcml::guard::plugin {
+namespace {
+
+// The name srun/sbatch give the --dataset value in the job environment:
+// _SLURM_SPANK_OPTION_<plugin>_<option>.
+constexpr const char* kDatasetEnv = "_SLURM_SPANK_OPTION_hpcml_guard_dataset";
+
+// Slurm forwards only the last value of a repeated option: forward them
+// all, to this step (srun's environment, sbatch's job environment) and to
+// the steps inside the job (the SPANK job environment, which Slurm hands
+// down as SLURM_SPANK__SLURM_SPANK_OPTION_*).
+void ForwardDatasets(spank_t sp) {
+  const GuardState& s = State();
+  if (s.datasets.empty()) return;
+  std::string joined = JoinDatasets(s.datasets);
+  ::setenv(kDatasetEnv, joined.c_str(), 1);
+  (void)spank_job_control_setenv(sp, kDatasetEnv, joined.c_str(), 1);
+}
+
+// This process's primary and supplementary groups.
+std::vector<gid_t> ProcessGroups() {
+  int n = ::getgroups(0, nullptr);
+  std::vector<gid_t> gids(static_cast<std::size_t>(n > 0 ? n : 0));
+  if (n > 0) n = ::getgroups(n, gids.data());
+  gids.resize(static_cast<std::size_t>(n > 0 ? n : 0));
+  gids.push_back(::getgid());
+  return gids;
+}
+
+// The zones of the job's data: its datasets' and --data-zone, sorted and
+// comma-joined.
+std::string DataZones(const Policy& policy, const std::vector<std::string>& datasets) {
+  const GuardState& s = State();
+  std::vector<std::string> zones = DatasetZones(policy, datasets);
+  if (s.zone && std::find(zones.begin(), zones.end(), *s.zone) == zones.end()) {
+    zones.push_back(*s.zone);
+    std::sort(zones.begin(), zones.end());
+  }
+  return fmt::format("{}", fmt::join(zones, ","));
+}
+
+// The advisory check in srun/sbatch/salloc: what can be known before a job
+// exists (no account, partition or GPU count yet; no node zone).
+Decision DecideOnSubmit(AuditRecord* rec, std::string* data_zones) {
+  const GuardState& s = State();
+  *rec = NewRecord("submit");
+  rec->cluster = s.config.cluster;
+  rec->uid = ::getuid();
+  if (s.zone) rec->zone = *s.zone;
+  auto user = UserName(::getuid());
+  if (!user) return DenyForError(NotFound("no passwd entry for uid {}", ::getuid()));
+  rec->user = *user;
+  auto policy = LoadPolicyFile(s.config.policy_path);
+  if (!policy.ok()) return DenyForError(policy.status());
+  Request req;
+  req.uid = ::getuid();
+  req.user = *user;
+  req.groups = GroupNames(*policy, ProcessGroups());
+  req.role = s.role;
+  req.zone = s.zone;
+  std::vector<Result<std::string>> resolved;
+  for (const std::string& p : s.datasets) resolved.push_back(CanonicalPath(p));  // as this user
+  auto canonical = CanonicalDatasets(s.datasets, resolved, *user);
+  if (!canonical.ok()) return DenyForError(canonical.status());
+  req.datasets = std::move(canonical).value();
+  rec->datasets = req.datasets;
+  *data_zones = DataZones(*policy, req.datasets);
+  return Decide(*policy, req);
+}
+
+}  // namespace
+
+int SubmitInitPostOpt(spank_t sp) noexcept {
+  try {
+    const GuardState& s = State();
+    if (!s.args.ok()) return -1;
+    if (!s.option_error.empty()) {
+      slurm_error("hpcml-guard: %s: no job submitted", s.option_error.c_str());
+      return -1;
+    }
+    ForwardDatasets(sp);
+    AuditRecord rec;
+    std::string data_zones;
+    Decision d = DecideOnSubmit(&rec, &data_zones);
+    // For slurmctld's job_submit/lua (examples/guard/job_submit.lua): the
+    // zones of the job's data route it to their nodes, or refuse it if
+    // they are several. Only a new job takes it (sbatch, salloc, srun
+    // outside an allocation).
+    if (d.allow && !data_zones.empty())
+      (void)spank_job_control_setenv(sp, job_env::kDataZones, data_zones.c_str(), 1);
+    RecordDecision(&rec, d);
+    (void)Audit(rec, ::geteuid() == 0);  // advisory: a failed log line blocks nothing
+    if (!d.allow) {
+      slurm_error("hpcml-guard: denied: %s", d.reason.c_str());
+      return -1;
+    }
+    return 0;
+  } catch (...) {
+    slurm_error("hpcml-guard: internal error in the submit-side check");
+    return -1;
+  }
+}
+
+}  // namespace hpcml::guard::plugin
