@@ -126,6 +126,10 @@ class CostAggregator {
   const Report& report() const { return report_; }
 
  private:
+  // Counts the attempt in the input stats; false when it is filtered out,
+  // never started or outside the period. Otherwise sets its `end` and its
+  // interval [s, e) inside the period.
+  bool Window(const Attempt& a, int64_t* end, int64_t* s, int64_t* e);
   const UsageRecord* FindUsage(const Attempt& a, int64_t end, UsageRecord* scratch) const;
   const PriceTable& prices_;
   Report report_;
