@@ -5,6 +5,9 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "hpcml/common/json.hpp"
+#include "hpcml/common/strings.hpp"
+
 namespace hpcml::accounting {
 
 namespace {
@@ -53,25 +56,39 @@ std::string CsvField(std::string_view s) {
   return out + "\"";
 }
 
+// Text for XML content and attribute values: markup characters escaped, and
+// what XML 1.0 cannot hold (bytes that are not UTF-8, control characters
+// other than tab and newlines) replaced by U+FFFD, so the SVG stays
+// well-formed whatever an account is called.
 std::string XmlEscape(std::string_view s) {
+  static constexpr std::string_view kReplacement = "\xEF\xBF\xBD";
   std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '&':
-        out += "&amp;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
+  while (!s.empty()) {
+    const size_t bad = FindInvalidUtf8(s).value_or(s.size());
+    for (char c : s.substr(0, bad)) {
+      switch (c) {
+        case '<':
+          out += "&lt;";
+          break;
+        case '>':
+          out += "&gt;";
+          break;
+        case '&':
+          out += "&amp;";
+          break;
+        case '"':
+          out += "&quot;";
+          break;
+        default:
+          if (static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n' && c != '\r')
+            out += kReplacement;
+          else
+            out += c;
+      }
     }
+    if (bad == s.size()) break;
+    out += kReplacement;
+    s.remove_prefix(bad + 1);
   }
   return out;
 }
@@ -227,7 +244,7 @@ std::string FormatJson(const Report& r) {
   std::string detail;
   bool ok = r.Reconcile(&detail);
   j["reconciliation"] = {{"reconciled", ok}, {"detail", ok ? ReconcileText(r) : detail}};
-  return j.dump(2) + "\n";
+  return JsonText(j, 2) + "\n";
 }
 
 namespace {

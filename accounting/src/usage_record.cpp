@@ -9,6 +9,7 @@
 
 #include "hpcml/accounting/process.hpp"
 #include "hpcml/common/fs.hpp"
+#include "hpcml/common/json.hpp"
 #include "hpcml/common/unique_fd.hpp"
 
 namespace hpcml::accounting {
@@ -90,7 +91,7 @@ std::string UsageRecordToJson(const UsageRecord& r) {
   j["checkpoint_seconds"] = r.checkpoint_seconds;
   if (r.gpu_utilization_pct) j["gpu_utilization_pct"] = *r.gpu_utilization_pct;
   if (r.gpu_energy_joules) j["gpu_energy_joules"] = *r.gpu_energy_joules;
-  return j.dump(2) + "\n";
+  return JsonText(j, 2) + "\n";
 }
 
 Result<UsageRecord> UsageRecordFromJson(std::string_view text, std::string_view source) {
