@@ -25,6 +25,7 @@
 #include "hpcml/accounting/usage_record.hpp"
 #include "hpcml/common/fs.hpp"
 #include "hpcml/common/log.hpp"
+#include "hpcml/common/strings.hpp"
 #include "hpcml/common/unique_fd.hpp"
 
 namespace ha = hpcml::accounting;
@@ -103,17 +104,10 @@ hpcml::Result<ha::ReportOptions> ReportOptionsOf(const ReportArgs& a, ha::Format
     return hpcml::InvalidArgument("--end {} is not after --start {}", a.end, a.start);
   }
   opt.groups.clear();
-  for (size_t pos = 0; pos <= a.by.size();) {
-    size_t comma = a.by.find(',', pos);
-    std::string name =
-        a.by.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-    if (!name.empty()) {
-      hpcml::Result<ha::GroupBy> g = ha::ParseGroupBy(name);
-      if (!g.ok()) return std::move(g).status().WithContext("--by");
-      opt.groups.push_back(*g);
-    }
-    if (comma == std::string::npos) break;
-    pos = comma + 1;
+  for (const std::string& name : hpcml::SplitList(a.by)) {
+    hpcml::Result<ha::GroupBy> g = ha::ParseGroupBy(name);
+    if (!g.ok()) return std::move(g).status().WithContext("--by");
+    opt.groups.push_back(*g);
   }
   opt.accounts = a.account;
   opt.users = a.user;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "hpcml/common/strings.hpp"
+
 namespace hpcml::accounting {
 
 namespace {
@@ -13,19 +15,6 @@ constexpr size_t kMaxRememberedErrors = 5;
 // while slurmd is already tearing the job down).
 constexpr int64_t kRecordSlackBefore = 60;
 constexpr int64_t kRecordSlackAfter = 600;
-
-std::vector<std::string> SplitList(const std::string& s) {
-  std::vector<std::string> out;
-  size_t pos = 0;
-  while (pos <= s.size() && !s.empty()) {
-    size_t comma = s.find(',', pos);
-    std::string item = s.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-    if (!item.empty()) out.push_back(item);
-    if (comma == std::string::npos) break;
-    pos = comma + 1;
-  }
-  return out;
-}
 
 bool Allowed(const std::vector<std::string>& list, std::string_view v) {
   return list.empty() || std::find(list.begin(), list.end(), v) != list.end();

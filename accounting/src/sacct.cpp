@@ -7,6 +7,8 @@
 #include <ctime>
 #include <unordered_map>
 
+#include "hpcml/common/strings.hpp"
+
 namespace hpcml::accounting {
 
 namespace {
@@ -146,17 +148,7 @@ Result<bool> SacctReader::ReadLine() {
 }
 
 void SacctReader::Split() {
-  fields_.clear();
-  std::string_view rest = line_;
-  for (;;) {
-    size_t bar = rest.find('|');
-    if (bar == std::string_view::npos) {
-      fields_.push_back(rest);
-      break;
-    }
-    fields_.push_back(rest.substr(0, bar));
-    rest.remove_prefix(bar + 1);
-  }
+  fields_ = SplitFields(line_, '|');
   // `sacct -p` (not -P) ends every line with a '|': accept it.
   if (fields_.size() == columns_ + 1 && fields_.back().empty()) fields_.pop_back();
 }

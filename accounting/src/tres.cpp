@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "hpcml/common/gpu_tres.hpp"
+#include "hpcml/common/strings.hpp"
 
 namespace hpcml::accounting {
 
@@ -74,11 +75,8 @@ Result<double> ParseMemoryMiB(std::string_view text) {
 Result<Tres> ParseTres(std::string_view text) {
   Tres tres;
   GpuTres gpus;
-  while (!text.empty()) {
-    size_t comma = text.find(',');
-    std::string_view entry = text.substr(0, comma);
-    text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
-    if (entry.empty()) continue;
+  for (const std::string& item : SplitList(text)) {
+    std::string_view entry = item;
     size_t eq = entry.find('=');
     if (eq == std::string_view::npos || eq == 0) {
       return InvalidArgument("TRES entry '{}' is not name=count", entry);

@@ -10,6 +10,7 @@
 #include "hpcml/accounting/process.hpp"
 #include "hpcml/common/fs.hpp"
 #include "hpcml/common/json.hpp"
+#include "hpcml/common/strings.hpp"
 #include "hpcml/common/unique_fd.hpp"
 
 namespace hpcml::accounting {
@@ -209,13 +210,12 @@ Result<UsageRecord> ParseCommentSummary(std::string_view comment) {
     return NotFound("not an hpcml usage summary");
   }
   UsageRecord r;
-  std::string_view rest = comment.substr(kCommentTag.size());
+  const std::string_view rest = comment.substr(kCommentTag.size());
   bool have_job = false;
-  while (!rest.empty()) {
-    rest.remove_prefix(1);  // the ','
-    size_t comma = rest.find(',');
-    std::string_view item = rest.substr(0, comma);
-    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma);
+  // Every item after the tag's ',', an empty one included (it is an error).
+  const std::vector<std::string_view> items =
+      rest.empty() ? std::vector<std::string_view>() : SplitFields(rest.substr(1), ',');
+  for (std::string_view item : items) {
     size_t eq = item.find('=');
     if (eq == std::string_view::npos) {
       return InvalidArgument("usage summary item '{}' is not key=value", item);

@@ -77,6 +77,10 @@ check "no prices rc" test "$rc" = 1
 check "no prices msg" contains "$out" "--prices is required"
 out=$("$cost" --prices "$prices" -i "$data/period.sacct" --by qos 2>&1); rc=$?
 check "bad by" test "$rc" = 1
+out=$("$cost" --prices "$prices" -i "$data/typed_untyped.sacct" --by " user, ,account," --now 2026-03-10 -f csv 2>&1); rc=$?
+check "by list rc" test "$rc" = 0
+check "by list user" contains "$out" "user,alice,"
+check "by list account" contains "$out" "account,ml,"
 out=$("$cost" --prices "$prices" -i "$data/period.sacct" -S yesterday 2>&1); rc=$?
 check "bad start" contains "$out" "--start 'yesterday'"
 out=$("$cost" --prices "$prices" --no-such-flag 2>&1); rc=$?

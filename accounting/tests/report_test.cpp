@@ -195,6 +195,11 @@ TEST(AcctCostAggregator, Filters) {
   CostAggregator agg2(prices, o);
   ASSERT_TRUE(RunFixture("typed_untyped.sacct", agg2).ok());
   EXPECT_EQ(agg2.report().input.rows, 2);  // 100 and 104
+  // Lists as typed on a command line: blanks trimmed, empty items dropped.
+  o.users = " alice, ,carol ,";
+  CostAggregator agg3(prices, o);
+  ASSERT_TRUE(RunFixture("typed_untyped.sacct", agg3).ok());
+  EXPECT_EQ(agg3.report().input.rows, 2);
 }
 
 TEST(AcctStreamSacct, MalformedLinesAreCountedOrFatal) {

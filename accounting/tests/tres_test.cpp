@@ -75,6 +75,13 @@ TEST(AcctTres, EmptyIsNothing) {
   EXPECT_DOUBLE_EQ(t->cpus, 0);
 }
 
+TEST(AcctTres, EmptyEntriesAreSkippedAndBlanksTrimmed) {
+  Result<Tres> t = ParseTres(",cpu=1,,gres/gpu:h100=2, gres/gpu=2 ,");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_DOUBLE_EQ(t->cpus, 1);
+  EXPECT_DOUBLE_EQ(t->gpu_total(), 2);
+}
+
 TEST(AcctTres, Errors) {
   EXPECT_FALSE(ParseTres("cpu").ok());
   EXPECT_FALSE(ParseTres("=2").ok());
