@@ -346,6 +346,11 @@ std::string SvgBars(const Report& r, const Chart& c) {
                        FormatSlurmTime(c.first));
     out += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n", kLeft + kPlotW,
                        kTop + kPlotH + 20, FormatSlurmTime(c.last));
+  } else if (r.chart_too_long) {
+    out += fmt::format(
+        "<text x=\"{}\" y=\"{}\">too long a span to chart by hour (over {} days): narrow it with "
+        "--start and --end</text>\n",
+        kLeft + 20, kTop + kPlotH / 2, kMaxChartHours / 24);
   } else {
     out += fmt::format("<text x=\"{}\" y=\"{}\">no cost in the period</text>\n", kLeft + 20,
                        kTop + kPlotH / 2);

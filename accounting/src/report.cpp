@@ -319,19 +319,32 @@ void AddToGroups(Report& report, const Attempt& a, const Metrics& m,
   }
 }
 
-// The extent of the priced intervals, and the cost per account per hour.
+int64_t HourOf(int64_t t) {
+  return t - (((t % 3600) + 3600) % 3600);
+}
+
+// The extent of the priced intervals, and the cost per account per hour
+// while the chart spans at most kMaxChartHours.
 void AddToTimeline(Report& report, const Attempt& a, int64_t s, int64_t e, Micros cost) {
   if (report.first_time == kNoTime || s < report.first_time) report.first_time = s;
   if (report.last_time == kNoTime || e > report.last_time) report.last_time = e;
-  if (report.options.chart && cost > 0 && e > s) {
-    // Spread the cost over the hours it was incurred, by seconds.
-    const double per_second = static_cast<double>(cost) / 1e6 / static_cast<double>(e - s);
-    for (int64_t t = s; t < e;) {
-      int64_t hour = t - (((t % 3600) + 3600) % 3600);
-      int64_t next = std::min(e, hour + 3600);
-      report.cost_by_hour[hour][a.account] += per_second * static_cast<double>(next - t);
-      t = next;
-    }
+  if (!report.options.chart || report.chart_too_long || cost <= 0 || e <= s) return;
+  int64_t first = HourOf(s), last = HourOf(e - 1);
+  if (!report.cost_by_hour.empty()) {
+    first = std::min(first, report.cost_by_hour.begin()->first);
+    last = std::max(last, report.cost_by_hour.rbegin()->first);
+  }
+  if ((last - first) / 3600 + 1 > kMaxChartHours) {
+    report.chart_too_long = true;
+    report.cost_by_hour.clear();
+    return;
+  }
+  // Spread the cost over the hours it was incurred, by seconds.
+  const double per_second = static_cast<double>(cost) / 1e6 / static_cast<double>(e - s);
+  for (int64_t t = s; t < e;) {
+    int64_t next = std::min(e, HourOf(t) + 3600);
+    report.cost_by_hour[HourOf(t)][a.account] += per_second * static_cast<double>(next - t);
+    t = next;
   }
 }
 

@@ -42,6 +42,11 @@ std::string_view GroupByName(GroupBy g);
 // "job", "user", "account", "partition", "gpu_type" (also "gpu-type").
 Result<GroupBy> ParseGroupBy(std::string_view name);
 
+// The longest span the chart keeps cost by hour for: two years. Past it the
+// chart is dropped (Report::chart_too_long), so a corrupt Start centuries
+// back cannot exhaust memory; the report's sums are not affected.
+inline constexpr int64_t kMaxChartHours = 2 * 366 * 24;
+
 // Row labels of the GPU-type grouping that are not GPU types.
 inline constexpr std::string_view kNonGpuLabel = "(cpu/mem)";
 inline constexpr std::string_view kUntypedLabel = "(untyped)";
@@ -101,6 +106,7 @@ struct Report {
   std::vector<std::pair<GroupBy, MetricsMap>> groups;
   // Cost per account per hour (hour start, seconds since the epoch).
   std::map<int64_t, std::map<std::string, double>> cost_by_hour;
+  bool chart_too_long = false;  // the chart would span over kMaxChartHours: cost_by_hour empty
   int64_t first_time = kNoTime, last_time = kNoTime;  // extent of the priced intervals
 
   // Rows of one grouping, sorted by cost (highest first), then key.
