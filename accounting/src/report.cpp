@@ -93,9 +93,10 @@ std::vector<std::pair<std::string, Metrics>> Report::SortedRows(size_t group_ind
 bool Report::Reconcile(std::string* detail) const {
   bool ok = true;
   std::string out;
-  for (const auto& [by, rows] : groups) {
+  for (const auto& group : groups) {
+    const GroupBy by = group.first;  // not a structured binding: clang 14 cannot capture one
     Metrics sum;
-    for (const auto& [key, m] : rows) sum.Add(m);
+    for (const auto& [key, m] : group.second) sum.Add(m);
     auto check = [&](std::string_view what, Micros got, Micros want) {
       if (got != want) {
         ok = false;
