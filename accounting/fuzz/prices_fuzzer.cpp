@@ -8,7 +8,7 @@
 #include <ctime>
 #include <string_view>
 
-#include "hpcml/accounting/prices.hpp"
+#include "prices.hpp"
 
 namespace ha = hpcml::accounting;
 

@@ -26,13 +26,14 @@ mkdir -p "$work/obj"
 shim=$src/spank/fuzz/source_location_shim.hpp
 flags=(-std=c++20 -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
   -include "$shim" -DFMT_SHARED -DTOML_HEADER_ONLY=0 -DTOML_SHARED_LIB=1
-  -I"$src/accounting/include" -I"$src/common/include")
+  -I"$src/accounting/include" -I"$src/accounting/src" -I"$src/common/include")
 link_flags=(-fsanitize=fuzzer,address,undefined)
 libs=(-lfmt -ltomlplusplus)
 # The library under test: accounting (less the CLI) and what it uses of common.
 lib_srcs=("$src"/accounting/src/{tres,sacct,prices,usage_record,process,report,format}.cpp
   "$src"/common/src/{status,unique_fd,fs,gpu_tres,json,log,strings}.cpp)
-headers=("$src"/accounting/include/hpcml/accounting/*.hpp "$src"/common/include/hpcml/common/*.hpp
+headers=("$src"/accounting/include/hpcml/accounting/*.hpp "$src"/accounting/src/*.hpp
+  "$src"/common/include/hpcml/common/*.hpp
   "$shim" "$0")
 
 newer() {  # newer <target> <file...>: true when target is missing or older than a file

@@ -12,11 +12,11 @@
 #include <ctime>
 #include <string_view>
 
-#include "hpcml/accounting/format.hpp"
-#include "hpcml/accounting/prices.hpp"
-#include "hpcml/accounting/report.hpp"
-#include "hpcml/accounting/sacct.hpp"
+#include "format.hpp"
 #include "hpcml/common/unique_fd.hpp"
+#include "prices.hpp"
+#include "report.hpp"
+#include "sacct.hpp"
 
 namespace ha = hpcml::accounting;
 

@@ -17,16 +17,16 @@
 
 #include <iostream>
 
-#include "hpcml/accounting/format.hpp"
-#include "hpcml/accounting/prices.hpp"
-#include "hpcml/accounting/process.hpp"
-#include "hpcml/accounting/report.hpp"
-#include "hpcml/accounting/sacct.hpp"
+#include "format.hpp"
 #include "hpcml/accounting/usage_record.hpp"
 #include "hpcml/common/fs.hpp"
 #include "hpcml/common/log.hpp"
 #include "hpcml/common/strings.hpp"
 #include "hpcml/common/unique_fd.hpp"
+#include "prices.hpp"
+#include "process.hpp"
+#include "report.hpp"
+#include "sacct.hpp"
 
 namespace ha = hpcml::accounting;
 

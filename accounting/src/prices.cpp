@@ -1,4 +1,4 @@
-#include "hpcml/accounting/prices.hpp"
+#include "prices.hpp"
 
 #include <fmt/ranges.h>
 #include <toml++/toml.h>
@@ -8,8 +8,8 @@
 #include <ctime>
 #include <set>
 
-#include "hpcml/accounting/sacct.hpp"
 #include "hpcml/common/fs.hpp"
+#include "sacct.hpp"
 
 namespace hpcml::accounting {
 

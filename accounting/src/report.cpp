@@ -1,4 +1,4 @@
-#include "hpcml/accounting/report.hpp"
+#include "report.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -7,11 +7,11 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
-#include "hpcml/accounting/process.hpp"
 #include "hpcml/common/fs.hpp"
 #include "hpcml/common/json.hpp"
 #include "hpcml/common/strings.hpp"
 #include "hpcml/common/unique_fd.hpp"
+#include "process.hpp"
 
 namespace hpcml::accounting {
 

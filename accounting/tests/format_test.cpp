@@ -1,4 +1,4 @@
-#include "hpcml/accounting/format.hpp"
+#include "format.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,8 +1,8 @@
-#include "hpcml/accounting/report.hpp"
+#include "report.hpp"
 
 #include <gtest/gtest.h>
 
-#include "hpcml/accounting/format.hpp"
+#include "format.hpp"
 #include "test_util.hpp"
 
 namespace hpcml::accounting {

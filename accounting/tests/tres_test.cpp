@@ -1,4 +1,4 @@
-#include "hpcml/accounting/tres.hpp"
+#include "tres.hpp"
 
 #include <gtest/gtest.h>
 

@@ -28,10 +28,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "hpcml/accounting/prices.hpp"
-#include "hpcml/accounting/sacct.hpp"
 #include "hpcml/accounting/usage_record.hpp"
 #include "hpcml/common/status.hpp"
+#include "prices.hpp"
+#include "sacct.hpp"
 
 namespace hpcml::accounting {
 
