@@ -1,21 +1,17 @@
 #include "tres.hpp"
 
-#include <charconv>
 #include <cmath>
 
 #include "hpcml/common/gpu_tres.hpp"
 #include "hpcml/common/strings.hpp"
+#include "numbers.hpp"
 
 namespace hpcml::accounting {
 
 namespace {
 
-// std::from_chars for double is in libstdc++ 11+; it never allocates.
 bool ParseNumber(std::string_view text, double* out) {
-  if (text.empty()) return false;
-  const char* end = text.data() + text.size();
-  auto [ptr, ec] = std::from_chars(text.data(), end, *out);
-  return ec == std::errc() && ptr == end && std::isfinite(*out) && *out >= 0;
+  return ParseFiniteDouble(text, out) && *out >= 0;
 }
 
 }  // namespace

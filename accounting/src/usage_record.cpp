@@ -3,7 +3,6 @@
 #include <dirent.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -11,6 +10,7 @@
 #include "hpcml/common/json.hpp"
 #include "hpcml/common/strings.hpp"
 #include "hpcml/common/unique_fd.hpp"
+#include "numbers.hpp"
 #include "process.hpp"
 
 namespace hpcml::accounting {
@@ -29,15 +29,6 @@ bool CharsIn(std::string_view s, std::string_view extra) {
 // Shortest text that reads back to the same double ("12.5", "7200").
 std::string Num(double v) {
   return fmt::format("{}", v);
-}
-
-bool ParseDouble(std::string_view s, double* out) {
-  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
-  return !s.empty() && ec == std::errc() && p == s.data() + s.size() && std::isfinite(*out);
-}
-bool ParseI64(std::string_view s, int64_t* out) {
-  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
-  return !s.empty() && ec == std::errc() && p == s.data() + s.size();
 }
 
 }  // namespace
@@ -230,10 +221,10 @@ Result<UsageRecord> ParseCommentSummary(std::string_view comment) {
     } else if (k == "gt") {
       r.gpu_type = v;
     } else if (k == "a" || k == "gn") {
-      ok = ParseI64(v, &i) && i >= 0 && i <= INT32_MAX;
+      ok = ParseWholeInt(v, &i) && i >= 0 && i <= INT32_MAX;
       (k == "a" ? r.restart_count : r.gpu_count) = static_cast<int>(i);
     } else if (k == "t" || k == "s" || k == "st" || k == "sm" || k == "sl") {
-      ok = ParseI64(v, &i);
+      ok = ParseWholeInt(v, &i);
       if (k == "t")
         r.written_at = i;
       else if (k == "s")
@@ -245,7 +236,7 @@ Result<UsageRecord> ParseCommentSummary(std::string_view comment) {
       else
         r.steps_lost_to_preemption = i;
     } else if (k == "gs" || k == "ck" || k == "gu" || k == "ge") {
-      ok = ParseDouble(v, &d);
+      ok = ParseFiniteDouble(v, &d);
       if (k == "gs")
         r.gpu_seconds = d;
       else if (k == "ck")
