@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "hpcml/common/strings.hpp"
 
@@ -260,11 +261,21 @@ Result<std::vector<Component>> Price(const PriceTable& prices, const Attempt& a,
     return Status(st.code(), fmt::format("job {} (partition {}, user {}): {}", a.job_id,
                                          a.partition, a.user, st.message()));
   };
+  double total = 0;  // of the attempt, checked against kMaxAttemptCost as it grows
+  auto in_range = [&](double cost) {
+    total += cost;
+    return total <= kMaxAttemptCost;  // false for inf and nan too
+  };
+  auto beyond = [&] {
+    return context(InvalidArgument("a cost of {} {} is beyond the report's range ({} at most)",
+                                   total, prices.currency(), kMaxAttemptCost));
+  };
   std::vector<Component> parts;
   parts.reserve(a.tres.gpus.size() + 1);
   for (const auto& [type, count] : a.tres.gpus) {
     Result<double> c = prices.Cost(Resource::kGpu, type, a.partition, s, e, count);
     if (!c.ok()) return context(c.status());
+    if (!in_range(*c)) return beyond();
     Component comp;
     comp.label = type.empty() ? kUntypedLabel : std::string_view(type);
     comp.gpu_seconds = count * seconds;
@@ -285,6 +296,7 @@ Result<std::vector<Component>> Price(const PriceTable& prices, const Attempt& a,
     if (o.quantity <= 0 || !prices.Charges(o.r)) continue;
     Result<double> c = prices.Cost(o.r, "", a.partition, s, e, o.quantity);
     if (!c.ok()) return context(c.status());
+    if (!in_range(*c)) return beyond();
     other_cost += *c;
   }
   other.cost = ToMicros(other_cost);
@@ -359,6 +371,13 @@ Status CostAggregator::Add(const Attempt& a) {
   const Shares shares = SharesOf(a, usage, end);
   HPCML_ASSIGN_OR_RETURN(std::vector<Component> parts, Price(prices_, a, s, e, shares.idle));
   const Metrics m = SumComponents(a, shares, usage != nullptr, static_cast<double>(e - s), parts);
+  // Every other sum is part of the total: it is the one that can overflow.
+  if (m.cost > std::numeric_limits<Micros>::max() - report_.total.cost) {
+    return InvalidArgument(
+        "job {} (partition {}, user {}): the report's total cost would be beyond its range ({} "
+        "micro-units at most)",
+        a.job_id, a.partition, a.user, std::numeric_limits<Micros>::max());
+  }
   report_.total.Add(m);
   AddToGroups(report_, a, m, parts);
   AddToTimeline(report_, a, s, e, m.cost);

@@ -37,6 +37,11 @@ namespace hpcml::accounting {
 
 using Micros = int64_t;  // 1e-6 of the currency unit
 
+// The most one attempt may cost, in currency units: above it (an absurd TRES
+// count or price) the attempt is an error, so that every sum of Micros stays
+// exact and in range.
+inline constexpr double kMaxAttemptCost = 1e12;
+
 enum class GroupBy { kJob, kUser, kAccount, kPartition, kGpuType };
 std::string_view GroupByName(GroupBy g);
 // "job", "user", "account", "partition", "gpu_type" (also "gpu-type").

@@ -294,6 +294,37 @@ TEST(AcctCostAggregator, ChartOfTheLongestSpanIsKept) {
   EXPECT_EQ(agg.report().cost_by_hour.size(), static_cast<size_t>(kMaxChartHours));
 }
 
+// Found by sacct_fuzzer: an absurd TRES count (cpu=1e300) priced to an
+// infinite cost, which rounded to INT64_MIN micro-units and broke every sum.
+// An attempt priced over kMaxAttemptCost, or a total past what micro-units
+// can hold, is an error naming the job, like a missing price.
+TEST(AcctCostAggregator, CostsBeyondRangeAreErrors) {
+  PriceTable prices = LoadPrices("prices_untyped.toml");
+  CostAggregator agg(prices, AllGroups());
+  Attempt a;
+  a.job_id = "7";
+  a.user = "u";
+  a.account = "ml";
+  a.partition = "urgent";
+  a.state = "COMPLETED";
+  a.start = Utc("2026-03-01T00:00:00");
+  a.end = Utc("2026-03-01T01:00:00");
+  a.tres.cpus = 1e300;
+  Status st = agg.Add(a);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("job 7"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("beyond"), std::string::npos) << st.message();
+  EXPECT_EQ(agg.report().total.attempts, 0);
+  // 9e11 per attempt (cpu at 0.1 an hour): the eleventh passes INT64_MAX micro-units.
+  a.tres.cpus = 9e12;
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(agg.Add(a).ok()) << i;
+  st = agg.Add(a);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("beyond"), std::string::npos) << st.message();
+  EXPECT_EQ(agg.report().total.attempts, 10);
+  EXPECT_TRUE(agg.report().Reconcile(nullptr));
+}
+
 TEST(AcctReport, ReconcileDetectsAMismatch) {
   Report r;
   r.groups.emplace_back(GroupBy::kUser, MetricsMap{});
