@@ -122,6 +122,12 @@ Status NormalisePolicyPath(std::string_view raw, std::string* path, bool* prefix
   return Status::Ok();
 }
 
+// A number of a host range: 1 to 9 digits (so std::stoul cannot overflow).
+bool HostNumber(std::string_view d) {
+  return !d.empty() && d.size() < 10 &&
+         std::all_of(d.begin(), d.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
 // A Slurm-style host pattern: a name, or one bracket of numbers and ranges
 // ("node[1-4,7]", "gpu[01-16]x"); ranges keep the width of their first bound.
 struct Hostlist {
@@ -149,11 +155,7 @@ Result<Hostlist> ParseHostlist(std::string_view pattern) {
       std::string_view item = body.substr(start, comma - start);
       std::size_t dash = item.find('-');
       std::string from(item.substr(0, dash)), to(dash == item.npos ? from : item.substr(dash + 1));
-      auto digits = [](const std::string& d) {
-        return !d.empty() && d.size() < 10 &&
-               std::all_of(d.begin(), d.end(), [](char c) { return c >= '0' && c <= '9'; });
-      };
-      if (!digits(from) || !digits(to) || std::stoul(from) > std::stoul(to))
+      if (!HostNumber(from) || !HostNumber(to) || std::stoul(from) > std::stoul(to))
         return InvalidArgument("'{}': bad range '{}'", pattern, item);
       h.ranges.emplace_back(std::move(from), std::move(to));
       start = comma + 1;
@@ -178,9 +180,7 @@ bool HostlistMatches(std::string_view pattern, std::string_view node) {
     return false;
   std::string_view num =
       node.substr(h->prefix.size(), node.size() - h->prefix.size() - h->suffix.size());
-  if (num.size() >= 10 ||
-      !std::all_of(num.begin(), num.end(), [](char c) { return c >= '0' && c <= '9'; }))
-    return false;
+  if (!HostNumber(num)) return false;
   unsigned long v = std::stoul(std::string(num));
   for (const auto& [from, to] : h->ranges) {
     // Padded ranges ("01-16") match only names of that width.
@@ -207,9 +207,7 @@ void Policy::BuildIndexes() {
     const DatasetEntry& e = datasets_[i];
     if (e.string_prefix) {
       // A prefix "/a/b/c-" matches names in directory "/a/b" (or below them).
-      std::size_t slash = e.path.rfind('/');
-      std::string dir = slash == 0 ? "/" : e.path.substr(0, slash);
-      prefix_by_dir_[dir].push_back(i);
+      prefix_by_dir_[std::string(Parent(e.path))].push_back(i);
     } else {
       exact_.emplace(e.path, i);
     }
