@@ -1,9 +1,12 @@
-#include "hpcml/accounting/format.hpp"
+#include "format.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <set>
+
+#include "hpcml/common/json.hpp"
+#include "hpcml/common/strings.hpp"
 
 namespace hpcml::accounting {
 
@@ -53,25 +56,39 @@ std::string CsvField(std::string_view s) {
   return out + "\"";
 }
 
+// Text for XML content and attribute values: markup characters escaped, and
+// what XML 1.0 cannot hold (bytes that are not UTF-8, control characters
+// other than tab and newlines) replaced by U+FFFD, so the SVG stays
+// well-formed whatever an account is called.
 std::string XmlEscape(std::string_view s) {
+  static constexpr std::string_view kReplacement = "\xEF\xBF\xBD";
   std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '&':
-        out += "&amp;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
+  while (!s.empty()) {
+    const size_t bad = FindInvalidUtf8(s).value_or(s.size());
+    for (char c : s.substr(0, bad)) {
+      switch (c) {
+        case '<':
+          out += "&lt;";
+          break;
+        case '>':
+          out += "&gt;";
+          break;
+        case '&':
+          out += "&amp;";
+          break;
+        case '"':
+          out += "&quot;";
+          break;
+        default:
+          if (static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n' && c != '\r')
+            out += kReplacement;
+          else
+            out += c;
+      }
     }
+    if (bad == s.size()) break;
+    out += kReplacement;
+    s.remove_prefix(bad + 1);
   }
   return out;
 }
@@ -227,99 +244,137 @@ std::string FormatJson(const Report& r) {
   std::string detail;
   bool ok = r.Reconcile(&detail);
   j["reconciliation"] = {{"reconciled", ok}, {"detail", ok ? ReconcileText(r) : detail}};
-  return j.dump(2) + "\n";
+  return JsonText(j, 2) + "\n";
 }
 
-std::string FormatSvg(const Report& r) {
-  // Bucket size: the smallest of hour, day, week giving at most 60 buckets.
-  int64_t first = r.cost_by_hour.empty() ? 0 : r.cost_by_hour.begin()->first;
-  int64_t last = r.cost_by_hour.empty() ? 0 : r.cost_by_hour.rbegin()->first + 3600;
-  int64_t bucket = 3600;
-  for (int64_t b : {int64_t{3600}, int64_t{86400}, int64_t{7 * 86400}}) {
-    bucket = b;
-    if ((last - first) / b <= 60) break;
-  }
+namespace {
+
+// The chart's data: cost per time bucket per account.
+struct Chart {
+  int64_t first = 0, last = 0;  // hours covered, [first, last)
+  int64_t bucket = 3600;        // seconds per bar
   std::map<int64_t, std::map<std::string, double>> buckets;
+  std::vector<std::string> accounts;  // sorted; an account's colour is its index
+  double max_total = 0;               // the highest bar
+};
+
+Chart BucketCosts(const Report& r) {
+  Chart c;
+  // Bucket size: the smallest of hour, day, week giving at most 60 buckets.
+  c.first = r.cost_by_hour.empty() ? 0 : r.cost_by_hour.begin()->first;
+  c.last = r.cost_by_hour.empty() ? 0 : r.cost_by_hour.rbegin()->first + 3600;
+  for (int64_t b : {int64_t{3600}, int64_t{86400}, int64_t{7 * 86400}}) {
+    c.bucket = b;
+    if ((c.last - c.first) / b <= 60) break;
+  }
   std::set<std::string> accounts;
   for (const auto& [hour, per_account] : r.cost_by_hour) {
-    int64_t b = hour - (((hour - first) % bucket) + bucket) % bucket;
+    int64_t b = hour - (((hour - c.first) % c.bucket) + c.bucket) % c.bucket;
     for (const auto& [acct, cost] : per_account) {
-      buckets[b][acct] += cost;
+      c.buckets[b][acct] += cost;
       accounts.insert(acct);
     }
   }
-  double max_total = 0;
-  for (const auto& [b, per_account] : buckets) {
+  c.accounts.assign(accounts.begin(), accounts.end());
+  for (const auto& [b, per_account] : c.buckets) {
     double t = 0;
-    for (const auto& [a, c] : per_account) t += c;
-    max_total = std::max(max_total, t);
+    for (const auto& [a, cost] : per_account) t += cost;
+    c.max_total = std::max(c.max_total, t);
   }
-  static constexpr const char* kColours[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
-                                             "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
-  const int width = 900, height = 420, left = 80, right = 200, top = 40, bottom = 60;
-  const int plot_w = width - left - right, plot_h = height - top - bottom;
+  return c;
+}
+
+constexpr const char* kColours[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
+                                    "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
+constexpr int kWidth = 900, kHeight = 420, kLeft = 80, kRight = 200, kTop = 40, kBottom = 60;
+constexpr int kPlotW = kWidth - kLeft - kRight, kPlotH = kHeight - kTop - kBottom;
+
+// The opening tag, background, title, axes and the cost scale.
+std::string SvgFrame(const Report& r, const Chart& c) {
   std::string out = fmt::format(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" viewBox=\"0 0 {} {}\" "
       "font-family=\"sans-serif\" font-size=\"12\">\n",
-      width, height, width, height);
-  out += fmt::format("<rect width=\"{}\" height=\"{}\" fill=\"white\"/>\n", width, height);
+      kWidth, kHeight, kWidth, kHeight);
+  out += fmt::format("<rect width=\"{}\" height=\"{}\" fill=\"white\"/>\n", kWidth, kHeight);
   out += fmt::format(
       "<text x=\"{}\" y=\"24\" font-size=\"16\">Cost by account per {} ({}), total {} {}</text>\n",
-      left,
-      bucket == 3600    ? "hour"
-      : bucket == 86400 ? "day"
-                        : "week",
+      kLeft,
+      c.bucket == 3600    ? "hour"
+      : c.bucket == 86400 ? "day"
+                          : "week",
       XmlEscape(r.currency), FormatMoney(r.total.cost, 2), XmlEscape(r.currency));
-  out += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/>\n", left,
-                     top + plot_h, left + plot_w, top + plot_h);
-  out += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/>\n", left,
-                     top, left, top + plot_h);
-  if (max_total > 0) {
+  out += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/>\n", kLeft,
+                     kTop + kPlotH, kLeft + kPlotW, kTop + kPlotH);
+  out += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/>\n", kLeft,
+                     kTop, kLeft, kTop + kPlotH);
+  if (c.max_total > 0) {
     for (int i = 0; i <= 4; ++i) {
-      double v = max_total * i / 4.0;
-      int y = top + plot_h - static_cast<int>(std::lround(plot_h * i / 4.0));
-      out += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{:.2f}</text>\n", left - 6,
+      double v = c.max_total * i / 4.0;
+      int y = kTop + kPlotH - static_cast<int>(std::lround(kPlotH * i / 4.0));
+      out += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{:.2f}</text>\n", kLeft - 6,
                          y + 4, v);
-      out += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#ddd\"/>\n", left,
-                         y, left + plot_w, y);
+      out += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#ddd\"/>\n", kLeft,
+                         y, kLeft + kPlotW, y);
     }
   }
-  const size_t nb = std::max<size_t>(1, static_cast<size_t>((last - first + bucket - 1) / bucket));
-  const double slot = static_cast<double>(plot_w) / static_cast<double>(nb);
-  std::vector<std::string> acct_list(accounts.begin(), accounts.end());
-  for (const auto& [b, per_account] : buckets) {
-    double x = left + slot * static_cast<double>((b - first) / bucket) + slot * 0.1;
-    double y = top + plot_h;
-    for (size_t ai = 0; ai < acct_list.size(); ++ai) {
-      auto it = per_account.find(acct_list[ai]);
+  return out;
+}
+
+// One stacked bar per bucket, then the time axis's labels.
+std::string SvgBars(const Report& r, const Chart& c) {
+  std::string out;
+  const size_t nb =
+      std::max<size_t>(1, static_cast<size_t>((c.last - c.first + c.bucket - 1) / c.bucket));
+  const double slot = static_cast<double>(kPlotW) / static_cast<double>(nb);
+  for (const auto& [b, per_account] : c.buckets) {
+    double x = kLeft + slot * static_cast<double>((b - c.first) / c.bucket) + slot * 0.1;
+    double y = kTop + kPlotH;
+    for (size_t ai = 0; ai < c.accounts.size(); ++ai) {
+      auto it = per_account.find(c.accounts[ai]);
       if (it == per_account.end() || it->second <= 0) continue;
-      double h = plot_h * it->second / max_total;
+      double h = kPlotH * it->second / c.max_total;
       y -= h;
       out += fmt::format(
           "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"{}\">"
           "<title>{} {}: {:.2f} {}</title></rect>\n",
-          x, y, slot * 0.8, h, kColours[ai % 10], XmlEscape(acct_list[ai]), FormatSlurmTime(b),
+          x, y, slot * 0.8, h, kColours[ai % 10], XmlEscape(c.accounts[ai]), FormatSlurmTime(b),
           it->second, XmlEscape(r.currency));
     }
   }
-  if (!buckets.empty()) {
-    out += fmt::format("<text x=\"{}\" y=\"{}\">{}</text>\n", left, top + plot_h + 20,
-                       FormatSlurmTime(first));
-    out += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n", left + plot_w,
-                       top + plot_h + 20, FormatSlurmTime(last));
+  if (!c.buckets.empty()) {
+    out += fmt::format("<text x=\"{}\" y=\"{}\">{}</text>\n", kLeft, kTop + kPlotH + 20,
+                       FormatSlurmTime(c.first));
+    out += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n", kLeft + kPlotW,
+                       kTop + kPlotH + 20, FormatSlurmTime(c.last));
+  } else if (r.chart_too_long) {
+    out += fmt::format(
+        "<text x=\"{}\" y=\"{}\">too long a span to chart by hour (over {} days): narrow it with "
+        "--start and --end</text>\n",
+        kLeft + 20, kTop + kPlotH / 2, kMaxChartHours / 24);
   } else {
-    out += fmt::format("<text x=\"{}\" y=\"{}\">no cost in the period</text>\n", left + 20,
-                       top + plot_h / 2);
+    out += fmt::format("<text x=\"{}\" y=\"{}\">no cost in the period</text>\n", kLeft + 20,
+                       kTop + kPlotH / 2);
   }
-  for (size_t ai = 0; ai < acct_list.size(); ++ai) {
-    int y = top + 10 + static_cast<int>(ai) * 20;
-    out += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"12\" height=\"12\" fill=\"{}\"/>\n",
-                       left + plot_w + 20, y, kColours[ai % 10]);
-    out += fmt::format("<text x=\"{}\" y=\"{}\">{}</text>\n", left + plot_w + 38, y + 10,
-                       XmlEscape(acct_list[ai].empty() ? "(none)" : acct_list[ai]));
-  }
-  out += "</svg>\n";
   return out;
+}
+
+std::string SvgLegend(const Chart& c) {
+  std::string out;
+  for (size_t ai = 0; ai < c.accounts.size(); ++ai) {
+    int y = kTop + 10 + static_cast<int>(ai) * 20;
+    out += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"12\" height=\"12\" fill=\"{}\"/>\n",
+                       kLeft + kPlotW + 20, y, kColours[ai % 10]);
+    out += fmt::format("<text x=\"{}\" y=\"{}\">{}</text>\n", kLeft + kPlotW + 38, y + 10,
+                       XmlEscape(c.accounts[ai].empty() ? "(none)" : c.accounts[ai]));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string FormatSvg(const Report& r) {
+  const Chart c = BucketCosts(r);
+  return SvgFrame(r, c) + SvgBars(r, c) + SvgLegend(c) + "</svg>\n";
 }
 
 std::string Render(const Report& r, Format f) {

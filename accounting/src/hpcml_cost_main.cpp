@@ -17,15 +17,16 @@
 
 #include <iostream>
 
-#include "hpcml/accounting/format.hpp"
-#include "hpcml/accounting/prices.hpp"
-#include "hpcml/accounting/process.hpp"
-#include "hpcml/accounting/report.hpp"
-#include "hpcml/accounting/sacct.hpp"
+#include "format.hpp"
 #include "hpcml/accounting/usage_record.hpp"
 #include "hpcml/common/fs.hpp"
 #include "hpcml/common/log.hpp"
+#include "hpcml/common/strings.hpp"
 #include "hpcml/common/unique_fd.hpp"
+#include "prices.hpp"
+#include "process.hpp"
+#include "report.hpp"
+#include "sacct.hpp"
 
 namespace ha = hpcml::accounting;
 
@@ -91,93 +92,91 @@ std::vector<std::string> SacctArgv(const ReportArgs& a) {
   return argv;
 }
 
-int RunReport(const ReportArgs& a) {
-  hpcml::Result<ha::PriceTable> prices = ha::PriceTable::Load(a.prices);
-  if (!prices.ok()) return Fail(prices.status());
-  hpcml::Result<ha::Format> format = ha::ParseFormat(a.format);
-  if (!format.ok()) return Fail(format.status());
-
+// The report's options from the command line: period, groupings, filters.
+hpcml::Result<ha::ReportOptions> ReportOptionsOf(const ReportArgs& a, ha::Format format) {
   ha::ReportOptions opt;
   opt.now = time(nullptr);
-  if (auto st = ParseTimeOption("start", a.start, &opt.period_start); !st.ok()) return Fail(st);
-  if (auto st = ParseTimeOption("end", a.end, &opt.period_end); !st.ok()) return Fail(st);
-  if (auto st = ParseTimeOption("now", a.now, &opt.now); !st.ok()) return Fail(st);
+  HPCML_RETURN_IF_ERROR(ParseTimeOption("start", a.start, &opt.period_start));
+  HPCML_RETURN_IF_ERROR(ParseTimeOption("end", a.end, &opt.period_end));
+  HPCML_RETURN_IF_ERROR(ParseTimeOption("now", a.now, &opt.now));
   if (opt.period_start != ha::kNoTime && opt.period_end != ha::kNoTime &&
       opt.period_end <= opt.period_start) {
-    return Fail(hpcml::InvalidArgument("--end {} is not after --start {}", a.end, a.start));
+    return hpcml::InvalidArgument("--end {} is not after --start {}", a.end, a.start);
   }
   opt.groups.clear();
-  for (size_t pos = 0; pos <= a.by.size();) {
-    size_t comma = a.by.find(',', pos);
-    std::string name =
-        a.by.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-    if (!name.empty()) {
-      hpcml::Result<ha::GroupBy> g = ha::ParseGroupBy(name);
-      if (!g.ok()) return Fail(std::move(g).status().WithContext("--by"));
-      opt.groups.push_back(*g);
-    }
-    if (comma == std::string::npos) break;
-    pos = comma + 1;
+  for (const std::string& name : hpcml::SplitList(a.by)) {
+    hpcml::Result<ha::GroupBy> g = ha::ParseGroupBy(name);
+    if (!g.ok()) return std::move(g).status().WithContext("--by");
+    opt.groups.push_back(*g);
   }
   opt.accounts = a.account;
   opt.users = a.user;
   opt.partitions = a.partition;
   opt.jobs = a.jobs;
-  opt.chart = *format == ha::Format::kSvg || !a.svg.empty();
+  opt.chart = format == ha::Format::kSvg || !a.svg.empty();
+  return opt;
+}
 
-  ha::CostAggregator agg(*prices, opt);
-  for (const std::string& dir : a.usage_dirs) {
-    hpcml::Result<std::vector<ha::UsageRecord>> recs = ha::ReadUsageRecordDir(dir);
-    if (!recs.ok()) return Fail(std::move(recs).status().WithContext("--usage-dir"));
-    agg.AddUsageRecords(std::move(recs).value());
-  }
-
-  hpcml::Status st;
+// Streams the sacct rows into `agg`: from --input (a file or stdin), or from
+// a run of sacct, whose exit status counts too.
+hpcml::Status ReadSacct(const ReportArgs& a, ha::CostAggregator& agg) {
   if (!a.input.empty()) {
     hpcml::UniqueFd owned;
     int fd = 0;
     std::string source = "stdin";
     if (a.input != "-") {
-      hpcml::Result<hpcml::UniqueFd> f = hpcml::OpenFd(a.input, O_RDONLY);
-      if (!f.ok()) return Fail(f.status());
-      owned = std::move(f).value();
+      HPCML_ASSIGN_OR_RETURN(owned, hpcml::OpenFd(a.input, O_RDONLY));
       fd = owned.get();
       source = a.input;
     }
     ha::SacctReader reader(fd, source);
-    st = ha::StreamSacct(reader, agg, a.strict);
-  } else {
-    std::vector<std::string> argv = SacctArgv(a);
-    g_log.debug("running: {}", fmt::join(argv, " "));
-    hpcml::Result<ha::ChildProcess> child = ha::ChildProcess::Spawn(argv);
-    if (!child.ok()) return Fail(child.status());
-    ha::SacctReader reader(child->stdout_fd(), "sacct");
-    st = ha::StreamSacct(reader, agg, a.strict);
-    hpcml::Status wait = child->Wait();
-    if (st.ok() && !wait.ok()) st = wait;
+    return ha::StreamSacct(reader, agg, a.strict);
   }
-  if (!st.ok()) return Fail(st);
+  std::vector<std::string> argv = SacctArgv(a);
+  g_log.debug("running: {}", fmt::join(argv, " "));
+  HPCML_ASSIGN_OR_RETURN(ha::ChildProcess child, ha::ChildProcess::Spawn(argv));
+  ha::SacctReader reader(child.stdout_fd(), "sacct");
+  hpcml::Status st = ha::StreamSacct(reader, agg, a.strict);
+  hpcml::Status wait = child.Wait();
+  if (st.ok() && !wait.ok()) st = wait;
+  return st;
+}
 
+// The report to --output (or stdout) and the chart to --svg.
+hpcml::Status WriteReport(const ReportArgs& a, const ha::Report& report, ha::Format format) {
+  std::string text = ha::Render(report, format);
+  if (a.output.empty() || a.output == "-") {
+    std::cout << text << std::flush;
+    if (!std::cout) return hpcml::IoError("writing the report to stdout failed");
+  } else {
+    HPCML_RETURN_IF_ERROR(hpcml::WriteFileAtomic(a.output, text));
+  }
+  if (!a.svg.empty()) HPCML_RETURN_IF_ERROR(hpcml::WriteFileAtomic(a.svg, ha::FormatSvg(report)));
+  return hpcml::Status::Ok();
+}
+
+hpcml::Status RunReport(const ReportArgs& a) {
+  HPCML_ASSIGN_OR_RETURN(ha::PriceTable prices, ha::PriceTable::Load(a.prices));
+  HPCML_ASSIGN_OR_RETURN(ha::Format format, ha::ParseFormat(a.format));
+  HPCML_ASSIGN_OR_RETURN(ha::ReportOptions opt, ReportOptionsOf(a, format));
+  ha::CostAggregator agg(prices, opt);
+  for (const std::string& dir : a.usage_dirs) {
+    hpcml::Result<std::vector<ha::UsageRecord>> recs = ha::ReadUsageRecordDir(dir);
+    if (!recs.ok()) return std::move(recs).status().WithContext("--usage-dir");
+    agg.AddUsageRecords(std::move(recs).value());
+  }
+  HPCML_RETURN_IF_ERROR(ReadSacct(a, agg));
   const ha::Report& report = agg.report();
   if (report.input.malformed > 0) {
     g_log.warn("{}: skipped {} malformed lines (first: {}); --strict makes this an error",
                report.input.source, report.input.malformed, report.input.first_errors.front());
   }
-  std::string text = ha::Render(report, *format);
-  if (a.output.empty() || a.output == "-") {
-    std::cout << text << std::flush;
-    if (!std::cout) return Fail(hpcml::IoError("writing the report to stdout failed"));
-  } else if (auto w = hpcml::WriteFileAtomic(a.output, text); !w.ok()) {
-    return Fail(w);
-  }
-  if (!a.svg.empty()) {
-    if (auto w = hpcml::WriteFileAtomic(a.svg, ha::FormatSvg(report)); !w.ok()) return Fail(w);
-  }
+  HPCML_RETURN_IF_ERROR(WriteReport(a, report, format));
   std::string detail;
   if (!report.Reconcile(&detail)) {
-    return Fail(hpcml::Internal("the report does not reconcile: {}", detail));
+    return hpcml::Internal("the report does not reconcile: {}", detail);
   }
-  return 0;
+  return hpcml::Status::Ok();
 }
 
 int RunRecord(RecordArgs a) {
@@ -198,13 +197,7 @@ int RunRecord(RecordArgs a) {
   return 0;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  CLI::App app{
-      "hpcml-cost: GPU cost reports over sacct (per job, user, account, partition, GPU "
-      "type), and usage records for training jobs"};
-  ReportArgs ra;
+void AddReportOptions(CLI::App& app, ReportArgs& ra) {
   app.add_option("--prices", ra.prices, "Price table (TOML); default $HPCML_PRICES")
       ->envname("HPCML_PRICES");
   app.add_option("--input,-i", ra.input,
@@ -229,8 +222,9 @@ int main(int argc, char** argv) {
                "A malformed sacct line is an error (default: skip and count)");
   app.add_option("--sacct", ra.sacct, "sacct program to run")->capture_default_str();
   app.add_option("--now", ra.now, "End time of still-running attempts (default: now)");
+}
 
-  RecordArgs rec;
+CLI::App* AddRecordCommand(CLI::App& app, RecordArgs& rec) {
   CLI::App* record = app.add_subcommand(
       "record", "Write a usage record (JSON, atomically) and put its summary in the job's Comment");
   record->add_option("--dir", rec.dir, "Directory for usage-<job>-r<restart>.json")->required();
@@ -253,7 +247,19 @@ int main(int argc, char** argv) {
                      "Measured GPU energy in J (omit if not measured)");
   record->add_flag("--no-comment", rec.no_comment, "Do not run scontrol update Comment=...");
   record->add_option("--scontrol", rec.scontrol, "scontrol program to run")->capture_default_str();
+  return record;
+}
 
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "hpcml-cost: GPU cost reports over sacct (per job, user, account, partition, GPU "
+      "type), and usage records for training jobs"};
+  ReportArgs ra;
+  AddReportOptions(app, ra);
+  RecordArgs rec;
+  CLI::App* record = AddRecordCommand(app, rec);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -265,5 +271,6 @@ int main(int argc, char** argv) {
         hpcml::InvalidArgument("--prices is required (or set HPCML_PRICES); see "
                                "examples/accounting/prices.toml"));
   }
-  return RunReport(ra);
+  if (hpcml::Status st = RunReport(ra); !st.ok()) return Fail(st);
+  return 0;
 }

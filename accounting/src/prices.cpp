@@ -1,4 +1,4 @@
-#include "hpcml/accounting/prices.hpp"
+#include "prices.hpp"
 
 #include <fmt/ranges.h>
 #include <toml++/toml.h>
@@ -8,8 +8,8 @@
 #include <ctime>
 #include <set>
 
-#include "hpcml/accounting/sacct.hpp"
 #include "hpcml/common/fs.hpp"
+#include "sacct.hpp"
 
 namespace hpcml::accounting {
 
@@ -84,6 +84,145 @@ bool Overlap(const Rate& a, const Rate& b) {
   return a.from < b.until && b.from < a.until;
 }
 
+// "<source>:<line>: <key>: <message>".
+Status KeyError(std::string_view source, int64_t line, std::string_view key, const Status& st) {
+  return InvalidArgument("{}:{}: {}: {}", source, line, key, st.message());
+}
+
+// A string naming a tier ("on_demand", "spot"); `what` names it in errors.
+Result<Tier> ToTier(const toml::node& n, std::string_view what) {
+  Status st;
+  std::string t = ToText(n, what, &st);
+  if (!st.ok()) return st;
+  return ParseTier(t);
+}
+
+// [tiers]: partition = tier.
+Result<std::vector<std::pair<std::string, Tier>>> ParseTiers(const toml::key& key,
+                                                             const toml::node& node,
+                                                             std::string_view source) {
+  const toml::table* tiers = node.as_table();
+  if (!tiers)
+    return KeyError(source, LineOf(key), key.str(), InvalidArgument("must be a table [tiers]"));
+  std::vector<std::pair<std::string, Tier>> out;
+  for (auto&& [part, tnode] : *tiers) {
+    Result<Tier> tier = ToTier(tnode, "a tier");
+    if (!tier.ok())
+      return KeyError(source, LineOf(part), fmt::format("tiers.{}", part.str()), tier.status());
+    out.emplace_back(std::string(part.str()), *tier);
+  }
+  return out;
+}
+
+// The presence of the keys a [[rate]] must have.
+struct RateKeys {
+  bool resource = false, on_demand = false;
+};
+
+// One key of a [[rate]] table, stored in `rate`.
+Status ParseRateKey(std::string_view name, const toml::node& rv, Rate* rate, RateKeys* seen) {
+  Status rs;
+  if (name == "resource") {
+    std::string s = ToText(rv, "resource", &rs);
+    if (rs.ok()) {
+      Result<Resource> r = ParseResource(s);
+      if (r.ok())
+        rate->resource = *r;
+      else
+        rs = r.status();
+    }
+    seen->resource = true;
+  } else if (name == "gpu_type") {
+    rate->gpu_type = ToText(rv, "gpu_type", &rs);
+    if (rs.ok() && rate->gpu_type.empty()) rs = InvalidArgument("must not be empty");
+  } else if (name == "partition") {
+    rate->partition = ToText(rv, "partition", &rs);
+    if (rs.ok() && rate->partition.empty()) rs = InvalidArgument("must not be empty");
+  } else if (name == "on_demand" || name == "spot") {
+    Result<double> p = ToPrice(rv);
+    if (!p.ok()) {
+      rs = p.status();
+    } else if (name == "spot") {
+      rate->spot = *p;
+    } else {
+      rate->on_demand = *p;
+      seen->on_demand = true;
+    }
+  } else if (name == "effective_from" || name == "effective_until") {
+    Result<int64_t> t = ToEpoch(rv);
+    if (!t.ok())
+      rs = t.status();
+    else if (name == "effective_from")
+      rate->from = *t;
+    else
+      rate->until = *t;
+  } else {
+    rs = InvalidArgument(
+        "unknown key in [[rate]] (known: resource, gpu_type, partition, on_demand, spot, "
+        "effective_from, effective_until)");
+  }
+  return rs;
+}
+
+// One [[rate]] table: each key, then the rate as a whole.
+Result<Rate> ParseRate(const toml::table& t, std::string_view source) {
+  Rate rate;
+  rate.line = LineOf(t);
+  RateKeys seen;
+  for (auto&& [rk, rv] : t) {
+    Status rs = ParseRateKey(rk.str(), rv, &rate, &seen);
+    if (!rs.ok()) return KeyError(source, LineOf(rk), fmt::format("rate.{}", rk.str()), rs);
+  }
+  if (!seen.resource) {
+    return KeyError(source, rate.line, "rate", InvalidArgument("missing key 'resource'"));
+  }
+  if (!seen.on_demand) {
+    return KeyError(source, rate.line, "rate", InvalidArgument("missing key 'on_demand'"));
+  }
+  if (rate.resource != Resource::kGpu && rate.gpu_type != "*") {
+    return KeyError(source, rate.line, "rate.gpu_type",
+                    InvalidArgument("only a gpu rate has a gpu_type"));
+  }
+  if (rate.from >= rate.until) {
+    return KeyError(source, rate.line, "rate",
+                    InvalidArgument("effective_from is not before effective_until"));
+  }
+  return rate;
+}
+
+// [[rate]]: an array of tables, each a rate.
+Status ParseRates(const toml::key& key, const toml::node& node, std::string_view source,
+                  std::vector<Rate>* rates) {
+  const toml::array* arr = node.as_array();
+  if (!arr || !arr->is_array_of_tables()) {
+    return KeyError(source, LineOf(key), key.str(),
+                    InvalidArgument("must be an array of tables [[rate]]"));
+  }
+  for (const toml::node& item : *arr) {
+    HPCML_ASSIGN_OR_RETURN(Rate rate, ParseRate(*item.as_table(), source));
+    rates->push_back(std::move(rate));
+  }
+  return Status::Ok();
+}
+
+// Two rates that would both apply at one instant make the table ambiguous.
+Status CheckNoOverlap(const std::vector<Rate>& rates, std::string_view source) {
+  for (size_t i = 0; i < rates.size(); ++i) {
+    for (size_t j = i + 1; j < rates.size(); ++j) {
+      const Rate& a = rates[i];
+      const Rate& b = rates[j];
+      if (a.resource == b.resource && a.gpu_type == b.gpu_type && a.partition == b.partition &&
+          Overlap(a, b)) {
+        return InvalidArgument(
+            "{}:{}: rate overlaps the one at line {} (same resource, gpu_type and partition for "
+            "overlapping effective dates)",
+            source, b.line, a.line);
+      }
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 std::string_view ResourceName(Resource r) {
@@ -118,9 +257,6 @@ Result<PriceTable> PriceTable::Parse(std::string_view text, std::string source) 
   } catch (const toml::parse_error& e) {
     return InvalidArgument("{}:{}: {}", source, e.source().begin.line, e.description());
   }
-  auto err = [&](int64_t line, std::string_view key, const Status& st) {
-    return InvalidArgument("{}:{}: {}: {}", source, line, key, st.message());
-  };
   bool have_currency = false;
   for (auto&& [key, node] : root) {
     std::string_view k = key.str();
@@ -130,115 +266,22 @@ Result<PriceTable> PriceTable::Parse(std::string_view text, std::string source) 
       if (st.ok() && table.currency_.empty()) st = InvalidArgument("must not be empty");
       have_currency = true;
     } else if (k == "default_tier") {
-      std::string t = ToText(node, "default_tier", &st);
-      if (st.ok()) {
-        Result<Tier> tier = ParseTier(t);
-        if (tier.ok())
-          table.default_tier_ = *tier;
-        else
-          st = tier.status();
-      }
+      Result<Tier> tier = ToTier(node, "default_tier");
+      if (tier.ok())
+        table.default_tier_ = *tier;
+      else
+        st = tier.status();
     } else if (k == "tiers") {
-      const toml::table* tiers = node.as_table();
-      if (!tiers) return err(LineOf(key), k, InvalidArgument("must be a table [tiers]"));
-      for (auto&& [part, tnode] : *tiers) {
-        Status ts;
-        std::string t = ToText(tnode, "a tier", &ts);
-        if (!ts.ok()) return err(LineOf(part), fmt::format("tiers.{}", part.str()), ts);
-        Result<Tier> tier = ParseTier(t);
-        if (!tier.ok())
-          return err(LineOf(part), fmt::format("tiers.{}", part.str()), tier.status());
-        table.tiers_.emplace_back(std::string(part.str()), *tier);
-      }
+      HPCML_ASSIGN_OR_RETURN(table.tiers_, ParseTiers(key, node, source));
     } else if (k == "rate") {
-      const toml::array* arr = node.as_array();
-      if (!arr || !arr->is_array_of_tables()) {
-        return err(LineOf(key), k, InvalidArgument("must be an array of tables [[rate]]"));
-      }
-      for (const toml::node& item : *arr) {
-        const toml::table& t = *item.as_table();
-        Rate rate;
-        rate.line = LineOf(t);
-        bool have_resource = false, have_on_demand = false;
-        for (auto&& [rk, rv] : t) {
-          std::string_view name = rk.str();
-          Status rs;
-          if (name == "resource") {
-            std::string s = ToText(rv, "resource", &rs);
-            if (rs.ok()) {
-              Result<Resource> r = ParseResource(s);
-              if (r.ok())
-                rate.resource = *r;
-              else
-                rs = r.status();
-            }
-            have_resource = true;
-          } else if (name == "gpu_type") {
-            rate.gpu_type = ToText(rv, "gpu_type", &rs);
-            if (rs.ok() && rate.gpu_type.empty()) rs = InvalidArgument("must not be empty");
-          } else if (name == "partition") {
-            rate.partition = ToText(rv, "partition", &rs);
-            if (rs.ok() && rate.partition.empty()) rs = InvalidArgument("must not be empty");
-          } else if (name == "on_demand" || name == "spot") {
-            Result<double> p = ToPrice(rv);
-            if (!p.ok()) {
-              rs = p.status();
-            } else if (name == "spot") {
-              rate.spot = *p;
-            } else {
-              rate.on_demand = *p;
-              have_on_demand = true;
-            }
-          } else if (name == "effective_from" || name == "effective_until") {
-            Result<int64_t> t2 = ToEpoch(rv);
-            if (!t2.ok())
-              rs = t2.status();
-            else if (name == "effective_from")
-              rate.from = *t2;
-            else
-              rate.until = *t2;
-          } else {
-            rs = InvalidArgument(
-                "unknown key in [[rate]] (known: resource, gpu_type, partition, on_demand, spot, "
-                "effective_from, effective_until)");
-          }
-          if (!rs.ok()) return err(LineOf(rk), fmt::format("rate.{}", name), rs);
-        }
-        if (!have_resource) {
-          return err(rate.line, "rate", InvalidArgument("missing key 'resource'"));
-        }
-        if (!have_on_demand) {
-          return err(rate.line, "rate", InvalidArgument("missing key 'on_demand'"));
-        }
-        if (rate.resource != Resource::kGpu && rate.gpu_type != "*") {
-          return err(rate.line, "rate.gpu_type", InvalidArgument("only a gpu rate has a gpu_type"));
-        }
-        if (rate.from >= rate.until) {
-          return err(rate.line, "rate",
-                     InvalidArgument("effective_from is not before effective_until"));
-        }
-        table.rates_.push_back(std::move(rate));
-      }
+      HPCML_RETURN_IF_ERROR(ParseRates(key, node, source, &table.rates_));
     } else {
       st = InvalidArgument("unknown key (known: currency, default_tier, tiers, rate)");
     }
-    if (!st.ok()) return err(LineOf(key), k, st);
+    if (!st.ok()) return KeyError(source, LineOf(key), k, st);
   }
   if (!have_currency) return InvalidArgument("{}: missing key 'currency'", source);
-  // Two rates that would both apply at one instant make the table ambiguous.
-  for (size_t i = 0; i < table.rates_.size(); ++i) {
-    for (size_t j = i + 1; j < table.rates_.size(); ++j) {
-      const Rate& a = table.rates_[i];
-      const Rate& b = table.rates_[j];
-      if (a.resource == b.resource && a.gpu_type == b.gpu_type && a.partition == b.partition &&
-          Overlap(a, b)) {
-        return InvalidArgument(
-            "{}:{}: rate overlaps the one at line {} (same resource, gpu_type and partition for "
-            "overlapping effective dates)",
-            source, b.line, a.line);
-      }
-    }
-  }
+  HPCML_RETURN_IF_ERROR(CheckNoOverlap(table.rates_, source));
   return table;
 }
 

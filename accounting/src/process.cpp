@@ -1,4 +1,4 @@
-#include "hpcml/accounting/process.hpp"
+#include "process.hpp"
 
 #include <fcntl.h>
 #include <signal.h>

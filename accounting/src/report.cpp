@@ -1,7 +1,10 @@
-#include "hpcml/accounting/report.hpp"
+#include "report.hpp"
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+
+#include "hpcml/common/strings.hpp"
 
 namespace hpcml::accounting {
 
@@ -13,19 +16,6 @@ constexpr size_t kMaxRememberedErrors = 5;
 // while slurmd is already tearing the job down).
 constexpr int64_t kRecordSlackBefore = 60;
 constexpr int64_t kRecordSlackAfter = 600;
-
-std::vector<std::string> SplitList(const std::string& s) {
-  std::vector<std::string> out;
-  size_t pos = 0;
-  while (pos <= s.size() && !s.empty()) {
-    size_t comma = s.find(',', pos);
-    std::string item = s.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-    if (!item.empty()) out.push_back(item);
-    if (comma == std::string::npos) break;
-    pos = comma + 1;
-  }
-  return out;
-}
 
 bool Allowed(const std::vector<std::string>& list, std::string_view v) {
   return list.empty() || std::find(list.begin(), list.end(), v) != list.end();
@@ -104,9 +94,10 @@ std::vector<std::pair<std::string, Metrics>> Report::SortedRows(size_t group_ind
 bool Report::Reconcile(std::string* detail) const {
   bool ok = true;
   std::string out;
-  for (const auto& [by, rows] : groups) {
+  for (const auto& group : groups) {
+    const GroupBy by = group.first;  // not a structured binding: clang 14 cannot capture one
     Metrics sum;
-    for (const auto& [key, m] : rows) sum.Add(m);
+    for (const auto& [key, m] : group.second) sum.Add(m);
     auto check = [&](std::string_view what, Micros got, Micros want) {
       if (got != want) {
         ok = false;
@@ -168,63 +159,123 @@ const UsageRecord* CostAggregator::FindUsage(const Attempt& a, int64_t end,
   return nullptr;
 }
 
-Status CostAggregator::Add(const Attempt& a) {
+bool CostAggregator::Window(const Attempt& a, int64_t* end, int64_t* s, int64_t* e) {
   InputStats& in = report_.input;
   const ReportOptions& opt = report_.options;
   if (!Allowed(accounts_, a.account) || !Allowed(users_, a.user) ||
       !Allowed(partitions_, a.partition) || !Allowed(jobs_, a.job_id)) {
     ++in.filtered;
-    return Status::Ok();
+    return false;
   }
   if (a.start == kNoTime) {
     ++in.never_started;
-    return Status::Ok();
+    return false;
   }
-  int64_t end = a.end == kNoTime ? std::max(opt.now, a.start) : a.end;
+  *end = a.end == kNoTime ? std::max(opt.now, a.start) : a.end;
   // ElapsedRaw excludes time suspended; trust it when shorter.
-  if (a.end != kNoTime && a.elapsed >= 0 && a.elapsed < end - a.start) end = a.start + a.elapsed;
-  int64_t s = a.start, e = end;
-  if (opt.period_start != kNoTime) s = std::max(s, opt.period_start);
-  if (opt.period_end != kNoTime) e = std::min(e, opt.period_end);
-  if (e < s || (e == s && end > a.start)) {  // entirely outside the period
+  if (a.end != kNoTime && a.elapsed >= 0 && a.elapsed < *end - a.start) *end = a.start + a.elapsed;
+  *s = a.start;
+  *e = *end;
+  if (opt.period_start != kNoTime) *s = std::max(*s, opt.period_start);
+  if (opt.period_end != kNoTime) *e = std::min(*e, opt.period_end);
+  if (*e < *s || (*e == *s && *end > a.start)) {  // entirely outside the period
     ++in.outside_period;
-    return Status::Ok();
+    return false;
   }
   ++in.rows;
+  return true;
+}
 
-  UsageRecord scratch;
-  const UsageRecord* usage = FindUsage(a, end, &scratch);
-  double loss_share = 0;
+namespace {
+
+// The shares of an attempt's cost lost to preemption and spent on idle GPUs.
+struct Shares {
+  double loss = 0;
   bool loss_without_usage = false;
+  double idle = 0;
+};
+
+Shares SharesOf(const Attempt& a, const UsageRecord* usage, int64_t end) {
+  Shares sh;
   if (usage) {
     if (usage->steps_done > 0) {
-      loss_share = std::min(1.0, static_cast<double>(usage->steps_lost_to_preemption) /
-                                     static_cast<double>(usage->steps_done));
+      sh.loss = std::min(1.0, static_cast<double>(usage->steps_lost_to_preemption) /
+                                  static_cast<double>(usage->steps_done));
     }
   } else if (a.interrupted()) {
-    loss_share = 1;
-    loss_without_usage = true;
+    sh.loss = 1;
+    sh.loss_without_usage = true;
   }
-  double idle_share = 0;
   const double gpus = a.tres.gpu_total();
   const double allocated_gpu_seconds = gpus * static_cast<double>(end - a.start);
   if (usage && allocated_gpu_seconds > 0) {
     double busy = usage->gpu_seconds;
     if (usage->gpu_utilization_pct) busy *= *usage->gpu_utilization_pct / 100.0;
-    idle_share = std::clamp(1.0 - busy / allocated_gpu_seconds, 0.0, 1.0);
+    sh.idle = std::clamp(1.0 - busy / allocated_gpu_seconds, 0.0, 1.0);
   }
+  return sh;
+}
 
+// The attempt's metrics: its components summed, each with its loss.
+Metrics SumComponents(const Attempt& a, const Shares& sh, bool with_usage, double seconds,
+                      std::vector<Component>& parts) {
+  Metrics m;
+  m.attempts = 1;
+  m.interrupted = a.interrupted() ? 1 : 0;
+  m.with_usage = with_usage ? 1 : 0;
+  m.loss_without_usage = sh.loss_without_usage ? 1 : 0;
+  m.cpu_seconds = a.tres.cpus * seconds;
+  for (Component& c : parts) {
+    c.loss = static_cast<Micros>(std::llround(static_cast<double>(c.cost) * sh.loss));
+    m.gpu_seconds += c.gpu_seconds;
+    m.cost += c.cost;
+    if (c.label != kNonGpuLabel) m.gpu_cost += c.cost;
+    m.preemption_loss += c.loss;
+    m.idle_gpu_cost += c.idle;
+  }
+  return m;
+}
+
+// One component's row of the GPU-type grouping.
+Metrics ComponentMetrics(const Metrics& m, const Component& c) {
+  Metrics cm;
+  cm.attempts = 1;
+  cm.interrupted = m.interrupted;
+  cm.with_usage = m.with_usage;
+  cm.loss_without_usage = m.loss_without_usage;
+  cm.gpu_seconds = c.gpu_seconds;
+  cm.cpu_seconds = c.label == kNonGpuLabel ? m.cpu_seconds : 0;
+  cm.cost = c.cost;
+  cm.gpu_cost = c.label == kNonGpuLabel ? 0 : c.cost;
+  cm.preemption_loss = c.loss;
+  cm.idle_gpu_cost = c.idle;
+  return cm;
+}
+
+// The attempt's priced components over [s, e): one per GPU type, then
+// everything else.
+Result<std::vector<Component>> Price(const PriceTable& prices, const Attempt& a, int64_t s,
+                                     int64_t e, double idle_share) {
   const double seconds = static_cast<double>(e - s);
   auto context = [&](const Status& st) {
     return Status(st.code(), fmt::format("job {} (partition {}, user {}): {}", a.job_id,
                                          a.partition, a.user, st.message()));
   };
-  // Components: one per GPU type, then everything else.
+  double total = 0;  // of the attempt, checked against kMaxAttemptCost as it grows
+  auto in_range = [&](double cost) {
+    total += cost;
+    return total <= kMaxAttemptCost;  // false for inf and nan too
+  };
+  auto beyond = [&] {
+    return context(InvalidArgument("a cost of {} {} is beyond the report's range ({} at most)",
+                                   total, prices.currency(), kMaxAttemptCost));
+  };
   std::vector<Component> parts;
   parts.reserve(a.tres.gpus.size() + 1);
   for (const auto& [type, count] : a.tres.gpus) {
-    Result<double> c = prices_.Cost(Resource::kGpu, type, a.partition, s, e, count);
+    Result<double> c = prices.Cost(Resource::kGpu, type, a.partition, s, e, count);
     if (!c.ok()) return context(c.status());
+    if (!in_range(*c)) return beyond();
     Component comp;
     comp.label = type.empty() ? kUntypedLabel : std::string_view(type);
     comp.gpu_seconds = count * seconds;
@@ -242,33 +293,21 @@ Status CostAggregator::Add(const Attempt& a) {
                 {Resource::kMem, a.tres.mem_mib / 1024.0},
                 {Resource::kBilling, a.tres.billing}};
   for (const auto& o : others) {
-    if (o.quantity <= 0 || !prices_.Charges(o.r)) continue;
-    Result<double> c = prices_.Cost(o.r, "", a.partition, s, e, o.quantity);
+    if (o.quantity <= 0 || !prices.Charges(o.r)) continue;
+    Result<double> c = prices.Cost(o.r, "", a.partition, s, e, o.quantity);
     if (!c.ok()) return context(c.status());
+    if (!in_range(*c)) return beyond();
     other_cost += *c;
   }
   other.cost = ToMicros(other_cost);
   parts.push_back(other);
+  return parts;
+}
+
+void AddToGroups(Report& report, const Attempt& a, const Metrics& m,
+                 const std::vector<Component>& parts) {
   const size_t n = parts.size();
-
-  Metrics m;
-  m.attempts = 1;
-  m.interrupted = a.interrupted() ? 1 : 0;
-  m.with_usage = usage ? 1 : 0;
-  m.loss_without_usage = loss_without_usage ? 1 : 0;
-  m.cpu_seconds = a.tres.cpus * seconds;
-  for (size_t i = 0; i < n; ++i) {
-    Component& c = parts[i];
-    c.loss = static_cast<Micros>(std::llround(static_cast<double>(c.cost) * loss_share));
-    m.gpu_seconds += c.gpu_seconds;
-    m.cost += c.cost;
-    if (c.label != kNonGpuLabel) m.gpu_cost += c.cost;
-    m.preemption_loss += c.loss;
-    m.idle_gpu_cost += c.idle;
-  }
-  report_.total.Add(m);
-
-  for (auto& [by, rows] : report_.groups) {
+  for (auto& [by, rows] : report.groups) {
     switch (by) {
       case GroupBy::kJob:
         Row(rows, a.job_id).Add(m);
@@ -283,39 +322,65 @@ Status CostAggregator::Add(const Attempt& a) {
         Row(rows, a.partition).Add(m);
         break;
       case GroupBy::kGpuType:
-        for (size_t i = 0; i < n; ++i) {
-          const Component& c = parts[i];
+        for (const Component& c : parts) {
           // A job without GPUs still counts as an attempt of the non-GPU row.
           if (c.label == kNonGpuLabel && c.cost == 0 && n > 1) continue;
-          Metrics cm;
-          cm.attempts = 1;
-          cm.interrupted = m.interrupted;
-          cm.with_usage = m.with_usage;
-          cm.loss_without_usage = m.loss_without_usage;
-          cm.gpu_seconds = c.gpu_seconds;
-          cm.cpu_seconds = c.label == kNonGpuLabel ? m.cpu_seconds : 0;
-          cm.cost = c.cost;
-          cm.gpu_cost = c.label == kNonGpuLabel ? 0 : c.cost;
-          cm.preemption_loss = c.loss;
-          cm.idle_gpu_cost = c.idle;
-          Row(rows, c.label).Add(cm);
+          Row(rows, c.label).Add(ComponentMetrics(m, c));
         }
         break;
     }
   }
+}
 
-  if (report_.first_time == kNoTime || s < report_.first_time) report_.first_time = s;
-  if (report_.last_time == kNoTime || e > report_.last_time) report_.last_time = e;
-  if (opt.chart && m.cost > 0 && e > s) {
-    // Spread the cost over the hours it was incurred, by seconds.
-    const double per_second = static_cast<double>(m.cost) / 1e6 / seconds;
-    for (int64_t t = s; t < e;) {
-      int64_t hour = t - (((t % 3600) + 3600) % 3600);
-      int64_t next = std::min(e, hour + 3600);
-      report_.cost_by_hour[hour][a.account] += per_second * static_cast<double>(next - t);
-      t = next;
-    }
+int64_t HourOf(int64_t t) {
+  return t - (((t % 3600) + 3600) % 3600);
+}
+
+// The extent of the priced intervals, and the cost per account per hour
+// while the chart spans at most kMaxChartHours.
+void AddToTimeline(Report& report, const Attempt& a, int64_t s, int64_t e, Micros cost) {
+  if (report.first_time == kNoTime || s < report.first_time) report.first_time = s;
+  if (report.last_time == kNoTime || e > report.last_time) report.last_time = e;
+  if (!report.options.chart || report.chart_too_long || cost <= 0 || e <= s) return;
+  int64_t first = HourOf(s), last = HourOf(e - 1);
+  if (!report.cost_by_hour.empty()) {
+    first = std::min(first, report.cost_by_hour.begin()->first);
+    last = std::max(last, report.cost_by_hour.rbegin()->first);
   }
+  if ((last - first) / 3600 + 1 > kMaxChartHours) {
+    report.chart_too_long = true;
+    report.cost_by_hour.clear();
+    return;
+  }
+  // Spread the cost over the hours it was incurred, by seconds.
+  const double per_second = static_cast<double>(cost) / 1e6 / static_cast<double>(e - s);
+  for (int64_t t = s; t < e;) {
+    int64_t next = std::min(e, HourOf(t) + 3600);
+    report.cost_by_hour[HourOf(t)][a.account] += per_second * static_cast<double>(next - t);
+    t = next;
+  }
+}
+
+}  // namespace
+
+Status CostAggregator::Add(const Attempt& a) {
+  int64_t end = 0, s = 0, e = 0;  // the attempt's end; its interval inside the period
+  if (!Window(a, &end, &s, &e)) return Status::Ok();
+  UsageRecord scratch;
+  const UsageRecord* usage = FindUsage(a, end, &scratch);
+  const Shares shares = SharesOf(a, usage, end);
+  HPCML_ASSIGN_OR_RETURN(std::vector<Component> parts, Price(prices_, a, s, e, shares.idle));
+  const Metrics m = SumComponents(a, shares, usage != nullptr, static_cast<double>(e - s), parts);
+  // Every other sum is part of the total: it is the one that can overflow.
+  if (m.cost > std::numeric_limits<Micros>::max() - report_.total.cost) {
+    return InvalidArgument(
+        "job {} (partition {}, user {}): the report's total cost would be beyond its range ({} "
+        "micro-units at most)",
+        a.job_id, a.partition, a.user, std::numeric_limits<Micros>::max());
+  }
+  report_.total.Add(m);
+  AddToGroups(report_, a, m, parts);
+  AddToTimeline(report_, a, s, e, m.cost);
   return Status::Ok();
 }
 

@@ -1,23 +1,19 @@
-#include "hpcml/accounting/sacct.hpp"
+#include "sacct.hpp"
 
 #include <unistd.h>
 
 #include <cerrno>
-#include <charconv>
 #include <ctime>
 #include <unordered_map>
+
+#include "hpcml/common/strings.hpp"
+#include "numbers.hpp"
 
 namespace hpcml::accounting {
 
 namespace {
 
 constexpr size_t kReadChunk = 1 << 20;
-
-bool ParseInt(std::string_view text, int64_t* out) {
-  if (text.empty()) return false;
-  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), *out);
-  return ec == std::errc() && ptr == text.data() + text.size();
-}
 
 bool Digits(std::string_view text, size_t pos, size_t n, int* out) {
   if (pos + n > text.size()) return false;
@@ -146,17 +142,7 @@ Result<bool> SacctReader::ReadLine() {
 }
 
 void SacctReader::Split() {
-  fields_.clear();
-  std::string_view rest = line_;
-  for (;;) {
-    size_t bar = rest.find('|');
-    if (bar == std::string_view::npos) {
-      fields_.push_back(rest);
-      break;
-    }
-    fields_.push_back(rest.substr(0, bar));
-    rest.remove_prefix(bar + 1);
-  }
+  fields_ = SplitFields(line_, '|');
   // `sacct -p` (not -P) ends every line with a '|': accept it.
   if (fields_.size() == columns_ + 1 && fields_.back().empty()) fields_.pop_back();
 }
@@ -238,7 +224,7 @@ Status SacctReader::Parse(Attempt* out) const {
   out->elapsed = -1;
   std::string_view elapsed = field(kElapsed);
   if (index_[kElapsed] >= 0 && !elapsed.empty()) {
-    if (!ParseInt(elapsed, &out->elapsed) || out->elapsed < 0) {
+    if (!ParseWholeInt(elapsed, &out->elapsed) || out->elapsed < 0) {
       return InvalidArgument("ElapsedRaw '{}' is not a number of seconds", elapsed);
     }
   }

@@ -1,20 +1,17 @@
-#include "hpcml/accounting/tres.hpp"
+#include "tres.hpp"
 
-#include <charconv>
 #include <cmath>
 
 #include "hpcml/common/gpu_tres.hpp"
+#include "hpcml/common/strings.hpp"
+#include "numbers.hpp"
 
 namespace hpcml::accounting {
 
 namespace {
 
-// std::from_chars for double is in libstdc++ 11+; it never allocates.
 bool ParseNumber(std::string_view text, double* out) {
-  if (text.empty()) return false;
-  const char* end = text.data() + text.size();
-  auto [ptr, ec] = std::from_chars(text.data(), end, *out);
-  return ec == std::errc() && ptr == end && std::isfinite(*out) && *out >= 0;
+  return ParseFiniteDouble(text, out) && *out >= 0;
 }
 
 }  // namespace
@@ -74,11 +71,8 @@ Result<double> ParseMemoryMiB(std::string_view text) {
 Result<Tres> ParseTres(std::string_view text) {
   Tres tres;
   GpuTres gpus;
-  while (!text.empty()) {
-    size_t comma = text.find(',');
-    std::string_view entry = text.substr(0, comma);
-    text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
-    if (entry.empty()) continue;
+  for (const std::string& item : SplitList(text)) {
+    std::string_view entry = item;
     size_t eq = entry.find('=');
     if (eq == std::string_view::npos || eq == 0) {
       return InvalidArgument("TRES entry '{}' is not name=count", entry);

@@ -3,13 +3,15 @@
 #include <dirent.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
-#include "hpcml/accounting/process.hpp"
 #include "hpcml/common/fs.hpp"
+#include "hpcml/common/json.hpp"
+#include "hpcml/common/strings.hpp"
 #include "hpcml/common/unique_fd.hpp"
+#include "numbers.hpp"
+#include "process.hpp"
 
 namespace hpcml::accounting {
 
@@ -27,15 +29,6 @@ bool CharsIn(std::string_view s, std::string_view extra) {
 // Shortest text that reads back to the same double ("12.5", "7200").
 std::string Num(double v) {
   return fmt::format("{}", v);
-}
-
-bool ParseDouble(std::string_view s, double* out) {
-  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
-  return !s.empty() && ec == std::errc() && p == s.data() + s.size() && std::isfinite(*out);
-}
-bool ParseI64(std::string_view s, int64_t* out) {
-  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
-  return !s.empty() && ec == std::errc() && p == s.data() + s.size();
 }
 
 }  // namespace
@@ -90,7 +83,7 @@ std::string UsageRecordToJson(const UsageRecord& r) {
   j["checkpoint_seconds"] = r.checkpoint_seconds;
   if (r.gpu_utilization_pct) j["gpu_utilization_pct"] = *r.gpu_utilization_pct;
   if (r.gpu_energy_joules) j["gpu_energy_joules"] = *r.gpu_energy_joules;
-  return j.dump(2) + "\n";
+  return JsonText(j, 2) + "\n";
 }
 
 Result<UsageRecord> UsageRecordFromJson(std::string_view text, std::string_view source) {
@@ -208,13 +201,12 @@ Result<UsageRecord> ParseCommentSummary(std::string_view comment) {
     return NotFound("not an hpcml usage summary");
   }
   UsageRecord r;
-  std::string_view rest = comment.substr(kCommentTag.size());
+  const std::string_view rest = comment.substr(kCommentTag.size());
   bool have_job = false;
-  while (!rest.empty()) {
-    rest.remove_prefix(1);  // the ','
-    size_t comma = rest.find(',');
-    std::string_view item = rest.substr(0, comma);
-    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma);
+  // Every item after the tag's ',', an empty one included (it is an error).
+  const std::vector<std::string_view> items =
+      rest.empty() ? std::vector<std::string_view>() : SplitFields(rest.substr(1), ',');
+  for (std::string_view item : items) {
     size_t eq = item.find('=');
     if (eq == std::string_view::npos) {
       return InvalidArgument("usage summary item '{}' is not key=value", item);
@@ -229,10 +221,10 @@ Result<UsageRecord> ParseCommentSummary(std::string_view comment) {
     } else if (k == "gt") {
       r.gpu_type = v;
     } else if (k == "a" || k == "gn") {
-      ok = ParseI64(v, &i) && i >= 0 && i <= INT32_MAX;
+      ok = ParseWholeInt(v, &i) && i >= 0 && i <= INT32_MAX;
       (k == "a" ? r.restart_count : r.gpu_count) = static_cast<int>(i);
     } else if (k == "t" || k == "s" || k == "st" || k == "sm" || k == "sl") {
-      ok = ParseI64(v, &i);
+      ok = ParseWholeInt(v, &i);
       if (k == "t")
         r.written_at = i;
       else if (k == "s")
@@ -244,7 +236,7 @@ Result<UsageRecord> ParseCommentSummary(std::string_view comment) {
       else
         r.steps_lost_to_preemption = i;
     } else if (k == "gs" || k == "ck" || k == "gu" || k == "ge") {
-      ok = ParseDouble(v, &d);
+      ok = ParseFiniteDouble(v, &d);
       if (k == "gs")
         r.gpu_seconds = d;
       else if (k == "ck")

@@ -31,6 +31,25 @@ check "svg file" contains "$(head -c 200 "$tmp/r.svg")" "<svg xmlns="
 out=$("$cost" --prices "$data/prices.toml" -i "$data/period.sacct" -S 2026-03-04 -E 2026-03-05 --now 2026-03-05T01:00:00 -f csv)
 check "period" contains "$out" "total,,2,0,0,3.000000,3.000000,12.300000,"
 
+# Invalid UTF-8 and control bytes in sacct's text fields (a job name, a comment,
+# an account, a malformed line's value): every format completes, JSON is
+# valid with U+FFFD in place of each bad byte, SVG stays well-formed XML.
+bad=$data/bad_bytes.sacct
+fffd=$'\xef\xbf\xbd'
+for f in table csv json svg; do
+  rc=0
+  "$cost" --prices "$prices" -i "$bad" -f "$f" --by account,user --now 2026-03-10 \
+    >"$tmp/bad.$f" 2>"$tmp/bad.$f.err" || rc=$?
+  check "bad bytes $f rc" test "$rc" = 0
+done
+check "bad bytes json" python3 -c 'import json, sys; json.load(open(sys.argv[1], encoding="utf-8"))' "$tmp/bad.json"
+check "bad bytes json account" contains "$(cat "$tmp/bad.json")" "\"key\": \"ml$fffd\""
+check "bad bytes json user" contains "$(cat "$tmp/bad.json")" "\"key\": \"b${fffd}ob\""
+check "bad bytes json error" contains "$(cat "$tmp/bad.json")" "ElapsedRaw '36$fffd'"
+check "bad bytes svg" python3 -c 'import sys, xml.dom.minidom as m; m.parse(sys.argv[1])' "$tmp/bad.svg"
+check "bad bytes svg account" contains "$(cat "$tmp/bad.svg")" ">ml$fffd</text>"
+check "bad bytes csv" contains "$(cat "$tmp/bad.csv")" "total,,3,"
+
 # Malformed lines: skipped with a count and a warning (exit 0), or fatal with --strict.
 out=$("$cost" --prices "$data/prices.toml" -i "$data/malformed.sacct" 2>&1)
 check "skip count" contains "$out" "skipped 4 malformed lines (first: $data/malformed.sacct:3:"
@@ -58,6 +77,10 @@ check "no prices rc" test "$rc" = 1
 check "no prices msg" contains "$out" "--prices is required"
 out=$("$cost" --prices "$prices" -i "$data/period.sacct" --by qos 2>&1); rc=$?
 check "bad by" test "$rc" = 1
+out=$("$cost" --prices "$prices" -i "$data/typed_untyped.sacct" --by " user, ,account," --now 2026-03-10 -f csv 2>&1); rc=$?
+check "by list rc" test "$rc" = 0
+check "by list user" contains "$out" "user,alice,"
+check "by list account" contains "$out" "account,ml,"
 out=$("$cost" --prices "$prices" -i "$data/period.sacct" -S yesterday 2>&1); rc=$?
 check "bad start" contains "$out" "--start 'yesterday'"
 out=$("$cost" --prices "$prices" --no-such-flag 2>&1); rc=$?

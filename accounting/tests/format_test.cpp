@@ -1,9 +1,12 @@
-#include "hpcml/accounting/format.hpp"
+#include "format.hpp"
 
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
+
+#include "hpcml/common/strings.hpp"
 
 #include "test_util.hpp"
 
@@ -139,6 +142,55 @@ TEST(AcctFormat, SvgEscapesAccountNames) {
   std::string svg = FormatSvg(r);
   EXPECT_EQ(svg.find("<script>"), std::string::npos);
   EXPECT_NE(svg.find("&lt;script&gt;&amp;"), std::string::npos);
+}
+
+// sacct's text fields are other people's text: a job's account, user or a
+// malformed line's value may hold bytes that are not UTF-8 (or control
+// bytes). Every format completes; JSON and SVG carry U+FFFD in their place.
+Report BadBytesReport() {
+  PriceTable prices = testing::LoadPrices("prices_untyped.toml");
+  ReportOptions o;
+  o.groups = {GroupBy::kAccount, GroupBy::kUser};
+  o.now = Utc("2026-03-10T00:00:00");
+  o.chart = true;
+  CostAggregator agg(prices, o);
+  EXPECT_TRUE(testing::RunFixture("bad_bytes.sacct", agg).ok());
+  return agg.report();
+}
+
+const std::string kReplacement = "\xef\xbf\xbd";  // U+FFFD in UTF-8
+
+TEST(AcctFormat, JsonReplacesInvalidUtf8) {
+  Report r = BadBytesReport();
+  ASSERT_EQ(r.total.attempts, 3);
+  ASSERT_EQ(r.input.malformed, 1);
+  std::string text = FormatJson(r);
+  EXPECT_FALSE(FindInvalidUtf8(text).has_value());
+  nlohmann::json j = nlohmann::json::parse(text);
+  std::set<std::string> accounts, users;
+  for (const auto& row : j["groups"]["account"]) accounts.insert(row["key"].get<std::string>());
+  for (const auto& row : j["groups"]["user"]) users.insert(row["key"].get<std::string>());
+  EXPECT_TRUE(accounts.count("ml" + kReplacement)) << text;
+  EXPECT_TRUE(accounts.count("ops\x01")) << text;  // valid UTF-8: JSON escapes it
+  EXPECT_TRUE(users.count("b" + kReplacement + "ob")) << text;
+  EXPECT_NE(j["input"]["first_errors"][0].get<std::string>().find("'36" + kReplacement + "'"),
+            std::string::npos);
+  EXPECT_TRUE(j["reconciliation"]["reconciled"].get<bool>());
+}
+
+TEST(AcctFormat, SvgReplacesInvalidUtf8AndControlBytes) {
+  std::string svg = FormatSvg(BadBytesReport());
+  EXPECT_FALSE(FindInvalidUtf8(svg).has_value());
+  EXPECT_EQ(svg.find('\x01'), std::string::npos);  // not allowed in XML 1.0
+  EXPECT_NE(svg.find(">ml" + kReplacement + "</text>"), std::string::npos) << svg;
+  EXPECT_NE(svg.find(">ops" + kReplacement + "</text>"), std::string::npos) << svg;
+  EXPECT_NE(svg.find(">fin&lt;&amp;&gt;</text>"), std::string::npos) << svg;
+}
+
+TEST(AcctFormat, TableAndCsvCompleteOnInvalidUtf8) {
+  Report r = BadBytesReport();
+  EXPECT_NE(FormatTable(r).find("reconciled:"), std::string::npos);
+  EXPECT_NE(FormatCsv(r).find("total,,3,"), std::string::npos);
 }
 
 TEST(AcctFormat, ParseFormat) {

@@ -1,4 +1,4 @@
-#include "hpcml/accounting/prices.hpp"
+#include "prices.hpp"
 
 #include <gtest/gtest.h>
 

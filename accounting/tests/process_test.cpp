@@ -1,4 +1,4 @@
-#include "hpcml/accounting/process.hpp"
+#include "process.hpp"
 
 #include <gtest/gtest.h>
 #include <signal.h>

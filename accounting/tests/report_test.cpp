@@ -1,7 +1,8 @@
-#include "hpcml/accounting/report.hpp"
+#include "report.hpp"
 
 #include <gtest/gtest.h>
 
+#include "format.hpp"
 #include "test_util.hpp"
 
 namespace hpcml::accounting {
@@ -195,6 +196,11 @@ TEST(AcctCostAggregator, Filters) {
   CostAggregator agg2(prices, o);
   ASSERT_TRUE(RunFixture("typed_untyped.sacct", agg2).ok());
   EXPECT_EQ(agg2.report().input.rows, 2);  // 100 and 104
+  // Lists as typed on a command line: blanks trimmed, empty items dropped.
+  o.users = " alice, ,carol ,";
+  CostAggregator agg3(prices, o);
+  ASSERT_TRUE(RunFixture("typed_untyped.sacct", agg3).ok());
+  EXPECT_EQ(agg3.report().input.rows, 2);
 }
 
 TEST(AcctStreamSacct, MalformedLinesAreCountedOrFatal) {
@@ -231,6 +237,92 @@ TEST(AcctCostAggregator, ChartSpreadsCostOverHours) {
   EXPECT_NEAR(sum, static_cast<double>(r.total.cost) / 1e6, 1e-6);
   // Job 300 ran 22:00-02:00: 4.1 in the 23:00 hour of ml.
   EXPECT_NEAR(r.cost_by_hour.at(Utc("2026-03-03T23:00:00")).at("ml"), 4.1, 1e-9);
+}
+
+// Found by sacct_fuzzer: a Start a thousand years back (a corrupt record)
+// made the chart spread the cost over 8.9 million hours and run out of
+// memory. A chart spanning more than kMaxChartHours is dropped instead; the
+// report itself is unchanged.
+TEST(AcctCostAggregator, ChartOfTooLongASpanIsDropped) {
+  PriceTable prices = LoadPrices("prices_untyped.toml");
+  ReportOptions o = AllGroups();
+  o.chart = true;
+  CostAggregator agg(prices, o);
+  Attempt a;
+  a.job_id = "1";
+  a.user = "u";
+  a.account = "ml";
+  a.partition = "urgent";
+  a.state = "COMPLETED";
+  a.tres.cpus = 1;
+  a.start = Utc("2026-03-01T00:00:00");
+  a.end = Utc("2026-03-01T02:00:00");
+  ASSERT_TRUE(agg.Add(a).ok());
+  EXPECT_EQ(agg.report().cost_by_hour.size(), 2u);
+  EXPECT_FALSE(agg.report().chart_too_long);
+  a.job_id = "2";
+  a.start = Utc("1013-03-06T00:00:00");
+  ASSERT_TRUE(agg.Add(a).ok());
+  EXPECT_TRUE(agg.report().chart_too_long);
+  EXPECT_TRUE(agg.report().cost_by_hour.empty());
+  a.job_id = "3";  // later attempts are not charted either
+  a.start = Utc("2026-03-01T00:00:00");
+  ASSERT_TRUE(agg.Add(a).ok());
+  const Report& r = agg.report();
+  EXPECT_TRUE(r.cost_by_hour.empty());
+  EXPECT_EQ(r.total.attempts, 3);
+  EXPECT_TRUE(r.Reconcile(nullptr));
+  EXPECT_NE(FormatSvg(r).find("too long a span to chart"), std::string::npos);
+}
+
+// The longest span still charted by hour: kMaxChartHours hours.
+TEST(AcctCostAggregator, ChartOfTheLongestSpanIsKept) {
+  PriceTable prices = LoadPrices("prices_untyped.toml");
+  ReportOptions o = AllGroups();
+  o.chart = true;
+  CostAggregator agg(prices, o);
+  Attempt a;
+  a.job_id = "1";
+  a.account = "ml";
+  a.partition = "urgent";
+  a.state = "COMPLETED";
+  a.tres.cpus = 1;
+  a.start = Utc("2026-03-01T00:00:00");
+  a.end = a.start + kMaxChartHours * 3600;
+  ASSERT_TRUE(agg.Add(a).ok());
+  EXPECT_FALSE(agg.report().chart_too_long);
+  EXPECT_EQ(agg.report().cost_by_hour.size(), static_cast<size_t>(kMaxChartHours));
+}
+
+// Found by sacct_fuzzer: an absurd TRES count (cpu=1e300) priced to an
+// infinite cost, which rounded to INT64_MIN micro-units and broke every sum.
+// An attempt priced over kMaxAttemptCost, or a total past what micro-units
+// can hold, is an error naming the job, like a missing price.
+TEST(AcctCostAggregator, CostsBeyondRangeAreErrors) {
+  PriceTable prices = LoadPrices("prices_untyped.toml");
+  CostAggregator agg(prices, AllGroups());
+  Attempt a;
+  a.job_id = "7";
+  a.user = "u";
+  a.account = "ml";
+  a.partition = "urgent";
+  a.state = "COMPLETED";
+  a.start = Utc("2026-03-01T00:00:00");
+  a.end = Utc("2026-03-01T01:00:00");
+  a.tres.cpus = 1e300;
+  Status st = agg.Add(a);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("job 7"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("beyond"), std::string::npos) << st.message();
+  EXPECT_EQ(agg.report().total.attempts, 0);
+  // 9e11 per attempt (cpu at 0.1 an hour): the eleventh passes INT64_MAX micro-units.
+  a.tres.cpus = 9e12;
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(agg.Add(a).ok()) << i;
+  st = agg.Add(a);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("beyond"), std::string::npos) << st.message();
+  EXPECT_EQ(agg.report().total.attempts, 10);
+  EXPECT_TRUE(agg.report().Reconcile(nullptr));
 }
 
 TEST(AcctReport, ReconcileDetectsAMismatch) {

@@ -1,4 +1,4 @@
-#include "hpcml/accounting/sacct.hpp"
+#include "sacct.hpp"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

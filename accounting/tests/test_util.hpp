@@ -8,10 +8,10 @@
 
 #include <string>
 
-#include "hpcml/accounting/prices.hpp"
-#include "hpcml/accounting/report.hpp"
-#include "hpcml/accounting/sacct.hpp"
 #include "hpcml/common/unique_fd.hpp"
+#include "prices.hpp"
+#include "report.hpp"
+#include "sacct.hpp"
 
 namespace hpcml::accounting::testing {
 

@@ -1,4 +1,4 @@
-#include "hpcml/accounting/tres.hpp"
+#include "tres.hpp"
 
 #include <gtest/gtest.h>
 
@@ -73,6 +73,13 @@ TEST(AcctTres, EmptyIsNothing) {
   ASSERT_TRUE(t.ok());
   EXPECT_DOUBLE_EQ(t->gpu_total(), 0);
   EXPECT_DOUBLE_EQ(t->cpus, 0);
+}
+
+TEST(AcctTres, EmptyEntriesAreSkippedAndBlanksTrimmed) {
+  Result<Tres> t = ParseTres(",cpu=1,,gres/gpu:h100=2, gres/gpu=2 ,");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_DOUBLE_EQ(t->cpus, 1);
+  EXPECT_DOUBLE_EQ(t->gpu_total(), 2);
 }
 
 TEST(AcctTres, Errors) {

@@ -142,6 +142,12 @@ TEST(AcctUsageRecord, OtherCommentsAreNotSummaries) {
             StatusCode::kInvalidArgument);
   EXPECT_EQ(ParseCommentSummary("hpcml/1,a=0,gs=3").status().code(),
             StatusCode::kInvalidArgument);  // no job id
+  // Every item counts: an empty one is not key=value.
+  for (const char* empty_item :
+       {"hpcml/1,", "hpcml/1,,j=1,gs=1", "hpcml/1,j=1,gs=1,", "hpcml/1,j=1,,gs=1"}) {
+    EXPECT_EQ(ParseCommentSummary(empty_item).status().code(), StatusCode::kInvalidArgument)
+        << empty_item;
+  }
   // Unknown keys of a newer writer are ignored.
   Result<UsageRecord> r = ParseCommentSummary("hpcml/1,j=5,gs=10,zz=1");
   ASSERT_TRUE(r.ok());

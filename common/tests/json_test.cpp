@@ -22,5 +22,12 @@ TEST(JsonText, ReplacesMalformedBytesInsteadOfThrowing) {
   EXPECT_EQ(nlohmann::json::parse(text).at("comment"), "job \uFFFD of \uFFFDt\uFFFD");
 }
 
+TEST(JsonText, OrderedJsonKeepsKeyOrderAndReplacesMalformedBytes) {
+  nlohmann::ordered_json j;
+  j["z"] = "a\xFF";
+  j["a"] = 1;
+  EXPECT_EQ(JsonText(j), "{\"z\":\"a\xEF\xBF\xBD\",\"a\":1}");
+}
+
 }  // namespace
 }  // namespace hpcml

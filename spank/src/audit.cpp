@@ -214,6 +214,77 @@ std::string FormatAuditLine(const AuditRecord& rec, std::uint64_t seq,
   return Finish(j, prev_hash);
 }
 
+namespace {
+
+// Where the next line goes: its sequence number and the hash it chains to.
+struct ChainEnd {
+  std::uint64_t seq = 0;
+  std::string prev = kZeroHash;
+};
+
+// The chain's end from the log's last line, or for a new file (rotation)
+// from the head file.
+Result<ChainEnd> FindChainEnd(int fd, off_t size, const std::string& path,
+                              const std::string& head_path) {
+  ChainEnd end;
+  HPCML_ASSIGN_OR_RETURN(std::string last, ReadLastLine(fd, size, path));
+  if (!last.empty()) {
+    end.prev = Sha256Hex(last);
+    // An unreadable last line still chains (verify reports it); numbering
+    // goes on from the line count in that case.
+    if (auto last_seq = LeadingSeq(last)) {
+      end.seq = *last_seq + 1;
+    } else {
+      auto j = nlohmann::json::parse(last, nullptr, false);
+      if (j.is_object() && j.contains("seq") && j["seq"].is_number_unsigned())
+        end.seq = j["seq"].get<std::uint64_t>() + 1;
+    }
+  } else {
+    // A new file (rotation): the chain goes on from the head file.
+    HPCML_ASSIGN_OR_RETURN(std::string head_text, ReadSide(head_path));
+    if (auto head = ParseHead(head_text)) {
+      end.seq = head->first + 1;
+      end.prev = head->second;
+    }
+  }
+  return end;
+}
+
+// The line that closes a run of repeated denials, chained at `end`, which
+// moves past it.
+std::string RepeatSummary(const Repeat& repeat, ChainEnd* end) {
+  nlohmann::ordered_json j;
+  j["seq"] = end->seq;
+  j["time"] = NowUtc();
+  j["context"] = "repeat";
+  j["of"] = repeat.seq;
+  j["count"] = repeat.count;
+  j["last"] = Bounded(repeat.last_job);
+  std::string summary = Finish(j, end->prev);
+  end->prev = Sha256Hex(summary);
+  ++end->seq;
+  return summary;
+}
+
+// Appends `out` to the log of `size` bytes: after a newline if its last line
+// is torn, and all of it or nothing.
+Status AppendLines(int fd, off_t size, std::string out, const std::string& path, bool sync) {
+  // A torn last line (crash mid-write) must not swallow this one.
+  if (size > 0) {
+    char tail = 0;
+    if (::pread(fd, &tail, 1, size - 1) == 1 && tail != '\n') out = "\n" + out;
+  }
+  if (Status w = WriteAll(fd, out, path); !w.ok()) {
+    // A full disk: cut the partial write off, so what was there stays intact.
+    if (::ftruncate(fd, size) != 0) return w.WithContext("and cutting it back failed");
+    return w;
+  }
+  if (sync && ::fdatasync(fd) != 0) return ErrnoError("fdatasync " + path, errno);
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<std::string> AppendAudit(const std::string& path, const AuditRecord& record, bool sync) {
   HPCML_ASSIGN_OR_RETURN(UniqueFd fd, OpenFd(path, O_RDWR | O_APPEND | O_CREAT | O_NOFOLLOW, 0640));
   // Exclusive for the read of the last line, the write and the side files:
@@ -225,32 +296,11 @@ Result<std::string> AppendAudit(const std::string& path, const AuditRecord& reco
   if (::fstat(fd.get(), &st) != 0) return ErrnoError("fstat " + path, errno);
   if (!S_ISREG(st.st_mode)) return IoError("audit log {}: not a regular file", path);
   const std::string head_path = path + ".head", repeat_path = path + ".repeat";
-  HPCML_ASSIGN_OR_RETURN(std::string last, ReadLastLine(fd.get(), st.st_size, path));
-  std::uint64_t seq = 0;
-  std::string prev = kZeroHash;
-  if (!last.empty()) {
-    prev = Sha256Hex(last);
-    // An unreadable last line still chains (verify reports it); numbering
-    // goes on from the line count in that case.
-    if (auto last_seq = LeadingSeq(last)) {
-      seq = *last_seq + 1;
-    } else {
-      auto j = nlohmann::json::parse(last, nullptr, false);
-      if (j.is_object() && j.contains("seq") && j["seq"].is_number_unsigned())
-        seq = j["seq"].get<std::uint64_t>() + 1;
-    }
-  } else {
-    // A new file (rotation): the chain goes on from the head file.
-    HPCML_ASSIGN_OR_RETURN(std::string head_text, ReadSide(head_path));
-    if (auto head = ParseHead(head_text)) {
-      seq = head->first + 1;
-      prev = head->second;
-    }
-  }
+  HPCML_ASSIGN_OR_RETURN(ChainEnd end, FindChainEnd(fd.get(), st.st_size, path, head_path));
 
   HPCML_ASSIGN_OR_RETURN(std::string repeat_text, ReadSide(repeat_path));
   std::optional<Repeat> repeat = ParseRepeat(repeat_text);
-  if (repeat && repeat->seq + 1 != seq) repeat.reset();  // the log moved on without us
+  if (repeat && repeat->seq + 1 != end.seq) repeat.reset();  // the log moved on without us
   const std::int64_t now = NowMs();
   const std::string key = record.allow ? std::string() : RepeatKey(record);
   if (repeat && !record.allow && repeat->key == key &&
@@ -264,35 +314,14 @@ Result<std::string> AppendAudit(const std::string& path, const AuditRecord& reco
   }
 
   std::string out;
-  if (repeat && repeat->count > 0) {
-    nlohmann::ordered_json j;
-    j["seq"] = seq;
-    j["time"] = NowUtc();
-    j["context"] = "repeat";
-    j["of"] = repeat->seq;
-    j["count"] = repeat->count;
-    j["last"] = Bounded(repeat->last_job);
-    std::string summary = Finish(j, prev);
-    out += summary + "\n";
-    prev = Sha256Hex(summary);
-    ++seq;
-  }
-  std::string line = FormatAuditLine(record, seq, prev);
+  if (repeat && repeat->count > 0) out += RepeatSummary(*repeat, &end) + "\n";
+  std::string line = FormatAuditLine(record, end.seq, end.prev);
   out += line + "\n";
-  // A torn last line (crash mid-write) must not swallow this one.
-  if (st.st_size > 0) {
-    char tail = 0;
-    if (::pread(fd.get(), &tail, 1, st.st_size - 1) == 1 && tail != '\n') out = "\n" + out;
-  }
-  if (Status w = WriteAll(fd.get(), out, path); !w.ok()) {
-    // A full disk: cut the partial write off, so what was there stays intact.
-    if (::ftruncate(fd.get(), st.st_size) != 0) return w.WithContext("and cutting it back failed");
-    return w;
-  }
-  if (sync && ::fdatasync(fd.get()) != 0) return ErrnoError("fdatasync " + path, errno);
-  HPCML_RETURN_IF_ERROR(WriteSide(head_path, fmt::format("{} {}\n", seq, Sha256Hex(line))));
-  HPCML_RETURN_IF_ERROR(WriteSide(
-      repeat_path, record.allow ? std::string() : fmt::format("{} {} {} 0 -\n", key, seq, now)));
+  HPCML_RETURN_IF_ERROR(AppendLines(fd.get(), st.st_size, std::move(out), path, sync));
+  HPCML_RETURN_IF_ERROR(WriteSide(head_path, fmt::format("{} {}\n", end.seq, Sha256Hex(line))));
+  HPCML_RETURN_IF_ERROR(
+      WriteSide(repeat_path,
+                record.allow ? std::string() : fmt::format("{} {} {} 0 -\n", key, end.seq, now)));
   HPCML_RETURN_IF_ERROR(fd.Close());  // releases the lock
   return line;
 }

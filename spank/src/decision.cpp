@@ -1,5 +1,6 @@
 #include "hpcml/guard/decision.hpp"
 
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -31,58 +32,72 @@ Decision DenyForError(const Status& error) {
   return Deny("", "", error.message());
 }
 
-Decision Decide(const Policy& policy, const Request& req) {
-  // 1. The role: requested, else the policy's default; the user must be bound to it.
-  std::string role_name;
+namespace {
+
+// Each step of Decide returns the denial, or nullopt to go on.
+using Denial = std::optional<Decision>;
+
+// 1. The role: requested, else the policy's default; the user must be bound
+// to it. Sets `role_name` (also for a denial) and `role`.
+Denial CheckRole(const Policy& policy, const Request& req, std::string* role_name,
+                 const Role** role) {
   if (req.role) {
-    role_name = *req.role;
+    *role_name = *req.role;
   } else if (policy.default_role()) {
-    role_name = *policy.default_role();
+    *role_name = *policy.default_role();
   } else {
     return Deny("", "", "no --ml-role given and the policy has no [defaults] role");
   }
-  auto role_it = policy.roles().find(role_name);
+  const std::string& name = *role_name;
+  auto role_it = policy.roles().find(name);
   if (role_it == policy.roles().end())
-    return Deny(role_name, "",
-                fmt::format("role '{}' is not defined in {}", role_name, policy.source()));
-  const Role& role = role_it->second;
-  if (!policy.IsBound(role_name, req.user, req.groups, req.account))
-    return Deny(
-        role_name, "",
-        fmt::format("user '{}' (uid {}{}) is not bound to role '{}'", req.user, req.uid,
-                    req.account ? fmt::format(", account '{}'", *req.account) : "", role_name));
+    return Deny(name, "", fmt::format("role '{}' is not defined in {}", name, policy.source()));
+  *role = &role_it->second;
+  if (!policy.IsBound(name, req.user, req.groups, req.account))
+    return Deny(name, "",
+                fmt::format("user '{}' (uid {}{}) is not bound to role '{}'", req.user, req.uid,
+                            req.account ? fmt::format(", account '{}'", *req.account) : "", name));
   if (req.account && !req.associations_enforced &&
-      !policy.IsBoundToPerson(role_name, req.user, req.groups))
-    return Deny(role_name, "",
+      !policy.IsBoundToPerson(name, req.user, req.groups))
+    return Deny(name, "",
                 fmt::format("role '{}' comes only from the binding of account '{}', and slurmctld "
                             "does not enforce associations (any user may name any account): set "
                             "AccountingStorageEnforce=associations in slurm.conf",
-                            role_name, *req.account));
+                            name, *req.account));
+  return std::nullopt;
+}
 
-  // 2. The zone: the node's; a requested zone must equal it. On the submit
-  // side (no node zone) the requested zone, if any, stands in.
-  std::string zone;
+// 2. The zone: the node's; a requested zone must equal it. On the submit
+// side (no node zone) the requested zone, if any, stands in. Sets `zone`
+// (empty: not known).
+Denial CheckZone(const Policy& policy, const Request& req, const std::string& role_name,
+                 const Role& role, std::string* zone) {
   if (req.node_zone) {
-    zone = *req.node_zone;
-    if (!policy.zones().count(zone))
+    *zone = *req.node_zone;
+    if (!policy.zones().count(*zone))
       return Deny(
-          role_name, zone,
-          fmt::format("this node's zone '{}' is not declared in {}", zone, policy.source()));
-    if (req.zone && *req.zone != zone)
-      return Deny(role_name, zone,
-                  fmt::format("requested zone '{}' is not this node's zone '{}'", *req.zone, zone));
+          role_name, *zone,
+          fmt::format("this node's zone '{}' is not declared in {}", *zone, policy.source()));
+    if (req.zone && *req.zone != *zone)
+      return Deny(
+          role_name, *zone,
+          fmt::format("requested zone '{}' is not this node's zone '{}'", *req.zone, *zone));
   } else if (req.zone) {
-    zone = *req.zone;
-    if (!policy.zones().count(zone))
-      return Deny(role_name, zone,
-                  fmt::format("zone '{}' is not declared in {}", zone, policy.source()));
+    *zone = *req.zone;
+    if (!policy.zones().count(*zone))
+      return Deny(role_name, *zone,
+                  fmt::format("zone '{}' is not declared in {}", *zone, policy.source()));
   }
-  if (!zone.empty() && !role.zones.count(zone))
-    return Deny(role_name, zone,
+  if (!zone->empty() && !role.zones.count(*zone))
+    return Deny(role_name, *zone,
                 fmt::format("role '{}' may not run in zone '{}' (allowed: {}; {}:{})", role_name,
-                            zone, Join(role.zones), policy.source(), role.line));
+                            *zone, Join(role.zones), policy.source(), role.line));
+  return std::nullopt;
+}
 
-  // 3. Resources from the job record.
+// 3. Resources from the job record.
+Denial CheckResources(const Policy& policy, const Request& req, const std::string& role_name,
+                      const Role& role, const std::string& zone) {
   if (req.gpus && *req.gpus > role.max_gpus)
     return Deny(role_name, zone,
                 fmt::format("the job has {} GPUs; role '{}' allows at most {} ({}:{})", *req.gpus,
@@ -107,40 +122,58 @@ Decision Decide(const Policy& policy, const Request& req) {
       parts = parts.substr(comma + 1);
     }
   }
+  return std::nullopt;
+}
 
-  // 4. Every dataset: inside an entry of this zone with a classification the role allows.
+// 4. One dataset: inside an entry of this zone with a classification the
+// role allows, and so is every entry below it.
+Denial CheckDataset(const Policy& policy, const std::string& path, const std::string& role_name,
+                    const Role& role, const std::string& zone) {
+  const DatasetEntry* e = policy.MatchDataset(path);
+  if (!e && policy.unknown_datasets() == UnknownDatasets::kDeny)
+    return Deny(
+        role_name, zone,
+        fmt::format("dataset '{}' matches no [[datasets]] entry in {}", path, policy.source()));
+  if (e && !zone.empty() && e->zone != zone)
+    return Deny(role_name, zone,
+                fmt::format("dataset '{}' is in zone '{}' ({}:{}), not in zone '{}'", path, e->zone,
+                            policy.source(), e->line, zone));
+  if (e && !role.classifications.count(e->classification))
+    return Deny(role_name, zone,
+                fmt::format("dataset '{}' is classified '{}' ({}:{}); role '{}' allows: {}", path,
+                            e->classification, policy.source(), e->line, role_name,
+                            Join(role.classifications)));
+  // A directory holds every entry below it: each must pass as well, also
+  // when the directory itself is outside every entry (unknown_datasets =
+  // "allow" must not let "/" through with every dataset under it).
+  for (const DatasetEntry* below : policy.EntriesBelow(path)) {
+    if (!zone.empty() && below->zone != zone)
+      return Deny(role_name, zone,
+                  fmt::format("dataset '{}' contains '{}', which is in zone '{}' ({}:{}), not "
+                              "in zone '{}'",
+                              path, below->path, below->zone, policy.source(), below->line, zone));
+    if (!role.classifications.count(below->classification))
+      return Deny(role_name, zone,
+                  fmt::format("dataset '{}' contains '{}', classified '{}' ({}:{}); role '{}' "
+                              "allows: {}",
+                              path, below->path, below->classification, policy.source(),
+                              below->line, role_name, Join(role.classifications)));
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+// The steps in order; the first denial stands (fail closed).
+Decision Decide(const Policy& policy, const Request& req) {
+  std::string role_name;
+  const Role* role = nullptr;
+  if (Denial d = CheckRole(policy, req, &role_name, &role)) return std::move(*d);
+  std::string zone;
+  if (Denial d = CheckZone(policy, req, role_name, *role, &zone)) return std::move(*d);
+  if (Denial d = CheckResources(policy, req, role_name, *role, zone)) return std::move(*d);
   for (const std::string& path : req.datasets) {
-    const DatasetEntry* e = policy.MatchDataset(path);
-    if (!e && policy.unknown_datasets() == UnknownDatasets::kDeny)
-      return Deny(
-          role_name, zone,
-          fmt::format("dataset '{}' matches no [[datasets]] entry in {}", path, policy.source()));
-    if (e && !zone.empty() && e->zone != zone)
-      return Deny(role_name, zone,
-                  fmt::format("dataset '{}' is in zone '{}' ({}:{}), not in zone '{}'", path,
-                              e->zone, policy.source(), e->line, zone));
-    if (e && !role.classifications.count(e->classification))
-      return Deny(role_name, zone,
-                  fmt::format("dataset '{}' is classified '{}' ({}:{}); role '{}' allows: {}", path,
-                              e->classification, policy.source(), e->line, role_name,
-                              Join(role.classifications)));
-    // A directory holds every entry below it: each must pass as well, also
-    // when the directory itself is outside every entry (unknown_datasets =
-    // "allow" must not let "/" through with every dataset under it).
-    for (const DatasetEntry* below : policy.EntriesBelow(path)) {
-      if (!zone.empty() && below->zone != zone)
-        return Deny(
-            role_name, zone,
-            fmt::format("dataset '{}' contains '{}', which is in zone '{}' ({}:{}), not "
-                        "in zone '{}'",
-                        path, below->path, below->zone, policy.source(), below->line, zone));
-      if (!role.classifications.count(below->classification))
-        return Deny(role_name, zone,
-                    fmt::format("dataset '{}' contains '{}', classified '{}' ({}:{}); role '{}' "
-                                "allows: {}",
-                                path, below->path, below->classification, policy.source(),
-                                below->line, role_name, Join(role.classifications)));
-    }
+    if (Denial d = CheckDataset(policy, path, role_name, *role, zone)) return std::move(*d);
   }
   return Decision{true, role_name, zone,
                   fmt::format("role '{}' in zone '{}' with {} dataset(s)", role_name,

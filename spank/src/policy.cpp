@@ -122,6 +122,12 @@ Status NormalisePolicyPath(std::string_view raw, std::string* path, bool* prefix
   return Status::Ok();
 }
 
+// A number of a host range: 1 to 9 digits (so std::stoul cannot overflow).
+bool HostNumber(std::string_view d) {
+  return !d.empty() && d.size() < 10 &&
+         std::all_of(d.begin(), d.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
 // A Slurm-style host pattern: a name, or one bracket of numbers and ranges
 // ("node[1-4,7]", "gpu[01-16]x"); ranges keep the width of their first bound.
 struct Hostlist {
@@ -149,11 +155,7 @@ Result<Hostlist> ParseHostlist(std::string_view pattern) {
       std::string_view item = body.substr(start, comma - start);
       std::size_t dash = item.find('-');
       std::string from(item.substr(0, dash)), to(dash == item.npos ? from : item.substr(dash + 1));
-      auto digits = [](const std::string& d) {
-        return !d.empty() && d.size() < 10 &&
-               std::all_of(d.begin(), d.end(), [](char c) { return c >= '0' && c <= '9'; });
-      };
-      if (!digits(from) || !digits(to) || std::stoul(from) > std::stoul(to))
+      if (!HostNumber(from) || !HostNumber(to) || std::stoul(from) > std::stoul(to))
         return InvalidArgument("'{}': bad range '{}'", pattern, item);
       h.ranges.emplace_back(std::move(from), std::move(to));
       start = comma + 1;
@@ -178,9 +180,7 @@ bool HostlistMatches(std::string_view pattern, std::string_view node) {
     return false;
   std::string_view num =
       node.substr(h->prefix.size(), node.size() - h->prefix.size() - h->suffix.size());
-  if (num.size() >= 10 ||
-      !std::all_of(num.begin(), num.end(), [](char c) { return c >= '0' && c <= '9'; }))
-    return false;
+  if (!HostNumber(num)) return false;
   unsigned long v = std::stoul(std::string(num));
   for (const auto& [from, to] : h->ranges) {
     // Padded ranges ("01-16") match only names of that width.
@@ -207,9 +207,7 @@ void Policy::BuildIndexes() {
     const DatasetEntry& e = datasets_[i];
     if (e.string_prefix) {
       // A prefix "/a/b/c-" matches names in directory "/a/b" (or below them).
-      std::size_t slash = e.path.rfind('/');
-      std::string dir = slash == 0 ? "/" : e.path.substr(0, slash);
-      prefix_by_dir_[dir].push_back(i);
+      prefix_by_dir_[std::string(Parent(e.path))].push_back(i);
     } else {
       exact_.emplace(e.path, i);
     }
@@ -301,69 +299,75 @@ std::vector<std::string> Policy::ZonesOfNode(std::string_view node) const {
   return out;
 }
 
-Result<Policy> ParsePolicy(std::string_view text, std::string_view source) {
-  Reporter r(source);
-  toml::table root;
-  try {
-    root = toml::parse(text, source);
-  } catch (const toml::parse_error& e) {
-    return r.Error(static_cast<int>(e.source().begin.line), "TOML syntax error: {}",
-                   e.description());
-  }
-  Policy p;
-  p.source_ = std::string(source);
-  HPCML_RETURN_IF_ERROR(CheckKeys(r, root, "top level",
-                                  {"zones", "datasets", "roles", "bindings", "defaults", "view"}));
+// ParsePolicy's steps, one per part of the file, in the order of their
+// checks: each fills the policy and returns the first error.
+class PolicyParser {
+ public:
+  PolicyParser(const Reporter& r, const toml::table& root, Policy& p) : r_(r), root_(root), p_(p) {}
 
-  // [zones.<name>] description = "..."
-  if (const toml::node* zn = root.get("zones")) {
-    const auto* zones = zn->as_table();
-    if (!zones) return r.Error(LineOf(*zn), "'zones' must be a table ([zones.<name>])");
-    for (auto&& [key, value] : *zones) {
-      int line = static_cast<int>(key.source().begin.line);
-      Status st = ValidateName("zone name", key.str());
-      if (!st.ok()) return r.Error(line, "[zones.{}]: {}", key.str(), st.message());
-      const auto* zt = value.as_table();
-      if (!zt) return r.Error(line, "[zones.{}] must be a table", key.str());
-      std::string where = fmt::format("[zones.{}]", key.str());
-      HPCML_RETURN_IF_ERROR(CheckKeys(r, *zt, where, {"description", "nodes"}));
-      HPCML_ASSIGN_OR_RETURN(std::string desc,
-                             GetString(r, *zt, line, where, "description", false));
-      p.zones_.emplace(std::string(key.str()), std::move(desc));
-      if (const toml::node* nn = zt->get("nodes")) {
-        HPCML_ASSIGN_OR_RETURN(std::vector<std::string> nodes,
-                               GetStringArray(r, *nn, where, "nodes", false));
-        for (const std::string& n : nodes) {
-          Status hl = CheckHostlist(n);
-          if (!hl.ok()) return r.Error(LineOf(*nn), "{} key 'nodes': {}", where, hl.message());
+  // [zones.<name>] description = "...", nodes = [...]
+  Status Zones() {
+    const Reporter& r = r_;
+    Policy& p = p_;
+    if (const toml::node* zn = root_.get("zones")) {
+      const auto* zones = zn->as_table();
+      if (!zones) return r.Error(LineOf(*zn), "'zones' must be a table ([zones.<name>])");
+      for (auto&& [key, value] : *zones) {
+        int line = static_cast<int>(key.source().begin.line);
+        Status st = ValidateName("zone name", key.str());
+        if (!st.ok()) return r.Error(line, "[zones.{}]: {}", key.str(), st.message());
+        const auto* zt = value.as_table();
+        if (!zt) return r.Error(line, "[zones.{}] must be a table", key.str());
+        std::string where = fmt::format("[zones.{}]", key.str());
+        HPCML_RETURN_IF_ERROR(CheckKeys(r, *zt, where, {"description", "nodes"}));
+        HPCML_ASSIGN_OR_RETURN(std::string desc,
+                               GetString(r, *zt, line, where, "description", false));
+        p.zones_.emplace(std::string(key.str()), std::move(desc));
+        if (const toml::node* nn = zt->get("nodes")) {
+          HPCML_ASSIGN_OR_RETURN(std::vector<std::string> nodes,
+                                 GetStringArray(r, *nn, where, "nodes", false));
+          for (const std::string& n : nodes) {
+            Status hl = CheckHostlist(n);
+            if (!hl.ok()) return r.Error(LineOf(*nn), "{} key 'nodes': {}", where, hl.message());
+          }
+          p.zone_nodes_.emplace(std::string(key.str()), std::move(nodes));
         }
-        p.zone_nodes_.emplace(std::string(key.str()), std::move(nodes));
       }
     }
+    if (p.zones_.empty()) return r.Error(1, "no zones: declare at least one [zones.<name>]");
+    return Status::Ok();
   }
-  if (p.zones_.empty()) return r.Error(1, "no zones: declare at least one [zones.<name>]");
 
-  // [defaults] first: roles are checked against it below.
-  if (const toml::node* dn = root.get("defaults")) {
-    const auto* d = dn->as_table();
-    if (!d) return r.Error(LineOf(*dn), "'defaults' must be a table ([defaults])");
-    HPCML_RETURN_IF_ERROR(CheckKeys(r, *d, "[defaults]", {"role", "unknown_datasets"}));
-    HPCML_ASSIGN_OR_RETURN(std::string role,
-                           GetString(r, *d, LineOf(*dn), "[defaults]", "role", false));
-    if (!role.empty()) p.default_role_ = role;
-    HPCML_ASSIGN_OR_RETURN(std::string unknown,
-                           GetString(r, *d, LineOf(*dn), "[defaults]", "unknown_datasets", false));
-    if (unknown == "allow") {
-      p.unknown_datasets_ = UnknownDatasets::kAllow;
-    } else if (!unknown.empty() && unknown != "deny") {
-      return r.Error(LineOf(*d->get("unknown_datasets")),
-                     "[defaults] key 'unknown_datasets': '{}' (expected \"deny\" or \"allow\")",
-                     unknown);
+  // [defaults] role, unknown_datasets. Before [[roles]]: the role is checked
+  // against them once they are read (DefaultRoleDeclared).
+  Status Defaults() {
+    const Reporter& r = r_;
+    Policy& p = p_;
+    if (const toml::node* dn = root_.get("defaults")) {
+      const auto* d = dn->as_table();
+      if (!d) return r.Error(LineOf(*dn), "'defaults' must be a table ([defaults])");
+      HPCML_RETURN_IF_ERROR(CheckKeys(r, *d, "[defaults]", {"role", "unknown_datasets"}));
+      HPCML_ASSIGN_OR_RETURN(std::string role,
+                             GetString(r, *d, LineOf(*dn), "[defaults]", "role", false));
+      if (!role.empty()) p.default_role_ = role;
+      HPCML_ASSIGN_OR_RETURN(std::string unknown, GetString(r, *d, LineOf(*dn), "[defaults]",
+                                                            "unknown_datasets", false));
+      if (unknown == "allow") {
+        p.unknown_datasets_ = UnknownDatasets::kAllow;
+      } else if (!unknown.empty() && unknown != "deny") {
+        return r.Error(LineOf(*d->get("unknown_datasets")),
+                       "[defaults] key 'unknown_datasets': '{}' (expected \"deny\" or \"allow\")",
+                       unknown);
+      }
     }
+    return Status::Ok();
   }
 
   // [view] roots: directories that hold only data (mount_view.hpp).
-  if (const toml::node* vn = root.get("view")) {
+  Status View() {
+    const Reporter& r = r_;
+    const toml::node* vn = root_.get("view");
+    if (!vn) return Status::Ok();
     const auto* v = vn->as_table();
     if (!v) return r.Error(LineOf(*vn), "'view' must be a table ([view])");
     HPCML_RETURN_IF_ERROR(CheckKeys(r, *v, "[view]", {"roots"}));
@@ -377,128 +381,185 @@ Result<Policy> ParsePolicy(std::string_view text, std::string_view source) {
         if (st.ok() && prefix)
           st = InvalidArgument("'{}': a root is a directory, not a prefix", raw);
         if (!st.ok()) return r.Error(LineOf(*rn), "[view] key 'roots': {}", st.message());
-        p.view_roots_.push_back(std::move(path));
+        p_.view_roots_.push_back(std::move(path));
       }
     }
+    return Status::Ok();
   }
 
-  auto array_of_tables = [&](std::string_view key) -> Result<const toml::array*> {
-    const toml::node* n = root.get(key);
-    if (!n) return static_cast<const toml::array*>(nullptr);
-    const auto* arr = n->as_array();
-    if (!arr || !arr->is_array_of_tables())
-      return r.Error(LineOf(*n), "'{}' must be an array of tables ([[{}]])", key, key);
-    return arr;
-  };
-
   // [[datasets]] path, zone, classification
-  HPCML_ASSIGN_OR_RETURN(const toml::array* datasets, array_of_tables("datasets"));
-  if (datasets) {
+  Status Datasets() {
+    HPCML_ASSIGN_OR_RETURN(const toml::array* datasets, ArrayOfTables("datasets"));
+    if (!datasets) return Status::Ok();
     std::unordered_map<std::string, int> seen;
-    for (const toml::node& n : *datasets) {
-      const toml::table& t = *n.as_table();
-      int line = LineOf(n);
-      HPCML_RETURN_IF_ERROR(CheckKeys(r, t, "[[datasets]]", {"path", "zone", "classification"}));
-      DatasetEntry e;
-      e.line = line;
-      HPCML_ASSIGN_OR_RETURN(std::string raw, GetString(r, t, line, "[[datasets]]", "path", true));
-      Status st = NormalisePolicyPath(raw, &e.path, &e.string_prefix);
-      if (!st.ok())
-        return r.Error(LineOf(*t.get("path")), "[[datasets]] key 'path': {}", st.message());
-      HPCML_ASSIGN_OR_RETURN(e.zone, GetString(r, t, line, "[[datasets]]", "zone", true));
-      if (!p.zones_.count(e.zone))
-        return r.Error(LineOf(*t.get("zone")), "[[datasets]] key 'zone': zone '{}' is not declared",
-                       e.zone);
-      HPCML_ASSIGN_OR_RETURN(e.classification,
-                             GetString(r, t, line, "[[datasets]]", "classification", true));
-      st = ValidateName("[[datasets]] key 'classification'", e.classification);
-      if (!st.ok()) return r.Error(LineOf(*t.get("classification")), "{}", st.message());
-      std::string key = (e.string_prefix ? "*" : "") + e.path;
-      if (auto [it, inserted] = seen.emplace(key, line); !inserted)
-        return r.Error(line, "[[datasets]] path '{}' already declared at line {}", raw, it->second);
-      p.datasets_.push_back(std::move(e));
-    }
+    for (const toml::node& n : *datasets) HPCML_RETURN_IF_ERROR(Dataset(n, seen));
+    return Status::Ok();
   }
 
   // [[roles]] name, zones, classifications, max_gpus, partitions
-  HPCML_ASSIGN_OR_RETURN(const toml::array* roles, array_of_tables("roles"));
-  if (roles) {
-    for (const toml::node& n : *roles) {
-      const toml::table& t = *n.as_table();
-      int line = LineOf(n);
-      HPCML_RETURN_IF_ERROR(CheckKeys(
-          r, t, "[[roles]]", {"name", "zones", "classifications", "max_gpus", "partitions"}));
-      Role role;
-      role.line = line;
-      HPCML_ASSIGN_OR_RETURN(role.name, GetString(r, t, line, "[[roles]]", "name", true));
-      Status st = ValidateName("[[roles]] key 'name'", role.name);
-      if (!st.ok()) return r.Error(LineOf(*t.get("name")), "{}", st.message());
-      std::string where = fmt::format("[[roles]] '{}'", role.name);
-      const toml::node* zones = t.get("zones");
-      if (!zones) return r.Error(line, "{}: missing key 'zones'", where);
-      HPCML_ASSIGN_OR_RETURN(std::vector<std::string> zl,
-                             GetStringArray(r, *zones, where, "zones", true));
-      for (const std::string& z : zl)
-        if (!p.zones_.count(z))
-          return r.Error(LineOf(*zones), "{} key 'zones': zone '{}' is not declared", where, z);
-      role.zones.insert(zl.begin(), zl.end());
-      if (const toml::node* c = t.get("classifications")) {
-        HPCML_ASSIGN_OR_RETURN(std::vector<std::string> cl,
-                               GetStringArray(r, *c, where, "classifications", true));
-        role.classifications.insert(cl.begin(), cl.end());
-      }
-      const toml::node* g = t.get("max_gpus");
-      if (!g) return r.Error(line, "{}: missing key 'max_gpus'", where);
-      const auto* gi = g->as_integer();
-      if (!gi || gi->get() < 0 || gi->get() > 1000000)
-        return r.Error(LineOf(*g), "{} key 'max_gpus': expected an integer from 0 to 1000000",
-                       where);
-      role.max_gpus = static_cast<std::uint32_t>(gi->get());
-      if (const toml::node* pn = t.get("partitions")) {
-        HPCML_ASSIGN_OR_RETURN(std::vector<std::string> pl,
-                               GetStringArray(r, *pn, where, "partitions", false));
-        role.partitions.emplace(pl.begin(), pl.end());
-      }
-      std::string name = role.name;
-      if (auto it = p.roles_.find(name); it != p.roles_.end())
-        return r.Error(line, "[[roles]] '{}' already declared at line {}", name, it->second.line);
-      p.roles_.emplace(name, std::move(role));
-    }
+  Status Roles() {
+    HPCML_ASSIGN_OR_RETURN(const toml::array* roles, ArrayOfTables("roles"));
+    if (!roles) return Status::Ok();
+    for (const toml::node& n : *roles) HPCML_RETURN_IF_ERROR(OneRole(n));
+    return Status::Ok();
   }
-  if (p.default_role_ && !p.roles_.count(*p.default_role_))
-    return r.Error(LineOf(*root["defaults"]["role"].node()),
-                   "[defaults] key 'role': role '{}' is not declared", *p.default_role_);
+
+  Status DefaultRoleDeclared() {
+    if (p_.default_role_ && !p_.roles_.count(*p_.default_role_))
+      return r_.Error(LineOf(*root_["defaults"]["role"].node()),
+                      "[defaults] key 'role': role '{}' is not declared", *p_.default_role_);
+    return Status::Ok();
+  }
 
   // [[bindings]] exactly one of user/group/account, and roles
-  HPCML_ASSIGN_OR_RETURN(const toml::array* bindings, array_of_tables("bindings"));
-  if (bindings) {
-    for (const toml::node& n : *bindings) {
-      const toml::table& t = *n.as_table();
-      int line = LineOf(n);
-      HPCML_RETURN_IF_ERROR(CheckKeys(r, t, "[[bindings]]", {"user", "group", "account", "roles"}));
-      Binding b;
-      b.line = line;
-      int kinds = 0;
-      for (auto [key, kind] :
-           {std::pair{"user", BindingKind::kUser}, std::pair{"group", BindingKind::kGroup},
-            std::pair{"account", BindingKind::kAccount}}) {
-        if (!t.contains(key)) continue;
-        ++kinds;
-        b.kind = kind;
-        HPCML_ASSIGN_OR_RETURN(b.name, GetString(r, t, line, "[[bindings]]", key, true));
-      }
-      if (kinds != 1)
-        return r.Error(line, "[[bindings]]: give exactly one of 'user', 'group', 'account'");
-      const toml::node* rn = t.get("roles");
-      if (!rn) return r.Error(line, "[[bindings]]: missing key 'roles'");
-      HPCML_ASSIGN_OR_RETURN(b.roles, GetStringArray(r, *rn, "[[bindings]]", "roles", true));
-      if (b.roles.empty()) return r.Error(LineOf(*rn), "[[bindings]] key 'roles': empty");
-      for (const std::string& role : b.roles)
-        if (!p.roles_.count(role))
-          return r.Error(LineOf(*rn), "[[bindings]] key 'roles': role '{}' is not declared", role);
-      p.bindings_.push_back(std::move(b));
-    }
+  Status Bindings() {
+    HPCML_ASSIGN_OR_RETURN(const toml::array* bindings, ArrayOfTables("bindings"));
+    if (!bindings) return Status::Ok();
+    for (const toml::node& n : *bindings) HPCML_RETURN_IF_ERROR(OneBinding(n));
+    return Status::Ok();
   }
+
+ private:
+  // The array of tables at `key`; nullptr when absent.
+  Result<const toml::array*> ArrayOfTables(std::string_view key) const {
+    const toml::node* n = root_.get(key);
+    if (!n) return static_cast<const toml::array*>(nullptr);
+    const auto* arr = n->as_array();
+    if (!arr || !arr->is_array_of_tables())
+      return r_.Error(LineOf(*n), "'{}' must be an array of tables ([[{}]])", key, key);
+    return arr;
+  }
+
+  // One [[datasets]] entry; `seen` maps each path (prefix entries starred)
+  // to the line that declared it.
+  Status Dataset(const toml::node& n, std::unordered_map<std::string, int>& seen) {
+    const Reporter& r = r_;
+    const toml::table& t = *n.as_table();
+    int line = LineOf(n);
+    HPCML_RETURN_IF_ERROR(CheckKeys(r, t, "[[datasets]]", {"path", "zone", "classification"}));
+    DatasetEntry e;
+    e.line = line;
+    HPCML_ASSIGN_OR_RETURN(std::string raw, GetString(r, t, line, "[[datasets]]", "path", true));
+    Status st = NormalisePolicyPath(raw, &e.path, &e.string_prefix);
+    if (!st.ok())
+      return r.Error(LineOf(*t.get("path")), "[[datasets]] key 'path': {}", st.message());
+    HPCML_ASSIGN_OR_RETURN(e.zone, GetString(r, t, line, "[[datasets]]", "zone", true));
+    if (!p_.zones_.count(e.zone))
+      return r.Error(LineOf(*t.get("zone")), "[[datasets]] key 'zone': zone '{}' is not declared",
+                     e.zone);
+    HPCML_ASSIGN_OR_RETURN(e.classification,
+                           GetString(r, t, line, "[[datasets]]", "classification", true));
+    st = ValidateName("[[datasets]] key 'classification'", e.classification);
+    if (!st.ok()) return r.Error(LineOf(*t.get("classification")), "{}", st.message());
+    std::string key = (e.string_prefix ? "*" : "") + e.path;
+    if (auto [it, inserted] = seen.emplace(key, line); !inserted)
+      return r.Error(line, "[[datasets]] path '{}' already declared at line {}", raw, it->second);
+    p_.datasets_.push_back(std::move(e));
+    return Status::Ok();
+  }
+
+  // One [[roles]] entry.
+  Status OneRole(const toml::node& n) {
+    const Reporter& r = r_;
+    const toml::table& t = *n.as_table();
+    int line = LineOf(n);
+    HPCML_RETURN_IF_ERROR(CheckKeys(
+        r, t, "[[roles]]", {"name", "zones", "classifications", "max_gpus", "partitions"}));
+    Role role;
+    role.line = line;
+    HPCML_ASSIGN_OR_RETURN(role.name, GetString(r, t, line, "[[roles]]", "name", true));
+    Status st = ValidateName("[[roles]] key 'name'", role.name);
+    if (!st.ok()) return r.Error(LineOf(*t.get("name")), "{}", st.message());
+    std::string where = fmt::format("[[roles]] '{}'", role.name);
+    const toml::node* zones = t.get("zones");
+    if (!zones) return r.Error(line, "{}: missing key 'zones'", where);
+    HPCML_ASSIGN_OR_RETURN(std::vector<std::string> zl,
+                           GetStringArray(r, *zones, where, "zones", true));
+    for (const std::string& z : zl)
+      if (!p_.zones_.count(z))
+        return r.Error(LineOf(*zones), "{} key 'zones': zone '{}' is not declared", where, z);
+    role.zones.insert(zl.begin(), zl.end());
+    if (const toml::node* c = t.get("classifications")) {
+      HPCML_ASSIGN_OR_RETURN(std::vector<std::string> cl,
+                             GetStringArray(r, *c, where, "classifications", true));
+      role.classifications.insert(cl.begin(), cl.end());
+    }
+    const toml::node* g = t.get("max_gpus");
+    if (!g) return r.Error(line, "{}: missing key 'max_gpus'", where);
+    const auto* gi = g->as_integer();
+    if (!gi || gi->get() < 0 || gi->get() > 1000000)
+      return r.Error(LineOf(*g), "{} key 'max_gpus': expected an integer from 0 to 1000000", where);
+    role.max_gpus = static_cast<std::uint32_t>(gi->get());
+    if (const toml::node* pn = t.get("partitions")) {
+      HPCML_ASSIGN_OR_RETURN(std::vector<std::string> pl,
+                             GetStringArray(r, *pn, where, "partitions", false));
+      role.partitions.emplace(pl.begin(), pl.end());
+    }
+    std::string name = role.name;
+    if (auto it = p_.roles_.find(name); it != p_.roles_.end())
+      return r.Error(line, "[[roles]] '{}' already declared at line {}", name, it->second.line);
+    p_.roles_.emplace(name, std::move(role));
+    return Status::Ok();
+  }
+
+  // One [[bindings]] entry.
+  Status OneBinding(const toml::node& n) {
+    const Reporter& r = r_;
+    const toml::table& t = *n.as_table();
+    int line = LineOf(n);
+    HPCML_RETURN_IF_ERROR(CheckKeys(r, t, "[[bindings]]", {"user", "group", "account", "roles"}));
+    Binding b;
+    b.line = line;
+    int kinds = 0;
+    for (auto [key, kind] :
+         {std::pair{"user", BindingKind::kUser}, std::pair{"group", BindingKind::kGroup},
+          std::pair{"account", BindingKind::kAccount}}) {
+      if (!t.contains(key)) continue;
+      ++kinds;
+      b.kind = kind;
+      HPCML_ASSIGN_OR_RETURN(b.name, GetString(r, t, line, "[[bindings]]", key, true));
+    }
+    if (kinds != 1)
+      return r.Error(line, "[[bindings]]: give exactly one of 'user', 'group', 'account'");
+    const toml::node* rn = t.get("roles");
+    if (!rn) return r.Error(line, "[[bindings]]: missing key 'roles'");
+    HPCML_ASSIGN_OR_RETURN(b.roles, GetStringArray(r, *rn, "[[bindings]]", "roles", true));
+    if (b.roles.empty()) return r.Error(LineOf(*rn), "[[bindings]] key 'roles': empty");
+    for (const std::string& role : b.roles)
+      if (!p_.roles_.count(role))
+        return r.Error(LineOf(*rn), "[[bindings]] key 'roles': role '{}' is not declared", role);
+    p_.bindings_.push_back(std::move(b));
+    return Status::Ok();
+  }
+
+  const Reporter& r_;
+  const toml::table& root_;
+  Policy& p_;
+};
+
+Result<Policy> ParsePolicy(std::string_view text, std::string_view source) {
+  Reporter r(source);
+  toml::table root;
+  try {
+    root = toml::parse(text, source);
+  } catch (const toml::parse_error& e) {
+    return r.Error(static_cast<int>(e.source().begin.line), "TOML syntax error: {}",
+                   e.description());
+  }
+  Policy p;
+  p.source_ = std::string(source);
+  HPCML_RETURN_IF_ERROR(CheckKeys(r, root, "top level",
+                                  {"zones", "datasets", "roles", "bindings", "defaults", "view"}));
+  // The order of the checks: zones, defaults, view, datasets, roles, the
+  // default role, bindings (each refers only to what is read before it).
+  PolicyParser parser(r, root, p);
+  HPCML_RETURN_IF_ERROR(parser.Zones());
+  HPCML_RETURN_IF_ERROR(parser.Defaults());
+  HPCML_RETURN_IF_ERROR(parser.View());
+  HPCML_RETURN_IF_ERROR(parser.Datasets());
+  HPCML_RETURN_IF_ERROR(parser.Roles());
+  HPCML_RETURN_IF_ERROR(parser.DefaultRoleDeclared());
+  HPCML_RETURN_IF_ERROR(parser.Bindings());
   p.BuildIndexes();
   return p;
 }

@@ -135,6 +135,15 @@ TEST_F(DecisionTest, Table) {
        "partition 'urgent' is not allowed for role 'ml-engineer'"},
       {"one of several partitions not allowed", [](Request& r) { r.partition = "batch,urgent"; },
        false, "partition 'urgent'"},
+      // An empty item of the list is a partition of its own, never skipped.
+      {"an empty item after the partitions", [](Request& r) { r.partition = "batch,"; }, false,
+       "partition '' is not allowed"},
+      {"an empty item between partitions", [](Request& r) { r.partition = "batch,,batch"; }, false,
+       "partition '' is not allowed"},
+      {"only empty items", [](Request& r) { r.partition = ","; }, false,
+       "partition '' is not allowed"},
+      {"a blank is not trimmed", [](Request& r) { r.partition = "batch, batch"; }, false,
+       "partition ' batch' is not allowed"},
   };
   for (const Row& row : rows) {
     Request r = Alice();

@@ -97,6 +97,10 @@ TEST(Datasets, RejectsMalformedValues) {
   EXPECT_FALSE(AppendDatasets("", std::nullopt, &out).ok());
   EXPECT_FALSE(AppendDatasets("/a,,/b", std::nullopt, &out).ok());
   EXPECT_FALSE(AppendDatasets("/a,", std::nullopt, &out).ok());
+  EXPECT_FALSE(AppendDatasets(",/a", std::nullopt, &out).ok());
+  EXPECT_FALSE(AppendDatasets(",", std::nullopt, &out).ok());
+  // Blanks are part of a path: " /b" is relative, not trimmed to "/b".
+  EXPECT_FALSE(AppendDatasets("/a, /b", std::nullopt, &out).ok());
   EXPECT_FALSE(AppendDatasets("rel", std::nullopt, &out).ok());  // remote: no cwd
   EXPECT_FALSE(AppendDatasets("/a\x01", std::nullopt, &out).ok());
   EXPECT_FALSE(AppendDatasets("/" + std::string(kMaxPathLength, 'x'), std::nullopt, &out).ok());

@@ -149,6 +149,11 @@ TEST(Policy, ErrorsNameFileLineAndKey) {
       {"[zones.ae]\n[view]\nroots = [\"/data/ae-*\"]\n", "a root is a directory, not a prefix"},
       {"[zones.ae]\nnodes = [\"node[1-\"]\n", "[zones.ae] key 'nodes': 'node[1-': one [ranges]"},
       {"[zones.ae]\nnodes = [\"node[3-1]\"]\n", "bad range '3-1'"},
+      // Every item of a range list counts: an empty one is a bad range.
+      {"[zones.ae]\nnodes = [\"node[]\"]\n", "'node[]': bad range ''"},
+      {"[zones.ae]\nnodes = [\"node[1,,2]\"]\n", "'node[1,,2]': bad range ''"},
+      {"[zones.ae]\nnodes = [\"node[1,]\"]\n", "'node[1,]': bad range ''"},
+      {"[zones.ae]\nnodes = [\"node[1, 2]\"]\n", "'node[1, 2]': bad range ' 2'"},
       {"[zones.ae]\nnodes = [\"no de\"]\n", "a character other than"},
       {"[zones.ae]\n[view]\nroot = [\"/data\"]\n", "root"},
       {"[zones.ae]\n[[datasets]]\npath = \"/*\"\nzone = \"ae\"\nclassification = \"c\"\n",

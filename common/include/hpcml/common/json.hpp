@@ -16,5 +16,7 @@ namespace hpcml {
 
 // `indent` < 0: one line; otherwise pretty-printed with that many spaces.
 std::string JsonText(const nlohmann::json& j, int indent = -1);
+// The same for ordered_json (keys in insertion order), as reports write.
+std::string JsonText(const nlohmann::ordered_json& j, int indent = -1);
 
 }  // namespace hpcml

@@ -95,6 +95,7 @@ class Policy {
 
  private:
   friend Result<Policy> ParsePolicy(std::string_view text, std::string_view source);
+  friend class PolicyParser;  // ParsePolicy's steps (policy.cpp)
   void BuildIndexes();
 
   std::string source_;

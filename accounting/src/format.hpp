@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "hpcml/accounting/report.hpp"
+#include "report.hpp"
 
 namespace hpcml::accounting {
 

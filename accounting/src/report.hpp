@@ -28,19 +28,29 @@
 #include <unordered_map>
 #include <vector>
 
-#include "hpcml/accounting/prices.hpp"
-#include "hpcml/accounting/sacct.hpp"
 #include "hpcml/accounting/usage_record.hpp"
 #include "hpcml/common/status.hpp"
+#include "prices.hpp"
+#include "sacct.hpp"
 
 namespace hpcml::accounting {
 
 using Micros = int64_t;  // 1e-6 of the currency unit
 
+// The most one attempt may cost, in currency units: above it (an absurd TRES
+// count or price) the attempt is an error, so that every sum of Micros stays
+// exact and in range.
+inline constexpr double kMaxAttemptCost = 1e12;
+
 enum class GroupBy { kJob, kUser, kAccount, kPartition, kGpuType };
 std::string_view GroupByName(GroupBy g);
 // "job", "user", "account", "partition", "gpu_type" (also "gpu-type").
 Result<GroupBy> ParseGroupBy(std::string_view name);
+
+// The longest span the chart keeps cost by hour for: two years. Past it the
+// chart is dropped (Report::chart_too_long), so a corrupt Start centuries
+// back cannot exhaust memory; the report's sums are not affected.
+inline constexpr int64_t kMaxChartHours = 2 * 366 * 24;
 
 // Row labels of the GPU-type grouping that are not GPU types.
 inline constexpr std::string_view kNonGpuLabel = "(cpu/mem)";
@@ -101,6 +111,7 @@ struct Report {
   std::vector<std::pair<GroupBy, MetricsMap>> groups;
   // Cost per account per hour (hour start, seconds since the epoch).
   std::map<int64_t, std::map<std::string, double>> cost_by_hour;
+  bool chart_too_long = false;  // the chart would span over kMaxChartHours: cost_by_hour empty
   int64_t first_time = kNoTime, last_time = kNoTime;  // extent of the priced intervals
 
   // Rows of one grouping, sorted by cost (highest first), then key.
@@ -126,6 +137,10 @@ class CostAggregator {
   const Report& report() const { return report_; }
 
  private:
+  // Counts the attempt in the input stats; false when it is filtered out,
+  // never started or outside the period. Otherwise sets its `end` and its
+  // interval [s, e) inside the period.
+  bool Window(const Attempt& a, int64_t* end, int64_t* s, int64_t* e);
   const UsageRecord* FindUsage(const Attempt& a, int64_t end, UsageRecord* scratch) const;
   const PriceTable& prices_;
   Report report_;

@@ -17,8 +17,8 @@
 #include <string_view>
 #include <vector>
 
-#include "hpcml/accounting/tres.hpp"
 #include "hpcml/common/status.hpp"
+#include "tres.hpp"
 
 namespace hpcml::accounting {
 
