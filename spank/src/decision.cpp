@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "hpcml/common/strings.hpp"
+
 namespace hpcml::guard {
 namespace {
 
@@ -109,17 +111,13 @@ Denial CheckResources(const Policy& policy, const Request& req, const std::strin
                   fmt::format("the job has no partition; role '{}' is limited to {} ({}:{})",
                               role_name, Join(*role.partitions), policy.source(), role.line));
     // Every partition of the list, an empty item included.
-    std::string_view parts = *req.partition;
-    for (;;) {
-      const std::size_t comma = parts.find(',');
-      const std::string part(parts.substr(0, comma));
+    for (std::string_view field : SplitFields(*req.partition, ',')) {
+      const std::string part(field);
       if (!role.partitions->count(part))
         return Deny(
             role_name, zone,
             fmt::format("partition '{}' is not allowed for role '{}' (allowed: {}; {}:{})", part,
                         role_name, Join(*role.partitions), policy.source(), role.line));
-      if (comma == std::string_view::npos) break;
-      parts = parts.substr(comma + 1);
     }
   }
   return std::nullopt;

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "hpcml/common/gpu_tres.hpp"
+#include "hpcml/common/strings.hpp"
 
 namespace hpcml::guard {
 namespace {
@@ -104,11 +105,8 @@ Result<PluginConfig> ParsePluginArgs(const std::vector<std::string_view>& args) 
 Status AppendDatasets(std::string_view value, const std::optional<std::string>& cwd,
                       std::vector<std::string>* out) {
   if (value.empty()) return InvalidArgument("--dataset: empty value");
-  std::size_t start = 0;
-  while (start <= value.size()) {
-    std::size_t comma = value.find(',', start);
-    if (comma == std::string_view::npos) comma = value.size();
-    std::string_view item = value.substr(start, comma - start);
+  // Every item, an empty one included (an error); blanks are part of a path.
+  for (std::string_view item : SplitFields(value, ',')) {
     if (item.empty()) return InvalidArgument("--dataset: empty path in '{}'", value);
     if (HasControlChar(item)) return InvalidArgument("--dataset: control character in a path");
     std::string path;
@@ -133,7 +131,6 @@ Status AppendDatasets(std::string_view value, const std::optional<std::string>& 
                                kMaxDatasetsBytes);
       out->push_back(std::move(path));
     }
-    start = comma + 1;
   }
   return Status::Ok();
 }

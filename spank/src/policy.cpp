@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
+#include "hpcml/common/strings.hpp"
 #include "hpcml/common/unique_fd.hpp"
 #include "hpcml/guard/options.hpp"
 
@@ -148,17 +149,13 @@ Result<Hostlist> ParseHostlist(std::string_view pattern) {
     h.prefix = pattern.substr(0, open);
     h.suffix = pattern.substr(close + 1);
     std::string_view body = pattern.substr(open + 1, close - open - 1);
-    std::size_t start = 0;
-    while (start <= body.size()) {
-      std::size_t comma = body.find(',', start);
-      if (comma == std::string_view::npos) comma = body.size();
-      std::string_view item = body.substr(start, comma - start);
+    // Every item, an empty one included (a bad range).
+    for (std::string_view item : SplitFields(body, ',')) {
       std::size_t dash = item.find('-');
       std::string from(item.substr(0, dash)), to(dash == item.npos ? from : item.substr(dash + 1));
       if (!HostNumber(from) || !HostNumber(to) || std::stoul(from) > std::stoul(to))
         return InvalidArgument("'{}': bad range '{}'", pattern, item);
       h.ranges.emplace_back(std::move(from), std::move(to));
-      start = comma + 1;
     }
   }
   std::string all = h.prefix + h.suffix;
