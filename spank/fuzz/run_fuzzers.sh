@@ -31,7 +31,7 @@ else
   flags+=(-DTOML_HEADER_ONLY=0 -DTOML_SHARED_LIB=1)
   libs+=(-ltomlplusplus)
 fi
-common_srcs=("$src/common/src/status.cpp" "$src/common/src/unique_fd.cpp" "$src/common/src/gpu_tres.cpp")
+common_srcs=("$src/common/src/status.cpp" "$src/common/src/strings.cpp" "$src/common/src/unique_fd.cpp" "$src/common/src/gpu_tres.cpp")
 declare -A target_srcs=(
   [options_fuzzer]="$src/spank/src/options.cpp"
   [policy_fuzzer]="$src/spank/src/options.cpp $src/spank/src/policy.cpp $src/spank/src/decision.cpp"
