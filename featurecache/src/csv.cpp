@@ -9,6 +9,8 @@
 #include <cstring>
 #include <limits>
 
+#include "hpcml/common/strings.hpp"
+
 namespace hpcml::featurecache {
 
 CsvReader::CsvReader(std::string path, UniqueFd fd, char delimiter)
@@ -192,18 +194,29 @@ Status CsvReader::ErrorAtLine(std::string_view message) const {
   return InvalidArgument("{}: line {}: {}", path_, record_line_, message);
 }
 
-namespace {
-
-std::string_view TrimCell(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
+Result<CsvHeader> CsvHeader::Read(CsvReader& csv) {
+  HPCML_ASSIGN_OR_RETURN(bool has_header, csv.Next());
+  if (!has_header) return InvalidArgument("{}: empty file: expected a header row", csv.path());
+  CsvHeader h;
+  h.path_ = csv.path();
+  for (size_t i = 0; i < csv.size(); ++i) {
+    h.names_.emplace_back(TrimBlanks(csv.field(i)));
+    h.index_.emplace(h.names_.back(), i);
+  }
+  return h;
 }
 
-}  // namespace
+Result<size_t> CsvHeader::Find(const std::string& name, const char* role) const {
+  auto it = index_.find(name);
+  if (it != index_.end()) return it->second;
+  std::string all;
+  for (const auto& n : names_) all += (all.empty() ? "" : ", ") + n;
+  return InvalidArgument("{}: line 1: no {} column named \"{}\" (columns: {})", path_, role, name,
+                         all);
+}
 
 Result<float> ParseFloatCell(std::string_view text, bool* integral) {
-  std::string_view s = TrimCell(text);
+  std::string_view s = TrimBlanks(text);
   if (s.empty()) return InvalidArgument("empty cell (write nan to mark a missing value)");
   if (s == "nan" || s == "NaN" || s == "NAN") {
     if (integral != nullptr) *integral = false;
@@ -233,7 +246,7 @@ Result<float> ParseFloatCell(std::string_view text, bool* integral) {
 }
 
 Result<int64_t> ParseIntCell(std::string_view text) {
-  std::string_view s = TrimCell(text);
+  std::string_view s = TrimBlanks(text);
   if (s.empty()) return InvalidArgument("empty cell");
   if (s.front() == '+') s.remove_prefix(1);
   int64_t v = 0;

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -73,6 +74,25 @@ class CsvReader {
   std::vector<std::string_view> fields_;
   Sha256 sha_;
   std::string digest_;
+};
+
+// The header row of a CSV file: its column names without surrounding blanks,
+// and a lookup whose error names the file and every column.
+class CsvHeader {
+ public:
+  // Reads the first record of `csv` as the header; an empty file is an error.
+  static Result<CsvHeader> Read(CsvReader& csv);
+
+  const std::vector<std::string>& names() const { return names_; }
+  size_t size() const { return names_.size(); }
+  // Index of the first column called `name`, or "<path>: line 1: no <role>
+  // column named "<name>" (columns: a, b, ...)".
+  Result<size_t> Find(const std::string& name, const char* role) const;
+
+ private:
+  std::string path_;
+  std::vector<std::string> names_;
+  std::map<std::string, size_t> index_;
 };
 
 // Cell parsers shared by ingest, asof and derive. Errors carry no location;
