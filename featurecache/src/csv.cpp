@@ -54,6 +54,45 @@ Status CsvReader::Fill() {
   return Status::Ok();
 }
 
+CsvReader::Parse CsvReader::ScanQuoted(size_t pos, size_t* close, uint64_t* newlines,
+                                       std::string* error) {
+  const char* data = buf_.data();
+  size_t p = pos + 1;
+  bool escaped = false;
+  size_t arena_start = arena_.size();
+  for (;;) {
+    if (p >= end_) {
+      if (!eof_) return Parse::kNeedMore;
+      *error = "unterminated quoted field";
+      return Parse::kError;
+    }
+    char c = data[p];
+    if (c == '"') {
+      if (p + 1 >= end_ && !eof_) return Parse::kNeedMore;
+      if (p + 1 < end_ && data[p + 1] == '"') {
+        // First escape: copy what came before it; later characters are
+        // appended one by one below.
+        if (!escaped) arena_.append(data + pos + 1, p - pos - 1);
+        escaped = true;
+        arena_.push_back('"');
+        p += 2;
+        continue;
+      }
+      break;  // closing quote
+    }
+    if (c == '\n') ++*newlines;
+    if (escaped) arena_.push_back(c);
+    ++p;
+  }
+  if (escaped) {
+    spans_.push_back({true, arena_start, arena_.size() - arena_start});
+  } else {
+    spans_.push_back({false, pos + 1, p - pos - 1});
+  }
+  *close = p;
+  return Parse::kRecord;
+}
+
 CsvReader::Parse CsvReader::ParseRecord(size_t* consumed, uint64_t* newlines, std::string* error) {
   spans_.clear();
   arena_.clear();
@@ -63,38 +102,9 @@ CsvReader::Parse CsvReader::ParseRecord(size_t* consumed, uint64_t* newlines, st
   for (;;) {
     // One field starting at pos.
     if (pos < end_ && data[pos] == '"') {
-      size_t p = pos + 1;
-      bool escaped = false;
-      size_t arena_start = arena_.size();
-      for (;;) {
-        if (p >= end_) {
-          if (!eof_) return Parse::kNeedMore;
-          *error = "unterminated quoted field";
-          return Parse::kError;
-        }
-        char c = data[p];
-        if (c == '"') {
-          if (p + 1 >= end_ && !eof_) return Parse::kNeedMore;
-          if (p + 1 < end_ && data[p + 1] == '"') {
-            // First escape: copy what came before it; later characters are
-            // appended one by one below.
-            if (!escaped) arena_.append(data + pos + 1, p - pos - 1);
-            escaped = true;
-            arena_.push_back('"');
-            p += 2;
-            continue;
-          }
-          break;  // closing quote
-        }
-        if (c == '\n') ++nl;
-        if (escaped) arena_.push_back(c);
-        ++p;
-      }
-      if (escaped) {
-        spans_.push_back({true, arena_start, arena_.size() - arena_start});
-      } else {
-        spans_.push_back({false, pos + 1, p - pos - 1});
-      }
+      size_t p = 0;
+      Parse q = ScanQuoted(pos, &p, &nl, error);
+      if (q != Parse::kRecord) return q;
       pos = p + 1;  // after the closing quote
       if (pos < end_ && data[pos] == '\r' && (pos + 1 >= end_ || data[pos + 1] == '\n')) {
         if (pos + 1 >= end_ && !eof_) return Parse::kNeedMore;

@@ -54,7 +54,14 @@ class CsvReader {
   };
   enum class Parse { kRecord, kNeedMore, kError };
 
+  // One record from buf_[begin_..end_) into spans_: kRecord with the bytes
+  // consumed and the line ends crossed, kNeedMore when the buffer ends inside
+  // it before EOF, or kError with *error set.
   Parse ParseRecord(size_t* consumed, uint64_t* newlines, std::string* error);
+  // The quoted field opening at buf_[pos]: its span into spans_ and the
+  // closing quote's offset into *close (kRecord), or kNeedMore / kError. Adds
+  // the newlines inside it to *newlines.
+  Parse ScanQuoted(size_t pos, size_t* close, uint64_t* newlines, std::string* error);
   Status Fill();
 
   std::string path_;
