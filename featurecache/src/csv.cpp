@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 
 #include "hpcml/common/strings.hpp"
 
@@ -185,6 +186,7 @@ Result<bool> CsvReader::Next() {
     for (const Span& s : spans_) {
       fields_.emplace_back(s.arena ? arena_.data() + s.offset : buf_.data() + s.offset, s.length);
     }
+    HPCML_RETURN_IF_ERROR(CheckUtf8());
     return true;
   }
 }
@@ -198,6 +200,17 @@ Result<std::string> CsvReader::Sha256Hex() {
 
 Status CsvReader::ErrorAt(size_t index, std::string_view message) const {
   return InvalidArgument("{}: line {}, column {}: {}", path_, record_line_, index + 1, message);
+}
+
+Status CsvReader::CheckUtf8() const {
+  for (size_t i = 0; i < fields_.size(); ++i) {
+    const std::optional<size_t> bad = FindInvalidUtf8(fields_[i]);
+    if (!bad) continue;
+    return ErrorAt(i, fmt::format("not valid UTF-8: byte {} of the field is 0x{:02X} (columns are "
+                                  "fields counted from 1); save the file as UTF-8",
+                                  *bad + 1, static_cast<unsigned char>(fields_[i][*bad])));
+  }
+  return Status::Ok();
 }
 
 Status CsvReader::ErrorAtLine(std::string_view message) const {

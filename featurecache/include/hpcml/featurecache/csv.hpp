@@ -3,6 +3,9 @@
 // name the file, line and column. Memory is bounded by the longest record, not
 // the file. Also digests every byte it reads, so a source's SHA-256 costs no
 // second pass. Blank lines are skipped; a UTF-8 byte order mark is ignored.
+// Every field must be valid UTF-8 (column names reach JSON metadata): a
+// record with a malformed byte (a Latin-1 export, say) is an error naming the
+// file, line, column and byte.
 //
 // Not thread-safe. Field views stay valid until the next call to Next().
 #pragma once
@@ -63,6 +66,9 @@ class CsvReader {
   // the newlines inside it to *newlines.
   Parse ScanQuoted(size_t pos, size_t* close, uint64_t* newlines, std::string* error);
   Status Fill();
+  // Refuses a field of the current record that is not valid UTF-8, naming
+  // its line and column.
+  Status CheckUtf8() const;
 
   std::string path_;
   UniqueFd fd_;
