@@ -5,6 +5,8 @@
 #include <cmath>
 #include <limits>
 
+#include "hpcml/common/strings.hpp"
+
 namespace hpcml::featurecache {
 namespace {
 
@@ -40,12 +42,6 @@ bool IsLeap(int64_t y) {
 unsigned DaysInMonth(int64_t y, unsigned m) {
   static constexpr unsigned kDays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
   return m == 2 && IsLeap(y) ? 29 : kDays[m - 1];
-}
-
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
 }
 
 // Exactly `n` digits at s[pos..]; advances pos.
@@ -109,7 +105,7 @@ Result<int64_t> SecondsToMicros(std::string_view s) {
 }  // namespace
 
 Result<int64_t> ParseTimestamp(std::string_view text) {
-  std::string_view s = Trim(text);
+  std::string_view s = TrimBlanks(text);
   if (s.empty()) return InvalidArgument("empty time");
   if (IsPlainNumber(s)) return SecondsToMicros(s);
   auto bad = [&]() {
@@ -197,7 +193,7 @@ std::string FormatTimestamp(int64_t micros) {
 }
 
 Result<int64_t> ParseDuration(std::string_view text) {
-  std::string_view s = Trim(text);
+  std::string_view s = TrimBlanks(text);
   size_t i = 0;
   while (i < s.size() && ((s[i] >= '0' && s[i] <= '9') || s[i] == '.')) ++i;
   std::string_view num = s.substr(0, i), unit = s.substr(i);
