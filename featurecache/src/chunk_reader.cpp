@@ -27,7 +27,7 @@ hsize_t Userblock(hid_t file) {
 
 Result<ChunkReader> ChunkReader::Open(const VersionReader& version, hid_t dset, uint64_t width,
                                       const char* name, bool allow_direct) {
-  h5::Init();
+  h5::SilenceErrorPrinting();
   ChunkReader r;
   r.version_ = &version;
   r.dset_ = dset;
@@ -41,8 +41,8 @@ Result<ChunkReader> ChunkReader::Open(const VersionReader& version, hid_t dset, 
       dims.size() > 2) {
     return Corrupt("{}: unexpected shape", r.what_);
   }
-  HPCML_ASSIGN_OR_RETURN(
-      h5::Plist dcpl, h5::Own<h5::Plist>(H5Dget_create_plist(dset), StatusCode::kCorrupt, r.what_));
+  HPCML_ASSIGN_OR_RETURN(h5::PropList dcpl, h5::Own<h5::PropList>(H5Dget_create_plist(dset),
+                                                                  StatusCode::kCorrupt, r.what_));
   if (H5Pget_layout(dcpl.get()) != H5D_CHUNKED) {
     r.chunk_rows_ = version.info().chunk_rows;
     return r;  // contiguous or compact (not written by us): HDF5 mode
@@ -92,8 +92,9 @@ bool ChunkReader::ReadFilters(hid_t dcpl) {
 
 // The descriptor HDF5 opened (sec2 driver only): same inode for sure.
 Result<bool> ChunkReader::DupFileDescriptor(const VersionReader& version) {
-  HPCML_ASSIGN_OR_RETURN(h5::Plist fapl, h5::Own<h5::Plist>(H5Fget_access_plist(version.file_id()),
-                                                            StatusCode::kInternal, what_));
+  HPCML_ASSIGN_OR_RETURN(
+      h5::PropList fapl,
+      h5::Own<h5::PropList>(H5Fget_access_plist(version.file_id()), StatusCode::kInternal, what_));
   if (H5Pget_driver(fapl.get()) != H5FD_SEC2) return false;
   void* handle = nullptr;
   if (H5Fget_vfd_handle(version.file_id(), H5P_DEFAULT, &handle) < 0 || handle == nullptr) {
@@ -208,17 +209,18 @@ Status ChunkReader::Decode(uint64_t c, ChunkScratch* s) const {
 }
 
 Status ChunkReader::ReadHdf5(uint64_t row, uint64_t count, float* dst) const {
-  h5::Init();
+  h5::SilenceErrorPrinting();
   hsize_t start[2] = {row, 0};
   hsize_t cnt[2] = {count, width_};
   const int rank = rank_;
-  HPCML_ASSIGN_OR_RETURN(h5::Space fspace,
-                         h5::Own<h5::Space>(H5Dget_space(dset_), StatusCode::kCorrupt, what_));
+  HPCML_ASSIGN_OR_RETURN(h5::Dataspace fspace,
+                         h5::Own<h5::Dataspace>(H5Dget_space(dset_), StatusCode::kCorrupt, what_));
   if (H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start, nullptr, cnt, nullptr) < 0) {
     return h5::Error(StatusCode::kInvalidArgument, what_);
   }
-  HPCML_ASSIGN_OR_RETURN(h5::Space mspace, h5::Own<h5::Space>(H5Screate_simple(rank, cnt, nullptr),
-                                                              StatusCode::kInternal, "dataspace"));
+  HPCML_ASSIGN_OR_RETURN(h5::Dataspace mspace,
+                         h5::Own<h5::Dataspace>(H5Screate_simple(rank, cnt, nullptr),
+                                                StatusCode::kInternal, "dataspace"));
   if (H5Dread(dset_, H5T_NATIVE_FLOAT, mspace.get(), fspace.get(), H5P_DEFAULT, dst) < 0) {
     return h5::Error(StatusCode::kCorrupt,
                      fmt::format("{}: read rows {}..{}", what_, row, row + count));

@@ -20,8 +20,9 @@ std::string Where(const std::string& path, std::string_view version, const char*
 
 Status CheckDataset(hid_t dset, const std::string& path, std::string_view version, const char* name,
                     H5T_class_t cls, size_t size, const std::vector<hsize_t>& dims) {
-  HPCML_ASSIGN_OR_RETURN(h5::Type type, h5::Own<h5::Type>(H5Dget_type(dset), StatusCode::kCorrupt,
-                                                          Where(path, version, name)));
+  HPCML_ASSIGN_OR_RETURN(
+      h5::Datatype type,
+      h5::Own<h5::Datatype>(H5Dget_type(dset), StatusCode::kCorrupt, Where(path, version, name)));
   if (H5Tget_class(type.get()) != cls || H5Tget_size(type.get()) != size) {
     return Corrupt("{}: schema mismatch: unexpected element type", Where(path, version, name));
   }
@@ -61,7 +62,7 @@ Result<DatasetDigests> ReadDatasetDigests(hid_t group, bool has_labels, std::str
 }
 
 Result<FeatureSet> FeatureSet::Open(const std::string& path) {
-  h5::Init();
+  h5::SilenceErrorPrinting();
   FeatureSet fs;
   fs.path_ = path;
   HPCML_ASSIGN_OR_RETURN(fs.canonical_, CanonicalPath(path, /*must_exist=*/true));
@@ -144,7 +145,7 @@ Result<std::string> FeatureSet::Resolve(std::string_view spec) const {
 }
 
 Result<VersionInfo> FeatureSet::Info(std::string_view spec) const {
-  h5::Init();
+  h5::SilenceErrorPrinting();
   HPCML_ASSIGN_OR_RETURN(std::string name, Resolve(spec));
   std::string group_path = fmt::format("/{}/{}", kVersionsGroup, name);
   HPCML_ASSIGN_OR_RETURN(
@@ -163,7 +164,7 @@ Result<VersionInfo> FeatureSet::Info(std::string_view spec) const {
 }
 
 Result<VersionReader> FeatureSet::OpenVersion(std::string_view spec) const {
-  h5::Init();
+  h5::SilenceErrorPrinting();
   HPCML_ASSIGN_OR_RETURN(VersionInfo info, Info(spec));
   VersionReader r;
   r.file_ = file_;
@@ -196,18 +197,19 @@ Result<VersionReader> FeatureSet::OpenVersion(std::string_view spec) const {
 
 Status VersionReader::ReadSlab(hid_t dset, hid_t mem_type, uint64_t first, uint64_t count,
                                uint64_t width, void* out, const char* name) const {
-  h5::Init();
+  h5::SilenceErrorPrinting();
   const int rank = width == 0 ? 1 : 2;
   hsize_t start[2] = {first, 0};
   hsize_t cnt[2] = {count, width};
-  HPCML_ASSIGN_OR_RETURN(
-      h5::Space fspace,
-      h5::Own<h5::Space>(H5Dget_space(dset), StatusCode::kCorrupt, Where(path_, info_.name, name)));
+  HPCML_ASSIGN_OR_RETURN(h5::Dataspace fspace,
+                         h5::Own<h5::Dataspace>(H5Dget_space(dset), StatusCode::kCorrupt,
+                                                Where(path_, info_.name, name)));
   if (H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start, nullptr, cnt, nullptr) < 0) {
     return h5::Error(StatusCode::kInvalidArgument, Where(path_, info_.name, name));
   }
-  HPCML_ASSIGN_OR_RETURN(h5::Space mspace, h5::Own<h5::Space>(H5Screate_simple(rank, cnt, nullptr),
-                                                              StatusCode::kInternal, "dataspace"));
+  HPCML_ASSIGN_OR_RETURN(h5::Dataspace mspace,
+                         h5::Own<h5::Dataspace>(H5Screate_simple(rank, cnt, nullptr),
+                                                StatusCode::kInternal, "dataspace"));
   if (H5Dread(dset, mem_type, mspace.get(), fspace.get(), H5P_DEFAULT, out) < 0) {
     return h5::Error(
         StatusCode::kCorrupt,

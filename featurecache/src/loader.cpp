@@ -211,7 +211,7 @@ struct Loader::Impl {
   }
 
   void WorkerLoop() {
-    h5::Init();
+    h5::SilenceErrorPrinting();
     WorkerScratch scratch;
     for (;;) {
       uint64_t u = 0;

@@ -21,9 +21,9 @@
 #include <thread>
 
 #include "hpcml/common/fs.hpp"
+#include "hpcml/common/h5.hpp"
 #include "hpcml/common/unique_fd.hpp"
 #include "hpcml/featurecache/access.hpp"
-#include "hpcml/featurecache/h5.hpp"
 #include "hpcml/featurecache/sha256.hpp"
 #include "hpcml/featurecache/timeutil.hpp"
 
@@ -95,9 +95,9 @@ Status FsyncPath(const std::string& path) {
   return fd.Close();
 }
 
-Result<h5::Plist> WriteFapl() {
-  HPCML_ASSIGN_OR_RETURN(h5::Plist fapl, h5::Own<h5::Plist>(H5Pcreate(H5P_FILE_ACCESS),
-                                                            StatusCode::kInternal, "fapl"));
+Result<h5::PropList> WriteFapl() {
+  HPCML_ASSIGN_OR_RETURN(h5::PropList fapl, h5::Own<h5::PropList>(H5Pcreate(H5P_FILE_ACCESS),
+                                                                  StatusCode::kInternal, "fapl"));
   // Objects readable by HDF5 1.8 and later (h5py, h5dump); dense attribute
   // storage, so long feature-name lists fit.
   if (H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_V18, H5F_LIBVER_V110) < 0 ||
@@ -233,7 +233,7 @@ struct FeatureSetWriter::Impl {
   }
 
   Status OpenCopy(const WriterOptions& options) {
-    HPCML_ASSIGN_OR_RETURN(h5::Plist fapl, WriteFapl());
+    HPCML_ASSIGN_OR_RETURN(h5::PropList fapl, WriteFapl());
     hid_t id = H5Fopen(tmp_path.c_str(), H5F_ACC_RDWR, fapl.get());
     if (id < 0)
       return h5::Error(StatusCode::kCorrupt,
@@ -293,7 +293,7 @@ struct FeatureSetWriter::Impl {
     HPCML_RETURN_IF_ERROR(ValidateZone(options.zone));
     zone = options.zone;
     HPCML_RETURN_IF_ERROR(CheckLabels(ctx, canonical, zone, "public"));
-    HPCML_ASSIGN_OR_RETURN(h5::Plist fapl, WriteFapl());
+    HPCML_ASSIGN_OR_RETURN(h5::PropList fapl, WriteFapl());
     hid_t id = H5Fcreate(tmp_path.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, fapl.get());
     if (id < 0) return h5::Error(StatusCode::kIoError, fmt::format("{}: create", tmp_path));
     file = h5::File(id);
@@ -314,11 +314,11 @@ struct FeatureSetWriter::Impl {
     hsize_t maxdims[2] = {H5S_UNLIMITED, nfeat};
     hsize_t chunk[2] = {chunk_rows, nfeat};
     const int rank = matrix ? 2 : 1;
-    HPCML_ASSIGN_OR_RETURN(h5::Space space,
-                           h5::Own<h5::Space>(H5Screate_simple(rank, dims, maxdims),
-                                              StatusCode::kInternal, "dataspace"));
-    HPCML_ASSIGN_OR_RETURN(h5::Plist dcpl, h5::Own<h5::Plist>(H5Pcreate(H5P_DATASET_CREATE),
-                                                              StatusCode::kInternal, "dcpl"));
+    HPCML_ASSIGN_OR_RETURN(h5::Dataspace space,
+                           h5::Own<h5::Dataspace>(H5Screate_simple(rank, dims, maxdims),
+                                                  StatusCode::kInternal, "dataspace"));
+    HPCML_ASSIGN_OR_RETURN(h5::PropList dcpl, h5::Own<h5::PropList>(H5Pcreate(H5P_DATASET_CREATE),
+                                                                    StatusCode::kInternal, "dcpl"));
     if (H5Pset_chunk(dcpl.get(), rank, chunk) < 0 ||
         H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER) < 0) {
       return h5::Error(StatusCode::kInvalidArgument,
@@ -346,14 +346,14 @@ struct FeatureSetWriter::Impl {
     const int rank = matrix ? 2 : 1;
     hsize_t start[2] = {first, 0};
     hsize_t count[2] = {n, nfeat};
-    HPCML_ASSIGN_OR_RETURN(h5::Space fspace,
-                           h5::Own<h5::Space>(H5Dget_space(dset), StatusCode::kIoError, name));
+    HPCML_ASSIGN_OR_RETURN(h5::Dataspace fspace,
+                           h5::Own<h5::Dataspace>(H5Dget_space(dset), StatusCode::kIoError, name));
     if (H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start, nullptr, count, nullptr) < 0) {
       return h5::Error(StatusCode::kInternal, name);
     }
-    HPCML_ASSIGN_OR_RETURN(h5::Space mspace,
-                           h5::Own<h5::Space>(H5Screate_simple(rank, count, nullptr),
-                                              StatusCode::kInternal, "dataspace"));
+    HPCML_ASSIGN_OR_RETURN(h5::Dataspace mspace,
+                           h5::Own<h5::Dataspace>(H5Screate_simple(rank, count, nullptr),
+                                                  StatusCode::kInternal, "dataspace"));
     if (H5Dwrite(dset, mem_type, mspace.get(), fspace.get(), H5P_DEFAULT, data) < 0) {
       return h5::Error(StatusCode::kIoError,
                        fmt::format("{}: write {}/{}", path, version_name, name));
@@ -392,7 +392,7 @@ FeatureSetWriter::~FeatureSetWriter() = default;
 
 Result<FeatureSetWriter> FeatureSetWriter::Begin(const std::string& path,
                                                  const WriterOptions& options) {
-  h5::Init();
+  h5::SilenceErrorPrinting();
   auto impl = std::make_unique<Impl>();
   impl->path = path;
   impl->ctx = AccessContext::FromEnvironment();
