@@ -1,4 +1,4 @@
-#include "hpcml/featurecache/csv.hpp"
+#include "csv.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>

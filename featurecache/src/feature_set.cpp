@@ -1,10 +1,10 @@
-#include "hpcml/featurecache/feature_set.hpp"
+#include "feature_set.hpp"
 
 #include <algorithm>
 #include <vector>
 
 #include "hpcml/featurecache/access.hpp"
-#include "hpcml/featurecache/sha256.hpp"
+#include "sha256.hpp"
 
 namespace hpcml::featurecache {
 namespace {

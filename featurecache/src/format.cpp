@@ -4,7 +4,7 @@
 #include <numeric>
 
 #include "hpcml/common/h5.hpp"
-#include "hpcml/featurecache/sha256.hpp"
+#include "sha256.hpp"
 
 namespace hpcml::featurecache {
 

@@ -24,8 +24,8 @@
 #include "hpcml/common/h5.hpp"
 #include "hpcml/common/unique_fd.hpp"
 #include "hpcml/featurecache/access.hpp"
-#include "hpcml/featurecache/sha256.hpp"
-#include "hpcml/featurecache/timeutil.hpp"
+#include "sha256.hpp"
+#include "timeutil.hpp"
 
 #ifndef HPCML_VERSION
 #define HPCML_VERSION "0.0.0"

@@ -1,4 +1,4 @@
-#include "hpcml/featurecache/csv.hpp"
+#include "csv.hpp"
 
 #include <gtest/gtest.h>
 

@@ -18,7 +18,7 @@
 
 #include "hpcml/common/status.hpp"
 #include "hpcml/common/unique_fd.hpp"
-#include "hpcml/featurecache/sha256.hpp"
+#include "sha256.hpp"
 
 namespace hpcml::featurecache {
 
