@@ -61,6 +61,35 @@ Result<DatasetDigests> ReadDatasetDigests(hid_t group, bool has_labels, std::str
   return d;
 }
 
+namespace {
+
+// The names of the versions under /versions, in version order; any other
+// object there is corruption.
+Result<std::vector<std::string>> ListVersions(hid_t f, const std::string& path) {
+  HPCML_ASSIGN_OR_RETURN(
+      h5::Group versions,
+      h5::Own<h5::Group>(H5Gopen2(f, kVersionsGroup, H5P_DEFAULT), StatusCode::kCorrupt,
+                         fmt::format("{}: group /{}", path, kVersionsGroup)));
+  std::vector<std::string> names;
+  hsize_t idx = 0;
+  if (H5Literate(versions.get(), H5_INDEX_NAME, H5_ITER_NATIVE, &idx, CollectLink, &names) < 0) {
+    return h5::Error(StatusCode::kCorrupt, fmt::format("{}: list /{}", path, kVersionsGroup));
+  }
+  std::vector<std::pair<int64_t, std::string>> numbered;
+  for (auto& n : names) {
+    auto num = ParseVersionName(n);
+    if (!num.ok() || VersionName(*num) != n)
+      return Corrupt("{}: unexpected object /versions/{}", path, n);
+    numbered.emplace_back(*num, n);
+  }
+  std::sort(numbered.begin(), numbered.end());
+  std::vector<std::string> sorted;
+  for (auto& [num, n] : numbered) sorted.push_back(n);
+  return sorted;
+}
+
+}  // namespace
+
 Result<FeatureSet> FeatureSet::Open(const std::string& path) {
   h5::SilenceErrorPrinting();
   FeatureSet fs;
@@ -103,24 +132,7 @@ Result<FeatureSet> FeatureSet::Open(const std::string& path) {
   HPCML_ASSIGN_OR_RETURN(fs.latest_, root_attr("latest"));
   HPCML_RETURN_IF_ERROR(CheckLabels(ctx, fs.canonical_, fs.zone_, fs.classification_));
 
-  HPCML_ASSIGN_OR_RETURN(
-      h5::Group versions,
-      h5::Own<h5::Group>(H5Gopen2(f, kVersionsGroup, H5P_DEFAULT), StatusCode::kCorrupt,
-                         fmt::format("{}: group /{}", path, kVersionsGroup)));
-  std::vector<std::string> names;
-  hsize_t idx = 0;
-  if (H5Literate(versions.get(), H5_INDEX_NAME, H5_ITER_NATIVE, &idx, CollectLink, &names) < 0) {
-    return h5::Error(StatusCode::kCorrupt, fmt::format("{}: list /{}", path, kVersionsGroup));
-  }
-  std::vector<std::pair<int64_t, std::string>> numbered;
-  for (auto& n : names) {
-    auto num = ParseVersionName(n);
-    if (!num.ok() || VersionName(*num) != n)
-      return Corrupt("{}: unexpected object /versions/{}", path, n);
-    numbered.emplace_back(*num, n);
-  }
-  std::sort(numbered.begin(), numbered.end());
-  for (auto& [num, n] : numbered) fs.versions_.push_back(n);
+  HPCML_ASSIGN_OR_RETURN(fs.versions_, ListVersions(f, path));
   if (fs.versions_.empty()) return Corrupt("{}: the feature set has no versions", path);
   if (fs.latest_ != fs.versions_.back()) {
     return Corrupt("{}: attribute latest says {} but the newest version is {}", path, fs.latest_,
