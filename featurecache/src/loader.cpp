@@ -234,6 +234,19 @@ struct Loader::Impl {
     }
   }
 
+  // The rows of s->pieces, back to back: features into x, labels into y
+  // (when the version has them; y is then non-null) and row numbers into ids.
+  Status ReadPieces(WorkerScratch* s, float* x, float* y, uint64_t* ids) const {
+    uint64_t pos = 0;
+    for (const auto& p : s->pieces) {
+      HPCML_RETURN_IF_ERROR(xr->Read(p.row, p.count, x + pos * nf, &s->cx));
+      if (yr) HPCML_RETURN_IF_ERROR(yr->Read(p.row, p.count, y + pos, &s->cy));
+      for (uint64_t r = 0; r < p.count; ++r) ids[pos + r] = p.row + r;
+      pos += p.count;
+    }
+    return Status::Ok();
+  }
+
   Status Produce(uint64_t global_window, Block* b, WorkerScratch* s) {
     const uint64_t epoch = global_window / windows_per_epoch;
     const uint64_t w = global_window % windows_per_epoch;
@@ -265,14 +278,7 @@ struct Loader::Impl {
     b->y = has_y ? reinterpret_cast<float*>(b->ybuf.Reserve(n * sizeof(float))) : nullptr;
     if (s->perm.empty()) {
       b->x = reinterpret_cast<float*>(b->xbuf.Reserve(n * row_bytes) + shift);
-      uint64_t pos = 0;
-      for (const auto& p : s->pieces) {
-        HPCML_RETURN_IF_ERROR(xr->Read(p.row, p.count, b->x + pos * nf, &s->cx));
-        if (has_y) HPCML_RETURN_IF_ERROR(yr->Read(p.row, p.count, b->y + pos, &s->cy));
-        for (uint64_t r = 0; r < p.count; ++r) b->ids[pos + r] = p.row + r;
-        pos += p.count;
-      }
-      return Status::Ok();
+      return ReadPieces(s, b->x, b->y, b->ids);
     }
     const uint32_t* perm = s->perm.data();
     // Shuffled: read the window into staging (one sequential pass over whole
@@ -283,13 +289,8 @@ struct Loader::Impl {
     float* stage = reinterpret_cast<float*>(s->staging_x.Reserve(n * row_bytes) + shift);
     if (has_y) s->staging_y.resize(n);
     s->staging_ids.resize(n);
-    uint64_t pos = 0;
-    for (const auto& p : s->pieces) {
-      HPCML_RETURN_IF_ERROR(xr->Read(p.row, p.count, stage + pos * nf, &s->cx));
-      if (has_y) HPCML_RETURN_IF_ERROR(yr->Read(p.row, p.count, s->staging_y.data() + pos, &s->cy));
-      for (uint64_t r = 0; r < p.count; ++r) s->staging_ids[pos + r] = p.row + r;
-      pos += p.count;
-    }
+    HPCML_RETURN_IF_ERROR(
+        ReadPieces(s, stage, has_y ? s->staging_y.data() : nullptr, s->staging_ids.data()));
     for (uint64_t i = 0; i < n; ++i) {
       if (i + 8 < n) __builtin_prefetch(stage + uint64_t{perm[i + 8]} * nf);
       std::memcpy(b->x + i * nf, stage + uint64_t{perm[i]} * nf, row_bytes);
