@@ -89,6 +89,30 @@ struct WorkerScratch {
   std::vector<uint32_t> perm;
 };
 
+// The shard plan's spec for `rows` rows of `nf` features stored in chunks of
+// `chunk_rows`. Without an explicit window: about 4 MiB of rows, and with
+// shuffling at least two chunks.
+ShardSpec LoaderShardSpec(const LoaderOptions& options, uint64_t rows, uint64_t chunk_rows,
+                          uint64_t nf) {
+  const uint64_t row_bytes = nf * sizeof(float);
+  uint64_t window = options.shuffle_window_rows;
+  if (window == 0) {
+    const uint64_t four_mib = std::max<uint64_t>(1, (4u << 20) / row_bytes);
+    window = options.shuffle ? std::max(2 * chunk_rows, four_mib) : four_mib;
+  }
+  ShardSpec spec;
+  spec.rows = rows;
+  spec.chunk_rows = chunk_rows;
+  spec.rank = options.rank;
+  spec.world = options.world;
+  spec.batch_rows = options.batch_rows;
+  spec.window_rows = window;
+  spec.shuffle = options.shuffle;
+  spec.drop_last = options.drop_last;
+  spec.seed = options.seed;
+  return spec;
+}
+
 uint64_t HexPrefix(const std::string& hex) {
   uint64_t v = 0;
   std::from_chars(hex.data(), hex.data() + std::min<size_t>(16, hex.size()), v, 16);
@@ -333,24 +357,8 @@ Result<Loader> Loader::Open(const std::string& path, std::string_view version,
                                              kLabels, options.direct_io && impl->xr->direct()));
     impl->yr = std::make_unique<ChunkReader>(std::move(yr));
   }
-  const uint64_t row_bytes = impl->nf * sizeof(float);
-  const uint64_t r = impl->xr->chunk_rows();
-  uint64_t window = options.shuffle_window_rows;
-  if (window == 0) {
-    const uint64_t four_mib = std::max<uint64_t>(1, (4u << 20) / row_bytes);
-    window = options.shuffle ? std::max(2 * r, four_mib) : four_mib;
-  }
-  ShardSpec spec;
-  spec.rows = info.rows;
-  spec.chunk_rows = r;
-  spec.rank = options.rank;
-  spec.world = options.world;
-  spec.batch_rows = options.batch_rows;
-  spec.window_rows = window;
-  spec.shuffle = options.shuffle;
-  spec.drop_last = options.drop_last;
-  spec.seed = options.seed;
-  auto plan = ShardPlan::Make(spec);
+  auto plan =
+      ShardPlan::Make(LoaderShardSpec(options, info.rows, impl->xr->chunk_rows(), impl->nf));
   if (!plan.ok())
     return Status(plan.status().code(),
                   fmt::format("{}: loader: {}", path, plan.status().message()));
