@@ -1,18 +1,18 @@
-#include "hpcml/featurecache/asof.hpp"
+#include "asof.hpp"
 
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <map>
 #include <nlohmann/json.hpp>
 
+#include "csv.hpp"
+#include "derive.hpp"
 #include "external_sort.hpp"
+#include "feature_set.hpp"
+#include "hpcml/common/json.hpp"
 #include "hpcml/featurecache/access.hpp"
-#include "hpcml/featurecache/csv.hpp"
-#include "hpcml/featurecache/derive.hpp"
-#include "hpcml/featurecache/feature_set.hpp"
-#include "hpcml/featurecache/timeutil.hpp"
 #include "hpcml/featurecache/writer.hpp"
+#include "timeutil.hpp"
 
 namespace hpcml::featurecache {
 namespace {
@@ -27,12 +27,6 @@ struct RequestInfo {
 };
 static_assert(sizeof(RequestInfo) == 32);
 
-std::string Trimmed(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return std::string(s);
-}
-
 const char* MissingName(AsofMissing m) {
   switch (m) {
     case AsofMissing::kNan:
@@ -43,6 +37,276 @@ const char* MissingName(AsofMissing m) {
       return "error";
   }
   return "?";
+}
+
+// Step 1: every feature row's key (entity, timestamp, row) into `fkeys`,
+// which is finished.
+Status SortFeatureKeys(VersionReader& src, ExternalSorter& fkeys) {
+  const uint64_t rows = src.info().rows;
+  const uint64_t step = 1 << 18;
+  std::vector<int64_t> e(step), t(step);
+  for (uint64_t first = 0; first < rows; first += step) {
+    uint64_t n = std::min(step, rows - first);
+    HPCML_RETURN_IF_ERROR(src.Read(first, n, nullptr, nullptr, e.data(), t.data()));
+    for (uint64_t i = 0; i < n; ++i) {
+      uint64_t key[3] = {OrderedKey(e[i]), OrderedKey(t[i]), first + i};
+      HPCML_RETURN_IF_ERROR(fkeys.Add(key, nullptr));
+    }
+  }
+  return fkeys.Finish();
+}
+
+// Where the requests' columns are in their CSV.
+struct RequestColumns {
+  size_t fields = 0;  // in the header, so in every record
+  size_t entity = 0, time = 0, label = 0;
+  bool has_label = false;
+};
+
+Result<RequestColumns> FindRequestColumns(CsvReader& csv, const AsofOptions& o) {
+  HPCML_ASSIGN_OR_RETURN(CsvHeader header, CsvHeader::Read(csv));
+  RequestColumns c;
+  c.fields = header.size();
+  HPCML_ASSIGN_OR_RETURN(c.entity, header.Find(o.entity_column, "entity"));
+  HPCML_ASSIGN_OR_RETURN(c.time, header.Find(o.time_column, "time"));
+  c.has_label = !o.label_column.empty();
+  if (c.has_label) {
+    HPCML_ASSIGN_OR_RETURN(c.label, header.Find(o.label_column, "label"));
+  }
+  return c;
+}
+
+// The current record of `csv` as a request; errors name its line and column.
+Result<RequestInfo> ParseRequest(const CsvReader& csv, const RequestColumns& c,
+                                 const AsofOptions& o) {
+  if (csv.size() != c.fields) {
+    return csv.ErrorAtLine(
+        fmt::format("expected {} fields as in the header, found {}", c.fields, csv.size()));
+  }
+  RequestInfo r{};
+  auto id = ParseIntCell(csv.field(c.entity));
+  if (!id.ok())
+    return csv.ErrorAt(
+        c.entity, fmt::format("{} (entity column \"{}\")", id.status().message(), o.entity_column));
+  auto ts = ParseTimestamp(csv.field(c.time));
+  if (!ts.ok())
+    return csv.ErrorAt(
+        c.time, fmt::format("{} (time column \"{}\")", ts.status().message(), o.time_column));
+  r.entity = *id;
+  r.time = *ts;
+  r.line = csv.line();
+  r.label = 0;
+  if (c.has_label) {
+    auto v = ParseFloatCell(csv.field(c.label));
+    if (!v.ok())
+      return csv.ErrorAt(
+          c.label, fmt::format("{} (label column \"{}\")", v.status().message(), o.label_column));
+    r.label = *v;
+  }
+  return r;
+}
+
+// What step 2 learnt of the requests' file.
+struct RequestsRead {
+  std::string sha256;
+  bool has_label = false;
+};
+
+// Step 2: the requests keyed by (entity, time, request index) into `reqs`,
+// which is finished; counts them in stats->requests.
+Result<RequestsRead> SortRequests(const AsofOptions& o, ExternalSorter& reqs, AsofStats* stats) {
+  HPCML_ASSIGN_OR_RETURN(CsvReader csv, CsvReader::Open(o.requests_csv, o.delimiter));
+  HPCML_ASSIGN_OR_RETURN(RequestColumns cols, FindRequestColumns(csv, o));
+  for (;;) {
+    HPCML_ASSIGN_OR_RETURN(bool more, csv.Next());
+    if (!more) break;
+    HPCML_ASSIGN_OR_RETURN(RequestInfo r, ParseRequest(csv, cols, o));
+    uint64_t key[3] = {OrderedKey(r.entity), OrderedKey(r.time), stats->requests++};
+    HPCML_RETURN_IF_ERROR(reqs.Add(key, &r));
+  }
+  if (stats->requests == 0)
+    return InvalidArgument("{}: no requests after the header", o.requests_csv);
+  RequestsRead read;
+  HPCML_ASSIGN_OR_RETURN(read.sha256, csv.Sha256Hex());
+  HPCML_RETURN_IF_ERROR(reqs.Finish());
+  read.has_label = cols.has_label;
+  return read;
+}
+
+// The output record of one request: its RequestInfo then its nf features,
+// keyed by request index in `result`.
+class ResultRows {
+ public:
+  ResultRows(uint64_t nf, uint64_t memory_bytes, const std::string& tmpdir)
+      : nf_(nf),
+        sorter_(1, sizeof(RequestInfo) + nf * sizeof(float), memory_bytes, tmpdir),
+        rec_(sizeof(RequestInfo) + nf * sizeof(float)),
+        nan_row_(nf, std::numeric_limits<float>::quiet_NaN()) {}
+
+  // Adds request `req` with the nf floats at `features`.
+  Status Add(uint64_t req, const void* info, const float* features) {
+    std::memcpy(rec_.data(), info, sizeof(RequestInfo));
+    std::memcpy(rec_.data() + sizeof(RequestInfo), features, nf_ * sizeof(float));
+    uint64_t key[1] = {req};
+    return sorter_.Add(key, rec_.data());
+  }
+  // Adds request `req` with nan features.
+  Status AddNan(uint64_t req, const void* info) { return Add(req, info, nan_row_.data()); }
+  ExternalSorter& sorter() { return sorter_; }
+
+ private:
+  uint64_t nf_;
+  ExternalSorter sorter_;
+  std::vector<uint8_t> rec_;
+  std::vector<float> nan_row_;
+};
+
+// A request without a feature row: counted, then dropped, refused or kept
+// with nan features, as o.missing says.
+Status AddMissing(const AsofOptions& o, const VersionInfo& si, uint64_t req, RequestInfo r,
+                  ResultRows& result, AsofStats* stats) {
+  ++stats->missing;
+  if (o.missing == AsofMissing::kDrop) return Status::Ok();
+  if (o.missing == AsofMissing::kError) {
+    return InvalidArgument(
+        "{}: line {}: entity {} has no feature row at or before {}{} in version {}", o.requests_csv,
+        r.line, r.entity, FormatTimestamp(r.time),
+        o.max_age ? fmt::format(" (within {} s)", static_cast<double>(*o.max_age) / 1e6) : "",
+        si.name);
+  }
+  r.missing = 1;
+  return result.AddNan(req, &r);
+}
+
+// Step 3: merge join of the sorted feature keys and requests. Matches go to
+// `by_row` (keyed by feature row, so step 4 reads the features in storage
+// order); misses straight to `result`. `by_row` is finished.
+Status MergeJoin(const AsofOptions& o, const VersionInfo& si, ExternalSorter& fkeys,
+                 ExternalSorter& reqs, ExternalSorter& by_row, ResultRows& result,
+                 AsofStats* stats) {
+  const uint64_t* fk = nullptr;
+  const uint8_t* fp = nullptr;
+  HPCML_ASSIGN_OR_RETURN(bool f_valid, fkeys.Next(&fk, &fp));
+  bool has_cand = false;
+  int64_t cand_entity = 0, cand_ts = 0;
+  uint64_t cand_row = 0;
+  const uint64_t* rk = nullptr;
+  const uint8_t* rp = nullptr;
+  for (;;) {
+    HPCML_ASSIGN_OR_RETURN(bool r_valid, reqs.Next(&rk, &rp));
+    if (!r_valid) break;
+    RequestInfo r;
+    std::memcpy(&r, rp, sizeof r);
+    const uint64_t e = rk[0], t = rk[1], req = rk[2];
+    while (f_valid && (fk[0] < e || (fk[0] == e && fk[1] <= t))) {
+      if (fk[0] == e) {
+        has_cand = true;
+        cand_entity = FromOrderedKey(fk[0]);
+        cand_ts = FromOrderedKey(fk[1]);
+        cand_row = fk[2];
+      }
+      HPCML_ASSIGN_OR_RETURN(f_valid, fkeys.Next(&fk, &fp));
+    }
+    bool match = has_cand && cand_entity == r.entity;
+    if (match && o.max_age && r.time - cand_ts > *o.max_age) match = false;
+    if (!match) {
+      HPCML_RETURN_IF_ERROR(AddMissing(o, si, req, r, result, stats));
+      continue;
+    }
+    ++stats->matched;
+    r.missing = 0;
+    uint64_t key[2] = {cand_row, req};
+    HPCML_RETURN_IF_ERROR(by_row.Add(key, &r));
+  }
+  return by_row.Finish();
+}
+
+// Step 4: the matched requests' features, read in storage order a block of
+// rows at a time, into `result`, which is finished.
+Status GatherFeatures(const AsofOptions& o, VersionReader& src, ExternalSorter& by_row,
+                      ResultRows& result) {
+  const uint64_t nf = src.info().features(), rows = src.info().rows;
+  const uint64_t row_bytes = std::max<uint64_t>(4, nf * 4);
+  const uint64_t block = std::clamp<uint64_t>(o.memory_bytes / 16 / row_bytes, 1, 1u << 20);
+  std::vector<float> x(block * nf);
+  uint64_t loaded_first = 0, loaded_n = 0;
+  const uint64_t* k = nullptr;
+  const uint8_t* p = nullptr;
+  for (;;) {
+    HPCML_ASSIGN_OR_RETURN(bool valid, by_row.Next(&k, &p));
+    if (!valid) break;
+    const uint64_t row = k[0], req = k[1];
+    if (row < loaded_first || row >= loaded_first + loaded_n) {
+      loaded_first = row;
+      loaded_n = std::min(block, rows - row);
+      HPCML_RETURN_IF_ERROR(src.Read(loaded_first, loaded_n, x.data(), nullptr, nullptr, nullptr));
+    }
+    HPCML_RETURN_IF_ERROR(result.Add(req, p, x.data() + (row - loaded_first) * nf));
+  }
+  return result.sorter().Finish();
+}
+
+// The new version's description and its recorded transform.
+NewVersion AsofSpec(const AsofOptions& o, const VersionInfo& si, const std::string& classification,
+                    const std::string& req_canonical, const RequestsRead& req,
+                    uint64_t expected_rows, const AsofStats& stats) {
+  NewVersion spec;
+  spec.feature_names = si.feature_names;
+  spec.feature_types = si.feature_types;
+  spec.label_name = req.has_label ? o.label_column : "";
+  spec.entity_name = si.entity_name;
+  spec.timestamp_name = si.timestamp_name;
+  spec.operation = "asof";
+  spec.sources = {SourceRef{"file://" + req_canonical, req.sha256}};
+  spec.parents = {ParentRef{si.name, si.data_sha256}};
+  spec.classification = classification;
+  spec.chunk_rows = o.chunk_rows;
+  spec.expected_rows = expected_rows;
+  spec.compression = o.compression >= 0 ? o.compression : si.compression;
+  nlohmann::json tr = {{"op", "asof"},
+                       {"from", si.name},
+                       {"requests", "file://" + req_canonical},
+                       {"entity", o.entity_column},
+                       {"time", o.time_column},
+                       {"label", o.label_column},
+                       {"missing", MissingName(o.missing)},
+                       {"requests_total", stats.requests},
+                       {"matched", stats.matched},
+                       {"unmatched", stats.missing}};
+  if (o.max_age) tr["max_age_us"] = *o.max_age;
+  spec.transform = JsonText(tr);
+  return spec;
+}
+
+// Step 5: the result rows, in request order, appended to the started version;
+// counts them in stats->written.
+Status WriteResult(ExternalSorter& result, uint64_t nf, bool has_label, FeatureSetWriter& writer,
+                   AsofStats* stats) {
+  const uint64_t block = 4096;
+  std::vector<float> x(block * nf), y(has_label ? block : 0);
+  std::vector<int64_t> e(block), t(block);
+  uint64_t n = 0;
+  const uint64_t* k = nullptr;
+  const uint8_t* p = nullptr;
+  for (;;) {
+    HPCML_ASSIGN_OR_RETURN(bool valid, result.Next(&k, &p));
+    if (valid) {
+      RequestInfo r;
+      std::memcpy(&r, p, sizeof r);
+      std::memcpy(x.data() + n * nf, p + sizeof r, nf * sizeof(float));
+      if (has_label) y[n] = r.label;
+      e[n] = r.entity;
+      t[n] = r.time;
+      ++n;
+    }
+    if (n == block || (!valid && n > 0)) {
+      HPCML_RETURN_IF_ERROR(
+          writer.Append(x.data(), has_label ? y.data() : nullptr, e.data(), t.data(), n));
+      stats->written += n;
+      n = 0;
+    }
+    if (!valid) return Status::Ok();
+  }
 }
 
 }  // namespace
@@ -64,235 +328,27 @@ Result<VersionInfo> Asof(const std::string& path, const AsofOptions& o, AsofStat
   HPCML_ASSIGN_OR_RETURN(FeatureSet fs, FeatureSet::Open(path));
   HPCML_ASSIGN_OR_RETURN(VersionReader src, fs.OpenVersion(o.from));
   const VersionInfo& si = src.info();
-  const uint64_t nf = si.features();
   HPCML_ASSIGN_OR_RETURN(std::string classification,
                          ChildClassification(si.classification, o.classification));
   const uint64_t third = o.memory_bytes / 3;
 
-  // 1. Feature keys sorted by (entity, timestamp, row).
   ExternalSorter fkeys(3, 0, third, o.tmpdir);
-  {
-    const uint64_t step = 1 << 18;
-    std::vector<int64_t> e(step), t(step);
-    for (uint64_t first = 0; first < si.rows; first += step) {
-      uint64_t n = std::min(step, si.rows - first);
-      HPCML_RETURN_IF_ERROR(src.Read(first, n, nullptr, nullptr, e.data(), t.data()));
-      for (uint64_t i = 0; i < n; ++i) {
-        uint64_t key[3] = {OrderedKey(e[i]), OrderedKey(t[i]), first + i};
-        HPCML_RETURN_IF_ERROR(fkeys.Add(key, nullptr));
-      }
-    }
-    HPCML_RETURN_IF_ERROR(fkeys.Finish());
-  }
-
-  // 2. Requests sorted by (entity, time, request index).
+  HPCML_RETURN_IF_ERROR(SortFeatureKeys(src, fkeys));
   ExternalSorter reqs(3, sizeof(RequestInfo), third, o.tmpdir);
-  HPCML_ASSIGN_OR_RETURN(CsvReader csv, CsvReader::Open(o.requests_csv, o.delimiter));
-  HPCML_ASSIGN_OR_RETURN(bool has_header, csv.Next());
-  if (!has_header) return InvalidArgument("{}: empty file: expected a header row", o.requests_csv);
-  std::map<std::string, size_t> index;
-  std::string all;
-  for (size_t i = 0; i < csv.size(); ++i) {
-    index.emplace(Trimmed(csv.field(i)), i);
-    all += (all.empty() ? "" : ", ") + Trimmed(csv.field(i));
-  }
-  const size_t nfields = csv.size();
-  auto find = [&](const std::string& name, const char* role) -> Result<size_t> {
-    auto it = index.find(name);
-    if (it == index.end()) {
-      return InvalidArgument("{}: line 1: no {} column named \"{}\" (columns: {})", o.requests_csv,
-                             role, name, all);
-    }
-    return it->second;
-  };
-  HPCML_ASSIGN_OR_RETURN(size_t ecol, find(o.entity_column, "entity"));
-  HPCML_ASSIGN_OR_RETURN(size_t tcol, find(o.time_column, "time"));
-  const bool has_label = !o.label_column.empty();
-  size_t lcol = 0;
-  if (has_label) {
-    HPCML_ASSIGN_OR_RETURN(lcol, find(o.label_column, "label"));
-  }
-  for (;;) {
-    HPCML_ASSIGN_OR_RETURN(bool more, csv.Next());
-    if (!more) break;
-    if (csv.size() != nfields) {
-      return csv.ErrorAtLine(
-          fmt::format("expected {} fields as in the header, found {}", nfields, csv.size()));
-    }
-    RequestInfo r{};
-    auto id = ParseIntCell(csv.field(ecol));
-    if (!id.ok())
-      return csv.ErrorAt(
-          ecol, fmt::format("{} (entity column \"{}\")", id.status().message(), o.entity_column));
-    auto ts = ParseTimestamp(csv.field(tcol));
-    if (!ts.ok())
-      return csv.ErrorAt(
-          tcol, fmt::format("{} (time column \"{}\")", ts.status().message(), o.time_column));
-    r.entity = *id;
-    r.time = *ts;
-    r.line = csv.line();
-    r.label = 0;
-    if (has_label) {
-      auto v = ParseFloatCell(csv.field(lcol));
-      if (!v.ok())
-        return csv.ErrorAt(
-            lcol, fmt::format("{} (label column \"{}\")", v.status().message(), o.label_column));
-      r.label = *v;
-    }
-    uint64_t key[3] = {OrderedKey(r.entity), OrderedKey(r.time), stats.requests++};
-    HPCML_RETURN_IF_ERROR(reqs.Add(key, &r));
-  }
-  if (stats.requests == 0)
-    return InvalidArgument("{}: no requests after the header", o.requests_csv);
-  HPCML_ASSIGN_OR_RETURN(std::string req_sha, csv.Sha256Hex());
-  HPCML_RETURN_IF_ERROR(reqs.Finish());
-
-  // 3. Merge join. Matches go to `by_row` (sorted by feature row, so step 4
-  // reads the features in storage order); misses straight to `result`.
-  const size_t out_payload = sizeof(RequestInfo) + nf * sizeof(float);
+  HPCML_ASSIGN_OR_RETURN(RequestsRead req, SortRequests(o, reqs, &stats));
   ExternalSorter by_row(2, sizeof(RequestInfo), third, o.tmpdir);
-  ExternalSorter result(1, out_payload, o.memory_bytes / 2, o.tmpdir);
-  std::vector<uint8_t> out_rec(out_payload);
-  const std::vector<float> nan_row(nf, std::numeric_limits<float>::quiet_NaN());
-  auto add_missing = [&](uint64_t req, RequestInfo r) -> Status {
-    ++stats.missing;
-    if (o.missing == AsofMissing::kDrop) return Status::Ok();
-    if (o.missing == AsofMissing::kError) {
-      return InvalidArgument(
-          "{}: line {}: entity {} has no feature row at or before {}{} in version {}",
-          o.requests_csv, r.line, r.entity, FormatTimestamp(r.time),
-          o.max_age ? fmt::format(" (within {} s)", static_cast<double>(*o.max_age) / 1e6) : "",
-          si.name);
-    }
-    r.missing = 1;
-    std::memcpy(out_rec.data(), &r, sizeof r);
-    std::memcpy(out_rec.data() + sizeof r, nan_row.data(), nf * sizeof(float));
-    uint64_t key[1] = {req};
-    return result.Add(key, out_rec.data());
-  };
-  {
-    const uint64_t* fk = nullptr;
-    const uint8_t* fp = nullptr;
-    HPCML_ASSIGN_OR_RETURN(bool f_valid, fkeys.Next(&fk, &fp));
-    bool has_cand = false;
-    int64_t cand_entity = 0, cand_ts = 0;
-    uint64_t cand_row = 0;
-    const uint64_t* rk = nullptr;
-    const uint8_t* rp = nullptr;
-    for (;;) {
-      HPCML_ASSIGN_OR_RETURN(bool r_valid, reqs.Next(&rk, &rp));
-      if (!r_valid) break;
-      RequestInfo r;
-      std::memcpy(&r, rp, sizeof r);
-      const uint64_t e = rk[0], t = rk[1], req = rk[2];
-      while (f_valid && (fk[0] < e || (fk[0] == e && fk[1] <= t))) {
-        if (fk[0] == e) {
-          has_cand = true;
-          cand_entity = FromOrderedKey(fk[0]);
-          cand_ts = FromOrderedKey(fk[1]);
-          cand_row = fk[2];
-        }
-        HPCML_ASSIGN_OR_RETURN(f_valid, fkeys.Next(&fk, &fp));
-      }
-      bool match = has_cand && cand_entity == r.entity;
-      if (match && o.max_age && r.time - cand_ts > *o.max_age) match = false;
-      if (!match) {
-        HPCML_RETURN_IF_ERROR(add_missing(req, r));
-        continue;
-      }
-      ++stats.matched;
-      r.missing = 0;
-      uint64_t key[2] = {cand_row, req};
-      HPCML_RETURN_IF_ERROR(by_row.Add(key, &r));
-    }
-  }
-  HPCML_RETURN_IF_ERROR(by_row.Finish());
-
-  // 4. Features in storage order, a block of rows at a time.
-  {
-    const uint64_t row_bytes = std::max<uint64_t>(4, nf * 4);
-    const uint64_t block = std::clamp<uint64_t>(o.memory_bytes / 16 / row_bytes, 1, 1u << 20);
-    std::vector<float> x(block * nf);
-    uint64_t loaded_first = 0, loaded_n = 0;
-    const uint64_t* k = nullptr;
-    const uint8_t* p = nullptr;
-    for (;;) {
-      HPCML_ASSIGN_OR_RETURN(bool valid, by_row.Next(&k, &p));
-      if (!valid) break;
-      const uint64_t row = k[0], req = k[1];
-      if (row < loaded_first || row >= loaded_first + loaded_n) {
-        loaded_first = row;
-        loaded_n = std::min(block, si.rows - row);
-        HPCML_RETURN_IF_ERROR(
-            src.Read(loaded_first, loaded_n, x.data(), nullptr, nullptr, nullptr));
-      }
-      std::memcpy(out_rec.data(), p, sizeof(RequestInfo));
-      std::memcpy(out_rec.data() + sizeof(RequestInfo), x.data() + (row - loaded_first) * nf,
-                  nf * sizeof(float));
-      uint64_t key[1] = {req};
-      HPCML_RETURN_IF_ERROR(result.Add(key, out_rec.data()));
-    }
-  }
-  HPCML_RETURN_IF_ERROR(result.Finish());
-  if (result.count() == 0) {
+  ResultRows result(si.features(), o.memory_bytes / 2, o.tmpdir);
+  HPCML_RETURN_IF_ERROR(MergeJoin(o, si, fkeys, reqs, by_row, result, &stats));
+  HPCML_RETURN_IF_ERROR(GatherFeatures(o, src, by_row, result));
+  const uint64_t count = result.sorter().count();
+  if (count == 0) {
     return InvalidArgument("{}: none of the {} requests has a feature row at or before its time",
                            o.requests_csv, stats.requests);
   }
-
-  // 5. The new version, in request order.
-  NewVersion spec;
-  spec.feature_names = si.feature_names;
-  spec.feature_types = si.feature_types;
-  spec.label_name = has_label ? o.label_column : "";
-  spec.entity_name = si.entity_name;
-  spec.timestamp_name = si.timestamp_name;
-  spec.operation = "asof";
-  spec.sources = {SourceRef{"file://" + req_canonical, req_sha}};
-  spec.parents = {ParentRef{si.name, si.data_sha256}};
-  spec.classification = classification;
-  spec.chunk_rows = o.chunk_rows;
-  spec.expected_rows = result.count();
-  spec.compression = o.compression >= 0 ? o.compression : si.compression;
-  nlohmann::json tr = {{"op", "asof"},
-                       {"from", si.name},
-                       {"requests", "file://" + req_canonical},
-                       {"entity", o.entity_column},
-                       {"time", o.time_column},
-                       {"label", o.label_column},
-                       {"missing", MissingName(o.missing)},
-                       {"requests_total", stats.requests},
-                       {"matched", stats.matched},
-                       {"unmatched", stats.missing}};
-  if (o.max_age) tr["max_age_us"] = *o.max_age;
-  spec.transform = tr.dump();
-  HPCML_RETURN_IF_ERROR(writer.StartVersion(spec).status());
-  {
-    const uint64_t block = 4096;
-    std::vector<float> x(block * nf), y(has_label ? block : 0);
-    std::vector<int64_t> e(block), t(block);
-    uint64_t n = 0;
-    const uint64_t* k = nullptr;
-    const uint8_t* p = nullptr;
-    for (;;) {
-      HPCML_ASSIGN_OR_RETURN(bool valid, result.Next(&k, &p));
-      if (valid) {
-        RequestInfo r;
-        std::memcpy(&r, p, sizeof r);
-        std::memcpy(x.data() + n * nf, p + sizeof r, nf * sizeof(float));
-        if (has_label) y[n] = r.label;
-        e[n] = r.entity;
-        t[n] = r.time;
-        ++n;
-      }
-      if (n == block || (!valid && n > 0)) {
-        HPCML_RETURN_IF_ERROR(
-            writer.Append(x.data(), has_label ? y.data() : nullptr, e.data(), t.data(), n));
-        stats.written += n;
-        n = 0;
-      }
-      if (!valid) break;
-    }
-  }
+  HPCML_RETURN_IF_ERROR(
+      writer.StartVersion(AsofSpec(o, si, classification, req_canonical, req, count, stats))
+          .status());
+  HPCML_RETURN_IF_ERROR(WriteResult(result.sorter(), si.features(), req.has_label, writer, &stats));
   HPCML_ASSIGN_OR_RETURN(VersionInfo info, writer.Commit());
   if (stats_out != nullptr) *stats_out = stats;
   return info;

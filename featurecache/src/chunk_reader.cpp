@@ -9,9 +9,25 @@
 
 namespace hpcml::featurecache {
 
+namespace {
+
+// The file's user block size (0 when none or unknown): chunk addresses are
+// relative to its end.
+hsize_t Userblock(hid_t file) {
+  hsize_t userblock = 0;
+  hid_t fcpl = H5Fget_create_plist(file);
+  if (fcpl >= 0) {
+    H5Pget_userblock(fcpl, &userblock);
+    H5Pclose(fcpl);
+  }
+  return userblock;
+}
+
+}  // namespace
+
 Result<ChunkReader> ChunkReader::Open(const VersionReader& version, hid_t dset, uint64_t width,
                                       const char* name, bool allow_direct) {
-  h5::Init();
+  h5::SilenceErrorPrinting();
   ChunkReader r;
   r.version_ = &version;
   r.dset_ = dset;
@@ -25,8 +41,8 @@ Result<ChunkReader> ChunkReader::Open(const VersionReader& version, hid_t dset, 
       dims.size() > 2) {
     return Corrupt("{}: unexpected shape", r.what_);
   }
-  HPCML_ASSIGN_OR_RETURN(
-      h5::Plist dcpl, h5::Own<h5::Plist>(H5Dget_create_plist(dset), StatusCode::kCorrupt, r.what_));
+  HPCML_ASSIGN_OR_RETURN(h5::PropList dcpl, h5::Own<h5::PropList>(H5Dget_create_plist(dset),
+                                                                  StatusCode::kCorrupt, r.what_));
   if (H5Pget_layout(dcpl.get()) != H5D_CHUNKED) {
     r.chunk_rows_ = version.info().chunk_rows;
     return r;  // contiguous or compact (not written by us): HDF5 mode
@@ -38,75 +54,94 @@ Result<ChunkReader> ChunkReader::Open(const VersionReader& version, hid_t dset, 
   }
   r.chunk_rows_ = chunk[0];
   if (!allow_direct) return r;
-
   int nfilters = H5Pget_nfilters(dcpl.get());
   if (nfilters < 0) return h5::Error(StatusCode::kCorrupt, r.what_);
+  if (!r.ReadFilters(dcpl.get())) return r;
+  HPCML_ASSIGN_OR_RETURN(bool have_fd, r.DupFileDescriptor(version));
+  if (!have_fd) return r;
+  HPCML_ASSIGN_OR_RETURN(bool located, r.LocateChunks(version.file_id()));
+  if (!located) return r;
+  HPCML_RETURN_IF_ERROR(r.CheckDirectReads());
+  return r;
+}
+
+// Records where shuffle and deflate sit in the pipeline; false for any other
+// filter (HDF5 decodes).
+bool ChunkReader::ReadFilters(hid_t dcpl) {
+  const int nfilters = H5Pget_nfilters(dcpl);
   for (int i = 0; i < nfilters; ++i) {
     unsigned flags = 0, cd[8];
     size_t ncd = 8;
     char fname[64];
     unsigned config = 0;
-    H5Z_filter_t id = H5Pget_filter2(dcpl.get(), static_cast<unsigned>(i), &flags, &ncd, cd,
-                                     sizeof fname, fname, &config);
-    if (id == H5Z_FILTER_SHUFFLE && r.deflate_index_ < 0) {
-      r.shuffle_index_ = i;
+    H5Z_filter_t id = H5Pget_filter2(dcpl, static_cast<unsigned>(i), &flags, &ncd, cd, sizeof fname,
+                                     fname, &config);
+    if (id == H5Z_FILTER_SHUFFLE && deflate_index_ < 0) {
+      shuffle_index_ = i;
     } else if (id == H5Z_FILTER_DEFLATE) {
-      r.deflate_index_ = i;
+      deflate_index_ = i;
     } else {
       H5Eclear2(H5E_DEFAULT);
-      return r;  // another filter: HDF5 decodes
+      return false;
     }
   }
-  r.filtered_ = nfilters > 0;
-  r.shuffle_ = r.shuffle_index_ >= 0;
+  filtered_ = nfilters > 0;
+  shuffle_ = shuffle_index_ >= 0;
+  return true;
+}
 
-  // The descriptor HDF5 opened (sec2 driver only): same inode for sure.
-  HPCML_ASSIGN_OR_RETURN(h5::Plist fapl, h5::Own<h5::Plist>(H5Fget_access_plist(version.file_id()),
-                                                            StatusCode::kInternal, r.what_));
-  if (H5Pget_driver(fapl.get()) != H5FD_SEC2) return r;
+// The descriptor HDF5 opened (sec2 driver only): same inode for sure.
+Result<bool> ChunkReader::DupFileDescriptor(const VersionReader& version) {
+  HPCML_ASSIGN_OR_RETURN(
+      h5::PropList fapl,
+      h5::Own<h5::PropList>(H5Fget_access_plist(version.file_id()), StatusCode::kInternal, what_));
+  if (H5Pget_driver(fapl.get()) != H5FD_SEC2) return false;
   void* handle = nullptr;
   if (H5Fget_vfd_handle(version.file_id(), H5P_DEFAULT, &handle) < 0 || handle == nullptr) {
     H5Eclear2(H5E_DEFAULT);
-    return r;
+    return false;
   }
   int fd = ::dup(*static_cast<int*>(handle));
   if (fd < 0) return ErrnoError("dup " + version.path(), errno);
-  r.fd_ = UniqueFd(fd);
-  hsize_t userblock = 0;
-  {
-    hid_t fcpl = H5Fget_create_plist(version.file_id());
-    if (fcpl >= 0) {
-      H5Pget_userblock(fcpl, &userblock);
-      H5Pclose(fcpl);
-    }
-  }
-  const uint64_t nchunks = (r.rows_ + r.chunk_rows_ - 1) / r.chunk_rows_;
-  r.locs_.resize(nchunks);
+  fd_ = UniqueFd(fd);
+  return true;
+}
+
+// Every chunk's file address, size and filter mask; false (and no
+// descriptor) when a chunk is unallocated (fill values).
+Result<bool> ChunkReader::LocateChunks(hid_t file) {
+  const hsize_t userblock = Userblock(file);
+  const uint64_t nchunks = (rows_ + chunk_rows_ - 1) / chunk_rows_;
+  locs_.resize(nchunks);
   for (uint64_t c = 0; c < nchunks; ++c) {
-    hsize_t coord[2] = {c * r.chunk_rows_, 0};
+    hsize_t coord[2] = {c * chunk_rows_, 0};
     unsigned mask = 0;
     haddr_t addr = HADDR_UNDEF;
     hsize_t size = 0;
-    if (H5Dget_chunk_info_by_coord(dset, coord, &mask, &addr, &size) < 0) {
-      return h5::Error(StatusCode::kCorrupt, fmt::format("{}: chunk {} index", r.what_, c));
+    if (H5Dget_chunk_info_by_coord(dset_, coord, &mask, &addr, &size) < 0) {
+      return h5::Error(StatusCode::kCorrupt, fmt::format("{}: chunk {} index", what_, c));
     }
     if (addr == HADDR_UNDEF || size == 0) {
-      r.locs_.clear();
-      r.fd_.reset();
-      return r;  // unallocated chunk (fill values): HDF5 mode
+      locs_.clear();
+      fd_.reset();
+      return false;
     }
-    r.locs_[c] = {addr + userblock, size, mask};
+    locs_[c] = {addr + userblock, size, mask};
   }
-  r.direct_ = true;
-  // Trust, but verify: the first row read both ways must agree.
-  std::vector<float> a(width), b(width);
+  direct_ = true;
+  return true;
+}
+
+// Trust, but verify: the first row read both ways must agree.
+Status ChunkReader::CheckDirectReads() {
+  std::vector<float> a(width_), b(width_);
   ChunkScratch scratch;
-  HPCML_RETURN_IF_ERROR(r.ReadHdf5(0, 1, a.data()));
-  HPCML_RETURN_IF_ERROR(r.Read(0, 1, b.data(), &scratch));
-  if (std::memcmp(a.data(), b.data(), width * sizeof(float)) != 0) {
-    return Internal("{}: direct chunk reads disagree with HDF5 on row 0", r.what_);
+  HPCML_RETURN_IF_ERROR(ReadHdf5(0, 1, a.data()));
+  HPCML_RETURN_IF_ERROR(Read(0, 1, b.data(), &scratch));
+  if (std::memcmp(a.data(), b.data(), width_ * sizeof(float)) != 0) {
+    return Internal("{}: direct chunk reads disagree with HDF5 on row 0", what_);
   }
-  return r;
+  return Status::Ok();
 }
 
 uint64_t ChunkReader::FileOffset(uint64_t row) const {
@@ -174,17 +209,18 @@ Status ChunkReader::Decode(uint64_t c, ChunkScratch* s) const {
 }
 
 Status ChunkReader::ReadHdf5(uint64_t row, uint64_t count, float* dst) const {
-  h5::Init();
+  h5::SilenceErrorPrinting();
   hsize_t start[2] = {row, 0};
   hsize_t cnt[2] = {count, width_};
   const int rank = rank_;
-  HPCML_ASSIGN_OR_RETURN(h5::Space fspace,
-                         h5::Own<h5::Space>(H5Dget_space(dset_), StatusCode::kCorrupt, what_));
+  HPCML_ASSIGN_OR_RETURN(h5::Dataspace fspace,
+                         h5::Own<h5::Dataspace>(H5Dget_space(dset_), StatusCode::kCorrupt, what_));
   if (H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start, nullptr, cnt, nullptr) < 0) {
     return h5::Error(StatusCode::kInvalidArgument, what_);
   }
-  HPCML_ASSIGN_OR_RETURN(h5::Space mspace, h5::Own<h5::Space>(H5Screate_simple(rank, cnt, nullptr),
-                                                              StatusCode::kInternal, "dataspace"));
+  HPCML_ASSIGN_OR_RETURN(h5::Dataspace mspace,
+                         h5::Own<h5::Dataspace>(H5Screate_simple(rank, cnt, nullptr),
+                                                StatusCode::kInternal, "dataspace"));
   if (H5Dread(dset_, H5T_NATIVE_FLOAT, mspace.get(), fspace.get(), H5P_DEFAULT, dst) < 0) {
     return h5::Error(StatusCode::kCorrupt,
                      fmt::format("{}: read rows {}..{}", what_, row, row + count));

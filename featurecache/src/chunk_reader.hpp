@@ -21,9 +21,9 @@
 #include <string>
 #include <vector>
 
+#include "feature_set.hpp"
 #include "hpcml/common/status.hpp"
 #include "hpcml/common/unique_fd.hpp"
-#include "hpcml/featurecache/feature_set.hpp"
 
 namespace hpcml::featurecache {
 
@@ -58,6 +58,13 @@ class ChunkReader {
     uint64_t size;
     uint32_t mask;
   };
+  // Steps of Open towards direct reads; each false (or an error) when this
+  // reader must stay in HDF5 mode.
+  bool ReadFilters(hid_t dcpl);
+  Result<bool> DupFileDescriptor(const VersionReader& version);
+  Result<bool> LocateChunks(hid_t file);
+  Status CheckDirectReads();
+
   Status ReadHdf5(uint64_t row, uint64_t count, float* dst) const;
   Status PreadAll(void* dst, uint64_t size, uint64_t offset) const;
   Status Decode(uint64_t chunk, ChunkScratch* s) const;

@@ -6,19 +6,22 @@
 #include <CLI/CLI.hpp>
 #include <charconv>
 #include <cstdio>
+#include <functional>
 #include <iostream>
+#include <memory>
 
+#include "asof.hpp"
+#include "derive.hpp"
+#include "export.hpp"
+#include "feature_set.hpp"
 #include "hpcml/common/log.hpp"
+#include "hpcml/common/strings.hpp"
 #include "hpcml/common/unique_fd.hpp"
 #include "hpcml/featurecache/access.hpp"
-#include "hpcml/featurecache/asof.hpp"
-#include "hpcml/featurecache/derive.hpp"
-#include "hpcml/featurecache/export.hpp"
-#include "hpcml/featurecache/feature_set.hpp"
 #include "hpcml/featurecache/ingest.hpp"
-#include "hpcml/featurecache/report.hpp"
-#include "hpcml/featurecache/timeutil.hpp"
 #include "hpcml/featurecache/writer.hpp"
+#include "report.hpp"
+#include "timeutil.hpp"
 
 namespace hpcml::featurecache {
 namespace {
@@ -26,20 +29,6 @@ namespace {
 constexpr int kExitError = 1;
 constexpr int kExitUsage = 2;
 constexpr int kExitDiffers = 3;
-
-std::vector<std::string> SplitCommas(const std::string& s) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= s.size()) {
-    size_t comma = s.find(',', start);
-    std::string item =
-        s.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    if (!item.empty()) out.push_back(item);
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  return out;
-}
 
 Result<uint64_t> ParseBytes(const std::string& text) {
   uint64_t v = 0;
@@ -67,320 +56,427 @@ Result<char> ParseDelimiter(const std::string& d) {
   return d[0];
 }
 
+// `st` with "<option>: " before its message (an option's value was refused).
+Status ForOption(const char* option, const Status& st) {
+  return Status(st.code(), fmt::format("{}: {}", option, st.message()));
+}
+
+// Results go to stdout; warnings through the logger.
 struct Out {
   Logger log{"hpcml-fcache"};
   void Print(const std::string& s) { std::fwrite(s.data(), 1, s.size(), stdout); }
 };
 
-int Fail(Out& out, const Status& st) {
-  out.log.error("{}", st.message());
+// Errors are "hpcml-fcache: <message>" without the "error: " tag: the message
+// itself names the file and what is wrong. Returns kExitError.
+int Fail(const Status& st) {
+  std::string line = fmt::format("hpcml-fcache: {}\n", st.message());
+  std::fwrite(line.data(), 1, line.size(), stderr);
   return kExitError;
+}
+
+// A subcommand: its CLI11 node and the action run when it was parsed. The
+// action returns the exit status.
+struct Subcommand {
+  CLI::App* cmd;
+  std::function<int()> run;
+};
+
+// ---- ingest ----
+
+struct IngestArgs {
+  IngestOptions opts;
+  std::string path, features, delimiter = ",";
+};
+
+int RunIngest(IngestArgs& a, Out& out) {
+  a.opts.feature_columns = SplitList(a.features);
+  auto d = ParseDelimiter(a.delimiter);
+  if (!d.ok()) return Fail(d.status());
+  a.opts.delimiter = *d;
+  std::vector<std::string> warnings;
+  auto r = Ingest(a.path, a.opts, &warnings);
+  for (const auto& w : warnings) out.log.warn("{}", w);
+  if (!r.ok()) return Fail(r.status());
+  out.Print(fmt::format("{}: added {} ({} rows, {} features, {}/{}, sha256:{})\n", a.path, r->name,
+                        r->rows, r->features(), r->zone, r->classification, r->data_sha256));
+  return 0;
+}
+
+Subcommand AddIngest(CLI::App& app, Out& out) {
+  auto a = std::make_shared<IngestArgs>();
+  IngestOptions& o = a->opts;
+  auto* c = app.add_subcommand("ingest", "add a version from a CSV file (header row required)");
+  c->add_option("file", a->path, "feature set (.h5); created if missing")->required();
+  c->add_option("--csv", o.csv_path, "CSV file to read")->required();
+  c->add_option("--entity", o.entity_column, "entity id column (integers)")->required();
+  c->add_option("--timestamp", o.timestamp_column, "event time column (ISO 8601 or epoch seconds)")
+      ->required();
+  c->add_option("--label", o.label_column, "label column (optional)");
+  c->add_option("--features", a->features,
+                "feature columns, comma-separated (default: all other columns)");
+  c->add_option("--zone", o.zone,
+                "residency zone (required for a new file; must match an existing one)");
+  c->add_option("--classification", o.classification,
+                "public, internal, confidential or restricted")
+      ->required();
+  c->add_option("--chunk-rows", o.chunk_rows, "rows per HDF5 chunk (default: about 1 MiB chunks)");
+  c->add_option("--compress", o.compression, "deflate level 0-9 (0: none)")
+      ->check(CLI::Range(0, 9));
+  c->add_option("--delimiter", a->delimiter, "field delimiter (default ,)");
+  c->add_option("--lock-timeout", o.lock_timeout_s, "seconds to wait for another writer");
+  return {c, [a, &out] { return RunIngest(*a, out); }};
+}
+
+// ---- derive ----
+
+struct DeriveArgs {
+  DeriveOptions opts;
+  std::string path, select, std_cols, since, until;
+  bool standardize = false;
+};
+
+// `text` as a time into `*out`, unless empty; errors name `option`.
+Status ParseTimeOption(const char* option, const std::string& text, std::optional<int64_t>* out) {
+  if (text.empty()) return Status::Ok();
+  auto t = ParseTimestamp(text);
+  if (!t.ok()) return ForOption(option, t.status());
+  *out = *t;
+  return Status::Ok();
+}
+
+int RunDerive(DeriveArgs& a, Out& out) {
+  DeriveOptions& o = a.opts;
+  o.select = SplitList(a.select);
+  o.standardize = a.standardize;
+  o.standardize_columns = SplitList(a.std_cols);
+  Status st = ParseTimeOption("--since", a.since, &o.since);
+  if (st.ok()) st = ParseTimeOption("--until", a.until, &o.until);
+  if (!st.ok()) return Fail(st);
+  auto r = Derive(a.path, o);
+  if (!r.ok()) return Fail(r.status());
+  out.Print(fmt::format("{}: added {} from {} ({} rows, {} features, sha256:{})\n", a.path, r->name,
+                        r->parents.empty() ? "?" : r->parents[0].version, r->rows, r->features(),
+                        r->data_sha256));
+  return 0;
+}
+
+Subcommand AddDerive(CLI::App& app, Out& out) {
+  auto a = std::make_shared<DeriveArgs>();
+  DeriveOptions& o = a->opts;
+  auto* c =
+      app.add_subcommand("derive", "add a version computed from another by a recorded transform");
+  c->add_option("file", a->path, "feature set")->required();
+  c->add_option("--from", o.from, "parent version (default latest)");
+  c->add_option("--select", a->select,
+                "keep these feature columns, comma-separated, in this order");
+  c->add_flag("--standardize", a->standardize, "standardise every kept column: (x - mean) / std");
+  c->add_option("--standardize-columns", a->std_cols, "standardise only these columns");
+  c->add_option("--since", a->since, "keep rows with timestamp >= this time");
+  c->add_option("--until", a->until, "keep rows with timestamp < this time");
+  c->add_option("--classification", o.classification,
+                "classification (default: the parent's; not lower)");
+  c->add_option("--chunk-rows", o.chunk_rows, "rows per HDF5 chunk");
+  c->add_option("--compress", o.compression, "deflate level 0-9 (default: the parent's)")
+      ->check(CLI::Range(0, 9));
+  c->add_option("--lock-timeout", o.lock_timeout_s, "seconds to wait for another writer");
+  return {c, [a, &out] { return RunDerive(*a, out); }};
+}
+
+// ---- asof ----
+
+struct AsofArgs {
+  AsofOptions opts;
+  std::string path, max_age, missing = "nan", memory = "256M", delimiter = ",";
+};
+
+// The options given as text (--max-age, --missing, --memory, --delimiter)
+// into `a.opts`.
+Status ParseAsofArgs(AsofArgs& a) {
+  AsofOptions& o = a.opts;
+  if (!a.max_age.empty()) {
+    auto age = ParseDuration(a.max_age);
+    if (!age.ok()) return ForOption("--max-age", age.status());
+    o.max_age = *age;
+  }
+  o.missing = a.missing == "drop"    ? AsofMissing::kDrop
+              : a.missing == "error" ? AsofMissing::kError
+                                     : AsofMissing::kNan;
+  auto mem = ParseBytes(a.memory);
+  if (!mem.ok()) return ForOption("--memory", mem.status());
+  o.memory_bytes = *mem;
+  auto d = ParseDelimiter(a.delimiter);
+  if (!d.ok()) return d.status();
+  o.delimiter = *d;
+  return Status::Ok();
+}
+
+int RunAsof(AsofArgs& a, Out& out) {
+  Status st = ParseAsofArgs(a);
+  if (!st.ok()) return Fail(st);
+  AsofStats stats;
+  auto r = Asof(a.path, a.opts, &stats);
+  if (!r.ok()) return Fail(r.status());
+  out.Print(fmt::format(
+      "{}: added {} from {}: {} requests, {} matched, {} without a row at or before their time "
+      "({}), {} rows written, sha256:{}\n",
+      a.path, r->name, r->parents.empty() ? "?" : r->parents[0].version, stats.requests,
+      stats.matched, stats.missing, a.missing, stats.written, r->data_sha256));
+  return 0;
+}
+
+Subcommand AddAsof(CLI::App& app, Out& out) {
+  auto a = std::make_shared<AsofArgs>();
+  AsofOptions& o = a->opts;
+  auto* c =
+      app.add_subcommand("asof", "point-in-time join: a training set as of each request's time");
+  c->add_option("file", a->path, "feature set")->required();
+  c->add_option("--from", o.from, "feature version (default latest)");
+  c->add_option("--requests", o.requests_csv, "CSV of (entity, time[, label]) requests")
+      ->required();
+  c->add_option("--entity", o.entity_column, "entity column of the requests")->required();
+  c->add_option("--time", o.time_column, "time column of the requests")->required();
+  c->add_option("--label", o.label_column, "label column of the requests (optional)");
+  c->add_option("--max-age", a->max_age,
+                "ignore feature rows older than this before the request (e.g. 7d)");
+  c->add_option("--missing", a->missing,
+                "requests without a row: nan (keep, default), drop or error")
+      ->check(CLI::IsMember({"nan", "drop", "error"}));
+  c->add_option("--memory", a->memory, "memory budget (default 256M)");
+  c->add_option("--tmpdir", o.tmpdir,
+                "directory for temporary sort runs (default $TMPDIR or /tmp)");
+  c->add_option("--classification", o.classification,
+                "classification (default: the parent's; not lower)");
+  c->add_option("--compress", o.compression, "deflate level 0-9 (default: the parent's)")
+      ->check(CLI::Range(0, 9));
+  c->add_option("--delimiter", a->delimiter, "field delimiter of the requests (default ,)");
+  c->add_option("--lock-timeout", o.lock_timeout_s, "seconds to wait for another writer");
+  return {c, [a, &out] { return RunAsof(*a, out); }};
+}
+
+// ---- ls, info, lineage, verify, diff, export: queries on an existing file ----
+
+// The arguments the queries share; each subcommand sets the ones it offers.
+struct QueryArgs {
+  std::string path, version, version_b, output;
+  bool json = false, dot = false, exit_code = false;
+  uint64_t limit = 0;
+};
+
+using Query = int (*)(const QueryArgs&, FeatureSet&, Out&);
+
+// The subcommand `name` with its "file" argument; its action opens the
+// feature set and runs `query` on it.
+Subcommand AddQuery(CLI::App& app, Out& out, const char* name, const char* help,
+                    std::shared_ptr<QueryArgs> a, Query query) {
+  auto* c = app.add_subcommand(name, help);
+  c->add_option("file", a->path, "feature set")->required();
+  return {c, [a, query, &out] {
+            auto fs = FeatureSet::Open(a->path);
+            if (!fs.ok()) return Fail(fs.status());
+            return query(*a, *fs, out);
+          }};
+}
+
+Result<std::vector<VersionInfo>> AllInfos(const FeatureSet& fs) {
+  std::vector<VersionInfo> infos;
+  for (const auto& v : fs.versions()) {
+    HPCML_ASSIGN_OR_RETURN(VersionInfo i, fs.Info(v));
+    infos.push_back(std::move(i));
+  }
+  return infos;
+}
+
+int RunLs(const QueryArgs& a, FeatureSet& fs, Out& out) {
+  auto infos = AllInfos(fs);
+  if (!infos.ok()) return Fail(infos.status());
+  out.Print(fmt::format("{}: zone {}, classification {}, {} version(s), latest {}\n", a.path,
+                        fs.zone(), fs.classification(), fs.versions().size(), fs.latest()));
+  out.Print(FormatVersionList(*infos, fs.latest()));
+  return 0;
+}
+
+Subcommand AddLs(CLI::App& app, Out& out) {
+  return AddQuery(app, out, "ls", "list the versions", std::make_shared<QueryArgs>(), RunLs);
+}
+
+int RunInfo(const QueryArgs& a, FeatureSet& fs, Out& out) {
+  auto info = fs.Info(a.version);
+  if (!info.ok()) return Fail(info.status());
+  out.Print(a.json ? FormatInfoJson(a.path, *info) : FormatInfo(a.path, *info));
+  return 0;
+}
+
+Subcommand AddInfo(CLI::App& app, Out& out) {
+  auto a = std::make_shared<QueryArgs>();
+  Subcommand s = AddQuery(app, out, "info", "describe a version", a, RunInfo);
+  s.cmd->add_option("version", a->version, "version (default latest)");
+  s.cmd->add_flag("--json", a->json, "JSON output");
+  return s;
+}
+
+int RunLineage(const QueryArgs& a, FeatureSet& fs, Out& out) {
+  auto infos = AllInfos(fs);
+  if (!infos.ok()) return Fail(infos.status());
+  if (a.dot && a.version.empty()) {
+    out.Print(FormatLineageDot(*infos, ""));
+    return 0;
+  }
+  auto name = fs.Resolve(a.version);
+  if (!name.ok()) return Fail(name.status());
+  out.Print(a.dot ? FormatLineageDot(*infos, *name) : FormatLineageText(*infos, *name));
+  return 0;
+}
+
+Subcommand AddLineage(CLI::App& app, Out& out) {
+  auto a = std::make_shared<QueryArgs>();
+  Subcommand s = AddQuery(app, out, "lineage", "where a version came from", a, RunLineage);
+  s.cmd->add_option("version", a->version,
+                    "version (default latest; with --dot and no version: every version)");
+  s.cmd->add_flag("--dot", a->dot, "Graphviz DOT output");
+  return s;
+}
+
+// Version `v`'s digests, and those its children recorded of its parents
+// inside this file; its row count and digest into `*rows` and `*sha256`.
+Status VerifyOne(const std::string& path, FeatureSet& fs, const std::string& v, uint64_t* rows,
+                 std::string* sha256) {
+  HPCML_ASSIGN_OR_RETURN(VersionReader reader, fs.OpenVersion(v));
+  HPCML_RETURN_IF_ERROR(VerifyVersion(reader));
+  // Lineage: a parent inside this file must still have the digest the child
+  // recorded.
+  Status st = Status::Ok();
+  for (const auto& p : reader.info().parents) {
+    auto pi = fs.Info(p.version);
+    if (pi.ok() && pi->data_sha256 != p.sha256) {
+      st = Corrupt("{}: version {}: its parent {} has digest {} but {} was recorded", path, v,
+                   p.version, pi->data_sha256, p.sha256);
+    }
+  }
+  *rows = reader.rows();
+  *sha256 = reader.info().data_sha256;
+  return st;
+}
+
+int RunVerify(const QueryArgs& a, FeatureSet& fs, Out& out) {
+  std::vector<std::string> which;
+  if (a.version.empty()) {
+    which = fs.versions();
+  } else {
+    auto name = fs.Resolve(a.version);
+    if (!name.ok()) return Fail(name.status());
+    which.push_back(*name);
+  }
+  int rc = 0;
+  for (const auto& v : which) {
+    uint64_t rows = 0;
+    std::string sha256;
+    Status st = VerifyOne(a.path, fs, v, &rows, &sha256);
+    if (st.ok()) {
+      out.Print(fmt::format("{}: {}: ok ({} rows, sha256:{})\n", a.path, v, rows, sha256));
+    } else {
+      rc = Fail(st);
+    }
+  }
+  return rc;
+}
+
+Subcommand AddVerify(CLI::App& app, Out& out) {
+  auto a = std::make_shared<QueryArgs>();
+  Subcommand s =
+      AddQuery(app, out, "verify", "recompute and check the digests of every version (or one)", a,
+               RunVerify);
+  s.cmd->add_option("version", a->version, "only this version");
+  return s;
+}
+
+int RunDiff(const QueryArgs& a, FeatureSet& fs, Out& out) {
+  auto va = fs.Info(a.version);
+  if (!va.ok()) return Fail(va.status());
+  auto vb = fs.Info(a.version_b);
+  if (!vb.ok()) return Fail(vb.status());
+  DiffReport d = DiffVersions(*va, *vb);
+  out.Print(d.text);
+  const bool differ = !(d.same_schema && d.same_data && va->rows == vb->rows);
+  return a.exit_code && differ ? kExitDiffers : 0;
+}
+
+Subcommand AddDiff(CLI::App& app, Out& out) {
+  auto a = std::make_shared<QueryArgs>();
+  Subcommand s = AddQuery(app, out, "diff", "schema and counts between two versions", a, RunDiff);
+  s.cmd->add_option("a", a->version, "first version")->required();
+  s.cmd->add_option("b", a->version_b, "second version")->required();
+  s.cmd->add_flag("--exit-code", a->exit_code, "exit with 3 when the versions differ");
+  return s;
+}
+
+// Export to `a.output`, a path the access policy must allow; the file is
+// removed when the export fails.
+int ExportToFile(const QueryArgs& a, FeatureSet& fs, const AccessContext& ctx,
+                 const ExportOptions& eo) {
+  auto canonical = CanonicalPath(a.output, /*must_exist=*/false);
+  if (!canonical.ok()) return Fail(canonical.status());
+  Status allowed = CheckPath(ctx, *canonical, "export");
+  if (!allowed.ok()) return Fail(allowed);
+  auto fd = OpenFd(a.output, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (!fd.ok()) return Fail(fd.status());
+  Status st = ExportCsv(fs, eo, fd->get(), a.output);
+  if (st.ok()) st = fd->Close();
+  if (!st.ok()) {
+    ::unlink(a.output.c_str());
+    return Fail(st);
+  }
+  return 0;
+}
+
+int RunExport(const QueryArgs& a, FeatureSet& fs, Out&) {
+  AccessContext ctx = AccessContext::FromEnvironment();
+  ExportOptions eo;
+  eo.version = a.version;
+  eo.limit = a.limit;
+  if (!a.output.empty()) return ExportToFile(a, fs, ctx, eo);
+  if (ctx.guarded) {
+    return Fail(
+        PermissionDenied("{}: export to standard output is refused inside a guarded job: write "
+                         "to an approved path with --output",
+                         a.path));
+  }
+  Status st = ExportCsv(fs, eo, STDOUT_FILENO, "standard output");
+  return st.ok() ? 0 : Fail(st);
+}
+
+Subcommand AddExport(CLI::App& app, Out& out) {
+  auto a = std::make_shared<QueryArgs>();
+  Subcommand s = AddQuery(app, out, "export", "write a version as CSV", a, RunExport);
+  s.cmd->add_option("version", a->version, "version (default latest)");
+  s.cmd->add_option("-o,--output", a->output, "output file (default: standard output)");
+  s.cmd->add_option("--limit", a->limit, "at most this many rows");
+  return s;
 }
 
 }  // namespace
 
 int RunCli(int argc, char** argv) {
   Out out;
-  // Errors are "hpcml-fcache: <message>" without the "error: " tag: the
-  // message itself names the file and what is wrong.
   out.log.set_level(LogLevel::kInfo);
-  auto fail = [&](const Status& st) {
-    std::string line = fmt::format("hpcml-fcache: {}\n", st.message());
-    std::fwrite(line.data(), 1, line.size(), stderr);
-    return kExitError;
-  };
-  (void)Fail;
-
   CLI::App app{
       "hpcml-fcache: versioned HDF5 feature sets with lineage, residency checks and point-in-time "
       "joins"};
   app.set_version_flag("--version", ToolString());
   app.require_subcommand(1);
-
-  // ingest
-  IngestOptions ing;
-  std::string ing_path, ing_features, ing_delim = ",";
-  auto* c_ingest =
-      app.add_subcommand("ingest", "add a version from a CSV file (header row required)");
-  c_ingest->add_option("file", ing_path, "feature set (.h5); created if missing")->required();
-  c_ingest->add_option("--csv", ing.csv_path, "CSV file to read")->required();
-  c_ingest->add_option("--entity", ing.entity_column, "entity id column (integers)")->required();
-  c_ingest
-      ->add_option("--timestamp", ing.timestamp_column,
-                   "event time column (ISO 8601 or epoch seconds)")
-      ->required();
-  c_ingest->add_option("--label", ing.label_column, "label column (optional)");
-  c_ingest->add_option("--features", ing_features,
-                       "feature columns, comma-separated (default: all other columns)");
-  c_ingest->add_option("--zone", ing.zone,
-                       "residency zone (required for a new file; must match an existing one)");
-  c_ingest
-      ->add_option("--classification", ing.classification,
-                   "public, internal, confidential or restricted")
-      ->required();
-  c_ingest->add_option("--chunk-rows", ing.chunk_rows,
-                       "rows per HDF5 chunk (default: about 1 MiB chunks)");
-  c_ingest->add_option("--compress", ing.compression, "deflate level 0-9 (0: none)")
-      ->check(CLI::Range(0, 9));
-  c_ingest->add_option("--delimiter", ing_delim, "field delimiter (default ,)");
-  c_ingest->add_option("--lock-timeout", ing.lock_timeout_s, "seconds to wait for another writer");
-
-  // derive
-  DeriveOptions der;
-  std::string der_path, der_select, der_std_cols, der_since, der_until;
-  bool der_std = false;
-  auto* c_derive =
-      app.add_subcommand("derive", "add a version computed from another by a recorded transform");
-  c_derive->add_option("file", der_path, "feature set")->required();
-  c_derive->add_option("--from", der.from, "parent version (default latest)");
-  c_derive->add_option("--select", der_select,
-                       "keep these feature columns, comma-separated, in this order");
-  c_derive->add_flag("--standardize", der_std, "standardise every kept column: (x - mean) / std");
-  c_derive->add_option("--standardize-columns", der_std_cols, "standardise only these columns");
-  c_derive->add_option("--since", der_since, "keep rows with timestamp >= this time");
-  c_derive->add_option("--until", der_until, "keep rows with timestamp < this time");
-  c_derive->add_option("--classification", der.classification,
-                       "classification (default: the parent's; not lower)");
-  c_derive->add_option("--chunk-rows", der.chunk_rows, "rows per HDF5 chunk");
-  c_derive->add_option("--compress", der.compression, "deflate level 0-9 (default: the parent's)")
-      ->check(CLI::Range(0, 9));
-  c_derive->add_option("--lock-timeout", der.lock_timeout_s, "seconds to wait for another writer");
-
-  // asof
-  AsofOptions aso;
-  std::string aso_path, aso_age, aso_missing = "nan", aso_mem = "256M", aso_delim = ",";
-  auto* c_asof =
-      app.add_subcommand("asof", "point-in-time join: a training set as of each request's time");
-  c_asof->add_option("file", aso_path, "feature set")->required();
-  c_asof->add_option("--from", aso.from, "feature version (default latest)");
-  c_asof->add_option("--requests", aso.requests_csv, "CSV of (entity, time[, label]) requests")
-      ->required();
-  c_asof->add_option("--entity", aso.entity_column, "entity column of the requests")->required();
-  c_asof->add_option("--time", aso.time_column, "time column of the requests")->required();
-  c_asof->add_option("--label", aso.label_column, "label column of the requests (optional)");
-  c_asof->add_option("--max-age", aso_age,
-                     "ignore feature rows older than this before the request (e.g. 7d)");
-  c_asof
-      ->add_option("--missing", aso_missing,
-                   "requests without a row: nan (keep, default), drop or error")
-      ->check(CLI::IsMember({"nan", "drop", "error"}));
-  c_asof->add_option("--memory", aso_mem, "memory budget (default 256M)");
-  c_asof->add_option("--tmpdir", aso.tmpdir,
-                     "directory for temporary sort runs (default $TMPDIR or /tmp)");
-  c_asof->add_option("--classification", aso.classification,
-                     "classification (default: the parent's; not lower)");
-  c_asof->add_option("--compress", aso.compression, "deflate level 0-9 (default: the parent's)")
-      ->check(CLI::Range(0, 9));
-  c_asof->add_option("--delimiter", aso_delim, "field delimiter of the requests (default ,)");
-  c_asof->add_option("--lock-timeout", aso.lock_timeout_s, "seconds to wait for another writer");
-
-  // ls, info, lineage, verify, diff, export
-  std::string q_path, q_version, q_version_b;
-  bool q_json = false, q_dot = false, q_exit_code = false;
-  auto* c_ls = app.add_subcommand("ls", "list the versions");
-  c_ls->add_option("file", q_path, "feature set")->required();
-  auto* c_info = app.add_subcommand("info", "describe a version");
-  c_info->add_option("file", q_path, "feature set")->required();
-  c_info->add_option("version", q_version, "version (default latest)");
-  c_info->add_flag("--json", q_json, "JSON output");
-  auto* c_lineage = app.add_subcommand("lineage", "where a version came from");
-  c_lineage->add_option("file", q_path, "feature set")->required();
-  c_lineage->add_option("version", q_version,
-                        "version (default latest; with --dot and no version: every version)");
-  c_lineage->add_flag("--dot", q_dot, "Graphviz DOT output");
-  auto* c_verify =
-      app.add_subcommand("verify", "recompute and check the digests of every version (or one)");
-  c_verify->add_option("file", q_path, "feature set")->required();
-  c_verify->add_option("version", q_version, "only this version");
-  auto* c_diff = app.add_subcommand("diff", "schema and counts between two versions");
-  c_diff->add_option("file", q_path, "feature set")->required();
-  c_diff->add_option("a", q_version, "first version")->required();
-  c_diff->add_option("b", q_version_b, "second version")->required();
-  c_diff->add_flag("--exit-code", q_exit_code, "exit with 3 when the versions differ");
-  std::string exp_out;
-  uint64_t exp_limit = 0;
-  auto* c_export = app.add_subcommand("export", "write a version as CSV");
-  c_export->add_option("file", q_path, "feature set")->required();
-  c_export->add_option("version", q_version, "version (default latest)");
-  c_export->add_option("-o,--output", exp_out, "output file (default: standard output)");
-  c_export->add_option("--limit", exp_limit, "at most this many rows");
-
+  // In this order in the help.
+  const std::vector<Subcommand> subcommands = {
+      AddIngest(app, out), AddDerive(app, out), AddAsof(app, out),
+      AddLs(app, out),     AddInfo(app, out),   AddLineage(app, out),
+      AddVerify(app, out), AddDiff(app, out),   AddExport(app, out)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     int rc = app.exit(e);
     return rc == 0 ? 0 : kExitUsage;
   }
-
-  if (c_ingest->parsed()) {
-    ing.feature_columns = SplitCommas(ing_features);
-    auto d = ParseDelimiter(ing_delim);
-    if (!d.ok()) return fail(d.status());
-    ing.delimiter = *d;
-    std::vector<std::string> warnings;
-    auto r = Ingest(ing_path, ing, &warnings);
-    for (const auto& w : warnings) out.log.warn("{}", w);
-    if (!r.ok()) return fail(r.status());
-    out.Print(fmt::format("{}: added {} ({} rows, {} features, {}/{}, sha256:{})\n", ing_path,
-                          r->name, r->rows, r->features(), r->zone, r->classification,
-                          r->data_sha256));
-    return 0;
-  }
-  if (c_derive->parsed()) {
-    der.select = SplitCommas(der_select);
-    der.standardize = der_std;
-    der.standardize_columns = SplitCommas(der_std_cols);
-    if (!der_since.empty()) {
-      auto t = ParseTimestamp(der_since);
-      if (!t.ok()) return fail(Status(t.status().code(), "--since: " + t.status().message()));
-      der.since = *t;
-    }
-    if (!der_until.empty()) {
-      auto t = ParseTimestamp(der_until);
-      if (!t.ok()) return fail(Status(t.status().code(), "--until: " + t.status().message()));
-      der.until = *t;
-    }
-    auto r = Derive(der_path, der);
-    if (!r.ok()) return fail(r.status());
-    out.Print(fmt::format("{}: added {} from {} ({} rows, {} features, sha256:{})\n", der_path,
-                          r->name, r->parents.empty() ? "?" : r->parents[0].version, r->rows,
-                          r->features(), r->data_sha256));
-    return 0;
-  }
-  if (c_asof->parsed()) {
-    if (!aso_age.empty()) {
-      auto a = ParseDuration(aso_age);
-      if (!a.ok()) return fail(Status(a.status().code(), "--max-age: " + a.status().message()));
-      aso.max_age = *a;
-    }
-    aso.missing = aso_missing == "drop"    ? AsofMissing::kDrop
-                  : aso_missing == "error" ? AsofMissing::kError
-                                           : AsofMissing::kNan;
-    auto mem = ParseBytes(aso_mem);
-    if (!mem.ok()) return fail(Status(mem.status().code(), "--memory: " + mem.status().message()));
-    aso.memory_bytes = *mem;
-    auto d = ParseDelimiter(aso_delim);
-    if (!d.ok()) return fail(d.status());
-    aso.delimiter = *d;
-    AsofStats stats;
-    auto r = Asof(aso_path, aso, &stats);
-    if (!r.ok()) return fail(r.status());
-    out.Print(fmt::format(
-        "{}: added {} from {}: {} requests, {} matched, {} without a row at or before their time "
-        "({}), {} rows written, sha256:{}\n",
-        aso_path, r->name, r->parents.empty() ? "?" : r->parents[0].version, stats.requests,
-        stats.matched, stats.missing, aso_missing, stats.written, r->data_sha256));
-    return 0;
-  }
-
-  auto fs = FeatureSet::Open(q_path);
-  if (!fs.ok()) return fail(fs.status());
-  auto all_infos = [&]() -> Result<std::vector<VersionInfo>> {
-    std::vector<VersionInfo> infos;
-    for (const auto& v : fs->versions()) {
-      HPCML_ASSIGN_OR_RETURN(VersionInfo i, fs->Info(v));
-      infos.push_back(std::move(i));
-    }
-    return infos;
-  };
-
-  if (c_ls->parsed()) {
-    auto infos = all_infos();
-    if (!infos.ok()) return fail(infos.status());
-    out.Print(fmt::format("{}: zone {}, classification {}, {} version(s), latest {}\n", q_path,
-                          fs->zone(), fs->classification(), fs->versions().size(), fs->latest()));
-    out.Print(FormatVersionList(*infos, fs->latest()));
-    return 0;
-  }
-  if (c_info->parsed()) {
-    auto info = fs->Info(q_version);
-    if (!info.ok()) return fail(info.status());
-    out.Print(q_json ? FormatInfoJson(q_path, *info) : FormatInfo(q_path, *info));
-    return 0;
-  }
-  if (c_lineage->parsed()) {
-    auto infos = all_infos();
-    if (!infos.ok()) return fail(infos.status());
-    if (q_dot && q_version.empty()) {
-      out.Print(FormatLineageDot(*infos, ""));
-      return 0;
-    }
-    auto name = fs->Resolve(q_version);
-    if (!name.ok()) return fail(name.status());
-    out.Print(q_dot ? FormatLineageDot(*infos, *name) : FormatLineageText(*infos, *name));
-    return 0;
-  }
-  if (c_verify->parsed()) {
-    std::vector<std::string> which;
-    if (q_version.empty()) {
-      which = fs->versions();
-    } else {
-      auto name = fs->Resolve(q_version);
-      if (!name.ok()) return fail(name.status());
-      which.push_back(*name);
-    }
-    int rc = 0;
-    for (const auto& v : which) {
-      auto reader = fs->OpenVersion(v);
-      Status st = reader.ok() ? VerifyVersion(*reader) : reader.status();
-      // Lineage: a parent inside this file must still have the digest the
-      // child recorded.
-      if (st.ok()) {
-        for (const auto& p : reader->info().parents) {
-          auto pi = fs->Info(p.version);
-          if (pi.ok() && pi->data_sha256 != p.sha256) {
-            st = Corrupt("{}: version {}: its parent {} has digest {} but {} was recorded", q_path,
-                         v, p.version, pi->data_sha256, p.sha256);
-          }
-        }
-      }
-      if (st.ok()) {
-        out.Print(fmt::format("{}: {}: ok ({} rows, sha256:{})\n", q_path, v, reader->rows(),
-                              reader->info().data_sha256));
-      } else {
-        fail(st);
-        rc = kExitError;
-      }
-    }
-    return rc;
-  }
-  if (c_diff->parsed()) {
-    auto a = fs->Info(q_version);
-    if (!a.ok()) return fail(a.status());
-    auto b = fs->Info(q_version_b);
-    if (!b.ok()) return fail(b.status());
-    DiffReport d = DiffVersions(*a, *b);
-    out.Print(d.text);
-    return q_exit_code && !(d.same_schema && d.same_data && a->rows == b->rows) ? kExitDiffers : 0;
-  }
-  if (c_export->parsed()) {
-    AccessContext ctx = AccessContext::FromEnvironment();
-    ExportOptions eo;
-    eo.version = q_version;
-    eo.limit = exp_limit;
-    if (exp_out.empty()) {
-      if (ctx.guarded) {
-        return fail(
-            PermissionDenied("{}: export to standard output is refused inside a guarded job: write "
-                             "to an approved path with --output",
-                             q_path));
-      }
-      Status st = ExportCsv(*fs, eo, STDOUT_FILENO, "standard output");
-      return st.ok() ? 0 : fail(st);
-    }
-    auto canonical = CanonicalPath(exp_out, /*must_exist=*/false);
-    if (!canonical.ok()) return fail(canonical.status());
-    Status allowed = CheckPath(ctx, *canonical, "export");
-    if (!allowed.ok()) return fail(allowed);
-    auto fd = OpenFd(exp_out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (!fd.ok()) return fail(fd.status());
-    Status st = ExportCsv(*fs, eo, fd->get(), exp_out);
-    if (st.ok()) st = fd->Close();
-    if (!st.ok()) {
-      ::unlink(exp_out.c_str());
-      return fail(st);
-    }
-    return 0;
+  for (const Subcommand& s : subcommands) {
+    if (s.cmd->parsed()) return s.run();
   }
   return kExitUsage;
 }

@@ -1,4 +1,4 @@
-#include "hpcml/featurecache/csv.hpp"
+#include "csv.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -8,6 +8,9 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
+
+#include "hpcml/common/strings.hpp"
 
 namespace hpcml::featurecache {
 
@@ -52,6 +55,45 @@ Status CsvReader::Fill() {
   return Status::Ok();
 }
 
+CsvReader::Parse CsvReader::ScanQuoted(size_t pos, size_t* close, uint64_t* newlines,
+                                       std::string* error) {
+  const char* data = buf_.data();
+  size_t p = pos + 1;
+  bool escaped = false;
+  size_t arena_start = arena_.size();
+  for (;;) {
+    if (p >= end_) {
+      if (!eof_) return Parse::kNeedMore;
+      *error = "unterminated quoted field";
+      return Parse::kError;
+    }
+    char c = data[p];
+    if (c == '"') {
+      if (p + 1 >= end_ && !eof_) return Parse::kNeedMore;
+      if (p + 1 < end_ && data[p + 1] == '"') {
+        // First escape: copy what came before it; later characters are
+        // appended one by one below.
+        if (!escaped) arena_.append(data + pos + 1, p - pos - 1);
+        escaped = true;
+        arena_.push_back('"');
+        p += 2;
+        continue;
+      }
+      break;  // closing quote
+    }
+    if (c == '\n') ++*newlines;
+    if (escaped) arena_.push_back(c);
+    ++p;
+  }
+  if (escaped) {
+    spans_.push_back({true, arena_start, arena_.size() - arena_start});
+  } else {
+    spans_.push_back({false, pos + 1, p - pos - 1});
+  }
+  *close = p;
+  return Parse::kRecord;
+}
+
 CsvReader::Parse CsvReader::ParseRecord(size_t* consumed, uint64_t* newlines, std::string* error) {
   spans_.clear();
   arena_.clear();
@@ -61,38 +103,9 @@ CsvReader::Parse CsvReader::ParseRecord(size_t* consumed, uint64_t* newlines, st
   for (;;) {
     // One field starting at pos.
     if (pos < end_ && data[pos] == '"') {
-      size_t p = pos + 1;
-      bool escaped = false;
-      size_t arena_start = arena_.size();
-      for (;;) {
-        if (p >= end_) {
-          if (!eof_) return Parse::kNeedMore;
-          *error = "unterminated quoted field";
-          return Parse::kError;
-        }
-        char c = data[p];
-        if (c == '"') {
-          if (p + 1 >= end_ && !eof_) return Parse::kNeedMore;
-          if (p + 1 < end_ && data[p + 1] == '"') {
-            // First escape: copy what came before it; later characters are
-            // appended one by one below.
-            if (!escaped) arena_.append(data + pos + 1, p - pos - 1);
-            escaped = true;
-            arena_.push_back('"');
-            p += 2;
-            continue;
-          }
-          break;  // closing quote
-        }
-        if (c == '\n') ++nl;
-        if (escaped) arena_.push_back(c);
-        ++p;
-      }
-      if (escaped) {
-        spans_.push_back({true, arena_start, arena_.size() - arena_start});
-      } else {
-        spans_.push_back({false, pos + 1, p - pos - 1});
-      }
+      size_t p = 0;
+      Parse q = ScanQuoted(pos, &p, &nl, error);
+      if (q != Parse::kRecord) return q;
       pos = p + 1;  // after the closing quote
       if (pos < end_ && data[pos] == '\r' && (pos + 1 >= end_ || data[pos + 1] == '\n')) {
         if (pos + 1 >= end_ && !eof_) return Parse::kNeedMore;
@@ -173,6 +186,7 @@ Result<bool> CsvReader::Next() {
     for (const Span& s : spans_) {
       fields_.emplace_back(s.arena ? arena_.data() + s.offset : buf_.data() + s.offset, s.length);
     }
+    HPCML_RETURN_IF_ERROR(CheckUtf8());
     return true;
   }
 }
@@ -188,22 +202,44 @@ Status CsvReader::ErrorAt(size_t index, std::string_view message) const {
   return InvalidArgument("{}: line {}, column {}: {}", path_, record_line_, index + 1, message);
 }
 
+Status CsvReader::CheckUtf8() const {
+  for (size_t i = 0; i < fields_.size(); ++i) {
+    const std::optional<size_t> bad = FindInvalidUtf8(fields_[i]);
+    if (!bad) continue;
+    return ErrorAt(i, fmt::format("not valid UTF-8: byte {} of the field is 0x{:02X} (columns are "
+                                  "fields counted from 1); save the file as UTF-8",
+                                  *bad + 1, static_cast<unsigned char>(fields_[i][*bad])));
+  }
+  return Status::Ok();
+}
+
 Status CsvReader::ErrorAtLine(std::string_view message) const {
   return InvalidArgument("{}: line {}: {}", path_, record_line_, message);
 }
 
-namespace {
-
-std::string_view TrimCell(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
+Result<CsvHeader> CsvHeader::Read(CsvReader& csv) {
+  HPCML_ASSIGN_OR_RETURN(bool has_header, csv.Next());
+  if (!has_header) return InvalidArgument("{}: empty file: expected a header row", csv.path());
+  CsvHeader h;
+  h.path_ = csv.path();
+  for (size_t i = 0; i < csv.size(); ++i) {
+    h.names_.emplace_back(TrimBlanks(csv.field(i)));
+    h.index_.emplace(h.names_.back(), i);
+  }
+  return h;
 }
 
-}  // namespace
+Result<size_t> CsvHeader::Find(const std::string& name, const char* role) const {
+  auto it = index_.find(name);
+  if (it != index_.end()) return it->second;
+  std::string all;
+  for (const auto& n : names_) all += (all.empty() ? "" : ", ") + n;
+  return InvalidArgument("{}: line 1: no {} column named \"{}\" (columns: {})", path_, role, name,
+                         all);
+}
 
 Result<float> ParseFloatCell(std::string_view text, bool* integral) {
-  std::string_view s = TrimCell(text);
+  std::string_view s = TrimBlanks(text);
   if (s.empty()) return InvalidArgument("empty cell (write nan to mark a missing value)");
   if (s == "nan" || s == "NaN" || s == "NAN") {
     if (integral != nullptr) *integral = false;
@@ -233,7 +269,7 @@ Result<float> ParseFloatCell(std::string_view text, bool* integral) {
 }
 
 Result<int64_t> ParseIntCell(std::string_view text) {
-  std::string_view s = TrimCell(text);
+  std::string_view s = TrimBlanks(text);
   if (s.empty()) return InvalidArgument("empty cell");
   if (s.front() == '+') s.remove_prefix(1);
   int64_t v = 0;

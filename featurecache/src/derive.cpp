@@ -1,12 +1,14 @@
-#include "hpcml/featurecache/derive.hpp"
+#include "derive.hpp"
 
 #include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "hpcml/featurecache/feature_set.hpp"
-#include "hpcml/featurecache/timeutil.hpp"
+#include "hpcml/common/json.hpp"
+
+#include "feature_set.hpp"
 #include "hpcml/featurecache/writer.hpp"
+#include "timeutil.hpp"
 
 namespace hpcml::featurecache {
 
@@ -23,18 +25,22 @@ Result<std::string> ChildClassification(const std::string& parent, const std::st
   return requested;
 }
 
-Result<VersionInfo> Derive(const std::string& path, const DeriveOptions& o) {
-  if (o.since && o.until && *o.since >= *o.until) {
-    return InvalidArgument("--since {} is not before --until {}", FormatTimestamp(*o.since),
-                           FormatTimestamp(*o.until));
-  }
-  // Lock first: nobody can publish between reading the parent and writing.
-  HPCML_ASSIGN_OR_RETURN(FeatureSetWriter writer,
-                         FeatureSetWriter::Begin(path, WriterOptions{"", o.lock_timeout_s}));
-  HPCML_ASSIGN_OR_RETURN(FeatureSet fs, FeatureSet::Open(path));
-  HPCML_ASSIGN_OR_RETURN(VersionReader parent, fs.OpenVersion(o.from));
-  const VersionInfo& pi = parent.info();
+namespace {
 
+// The parent's columns a derive keeps, in output order, and which of them it
+// standardises.
+struct Selection {
+  std::vector<size_t> cols;       // parent feature index of each output column
+  std::vector<bool> standardize;  // per output column
+  bool any_standardize() const {
+    return std::find(standardize.begin(), standardize.end(), true) != standardize.end();
+  }
+};
+
+// o.select (or every column) and o.standardize / o.standardize_columns
+// resolved against the parent's feature names.
+Result<Selection> SelectColumns(const std::string& path, const VersionInfo& pi,
+                                const DeriveOptions& o) {
   std::map<std::string, size_t> index;
   for (size_t i = 0; i < pi.features(); ++i) index[pi.feature_names[i]] = i;
   auto lookup = [&](const std::string& name) -> Result<size_t> {
@@ -47,91 +53,93 @@ Result<VersionInfo> Derive(const std::string& path, const DeriveOptions& o) {
     }
     return it->second;
   };
-  std::vector<size_t> cols;
+  Selection sel;
   if (o.select.empty()) {
-    for (size_t i = 0; i < pi.features(); ++i) cols.push_back(i);
-  } else {
-    for (const auto& name : o.select) {
-      HPCML_ASSIGN_OR_RETURN(size_t i, lookup(name));
-      cols.push_back(i);
-    }
+    for (size_t i = 0; i < pi.features(); ++i) sel.cols.push_back(i);
   }
-  const size_t nf = cols.size();
-  std::vector<bool> standardize(nf, false);
-  if (o.standardize || !o.standardize_columns.empty()) {
-    if (o.standardize_columns.empty()) {
-      standardize.assign(nf, true);
-    } else {
-      for (const auto& name : o.standardize_columns) {
-        HPCML_ASSIGN_OR_RETURN(size_t i, lookup(name));
-        auto pos = std::find(cols.begin(), cols.end(), i);
-        if (pos == cols.end())
-          return InvalidArgument("cannot standardise \"{}\": it is not among the selected columns",
-                                 name);
-        standardize[static_cast<size_t>(pos - cols.begin())] = true;
-      }
-    }
+  for (const auto& name : o.select) {
+    HPCML_ASSIGN_OR_RETURN(size_t i, lookup(name));
+    sel.cols.push_back(i);
   }
-  HPCML_ASSIGN_OR_RETURN(std::string classification,
-                         ChildClassification(pi.classification, o.classification));
+  sel.standardize.assign(sel.cols.size(), o.standardize && o.standardize_columns.empty());
+  for (const auto& name : o.standardize_columns) {
+    HPCML_ASSIGN_OR_RETURN(size_t i, lookup(name));
+    auto pos = std::find(sel.cols.begin(), sel.cols.end(), i);
+    if (pos == sel.cols.end())
+      return InvalidArgument("cannot standardise \"{}\": it is not among the selected columns",
+                             name);
+    sel.standardize[static_cast<size_t>(pos - sel.cols.begin())] = true;
+  }
+  return sel;
+}
 
-  const uint64_t pf = pi.features();
-  const uint64_t step = std::max<uint64_t>(1024, (8u << 20) / (4 * pf));
-  std::vector<float> x(step * pf), y(pi.has_labels() ? step : 0), out(step * nf);
-  std::vector<int64_t> e(step), t(step);
-  auto keep = [&](int64_t ts) {
-    return (!o.since || ts >= *o.since) && (!o.until || ts < *o.until);
-  };
+// Whether a row with timestamp `ts` passes o.since / o.until.
+bool KeepTime(const DeriveOptions& o, int64_t ts) {
+  return (!o.since || ts >= *o.since) && (!o.until || ts < *o.until);
+}
 
-  // Pass 1: mean and standard deviation (population) of the kept rows, in
-  // double, merged block by block (Chan et al.).
-  std::vector<double> mean(nf, 0.0), m2(nf, 0.0), scale(nf, 1.0);
+// Rows per block read from the parent (about 8 MiB of features).
+uint64_t BlockRows(const VersionInfo& pi) {
+  return std::max<uint64_t>(1024, (8u << 20) / (4 * pi.features()));
+}
+
+// Pass 1's result: the kept rows and, per output column, the mean and the
+// divisor applied (the standard deviation, or 1).
+struct ColumnStats {
   uint64_t kept = 0;
-  bool any_std = std::find(standardize.begin(), standardize.end(), true) != standardize.end();
+  std::vector<double> mean, scale;
+};
+
+// Pass 1: counts the kept rows and computes the mean and standard deviation
+// (population) of the standardised columns over them, in double, merged row
+// by row (Welford / Chan et al.).
+Result<ColumnStats> ComputeStats(const std::string& path, VersionReader& parent,
+                                 const Selection& sel, const DeriveOptions& o) {
+  const VersionInfo& pi = parent.info();
+  const size_t nf = sel.cols.size();
+  const uint64_t pf = pi.features(), step = BlockRows(pi);
+  const bool any_std = sel.any_standardize();
+  std::vector<float> x(any_std ? step * pf : 0);
+  std::vector<int64_t> t(step);
+  ColumnStats s;
+  s.mean.assign(nf, 0.0);
+  s.scale.assign(nf, 1.0);
+  std::vector<double> m2(nf, 0.0);
   for (uint64_t first = 0; first < pi.rows; first += step) {
     uint64_t n = std::min(step, pi.rows - first);
     HPCML_RETURN_IF_ERROR(
         parent.Read(first, n, any_std ? x.data() : nullptr, nullptr, nullptr, t.data()));
     for (uint64_t r = 0; r < n; ++r) {
-      if (!keep(t[r])) continue;
-      ++kept;
-      if (!any_std) continue;
-      for (size_t j = 0; j < nf; ++j) {
-        if (!standardize[j]) continue;
-        double v = x[r * pf + cols[j]];
-        double d = v - mean[j];
-        mean[j] += d / static_cast<double>(kept);
-        m2[j] += d * (v - mean[j]);
+      if (!KeepTime(o, t[r])) continue;
+      ++s.kept;
+      for (size_t j = 0; any_std && j < nf; ++j) {
+        if (!sel.standardize[j]) continue;
+        double v = x[r * pf + sel.cols[j]];
+        double d = v - s.mean[j];
+        s.mean[j] += d / static_cast<double>(s.kept);
+        m2[j] += d * (v - s.mean[j]);
       }
     }
   }
-  if (kept == 0)
+  if (s.kept == 0)
     return InvalidArgument("{}: the time filter keeps none of the {} rows of {}", path, pi.rows,
                            pi.name);
   for (size_t j = 0; j < nf; ++j) {
-    if (!standardize[j]) continue;
-    double sd = std::sqrt(m2[j] / static_cast<double>(kept));
-    if (std::isnan(mean[j])) {
+    if (!sel.standardize[j]) continue;
+    double sd = std::sqrt(m2[j] / static_cast<double>(s.kept));
+    if (std::isnan(s.mean[j])) {
       return InvalidArgument("{}: cannot standardise \"{}\": it holds nan values", path,
-                             pi.feature_names[cols[j]]);
+                             pi.feature_names[sel.cols[j]]);
     }
-    scale[j] = sd > 0 ? sd : 1.0;  // a constant column becomes all zeros
+    s.scale[j] = sd > 0 ? sd : 1.0;  // a constant column becomes all zeros
   }
+  return s;
+}
 
-  NewVersion spec;
-  for (size_t j = 0; j < nf; ++j) {
-    spec.feature_names.push_back(pi.feature_names[cols[j]]);
-    spec.feature_types.push_back(standardize[j] ? "float" : pi.feature_types[cols[j]]);
-  }
-  spec.label_name = pi.label_name;
-  spec.entity_name = pi.entity_name;
-  spec.timestamp_name = pi.timestamp_name;
-  spec.operation = "derive";
-  spec.parents = {ParentRef{pi.name, pi.data_sha256}};
-  spec.classification = classification;
-  spec.chunk_rows = o.chunk_rows;
-  spec.expected_rows = kept;
-  spec.compression = o.compression >= 0 ? o.compression : pi.compression;
+// The recorded transform: parent, selection, time filter and the
+// standardisation's parameters.
+std::string DeriveTransform(const VersionInfo& pi, const DeriveOptions& o, const Selection& sel,
+                            const ColumnStats& s, const std::vector<std::string>& names) {
   nlohmann::json tr = {{"op", "derive"}, {"from", pi.name}};
   if (!o.select.empty()) tr["select"] = o.select;
   if (o.since || o.until) {
@@ -140,44 +148,93 @@ Result<VersionInfo> Derive(const std::string& path, const DeriveOptions& o) {
     if (o.until) f["until"] = FormatTimestamp(*o.until);
     tr["filter_time"] = f;
   }
-  if (any_std) {
+  if (sel.any_standardize()) {
     nlohmann::json cols_j = nlohmann::json::array(), mean_j = nlohmann::json::array(),
                    std_j = nlohmann::json::array();
-    for (size_t j = 0; j < nf; ++j) {
-      if (!standardize[j]) continue;
-      cols_j.push_back(spec.feature_names[j]);
-      mean_j.push_back(mean[j]);
-      std_j.push_back(scale[j]);
+    for (size_t j = 0; j < sel.cols.size(); ++j) {
+      if (!sel.standardize[j]) continue;
+      cols_j.push_back(names[j]);
+      mean_j.push_back(s.mean[j]);
+      std_j.push_back(s.scale[j]);
     }
     tr["standardize"] = {{"columns", cols_j}, {"mean", mean_j}, {"std", std_j}};
   }
-  spec.transform = tr.dump();
-  HPCML_RETURN_IF_ERROR(writer.StartVersion(spec).status());
+  return JsonText(tr);
+}
 
-  // Pass 2: filter, select, standardise, write.
-  std::vector<float> yo(pi.has_labels() ? step : 0);
-  std::vector<int64_t> eo(step), to(step);
+NewVersion DeriveSpec(const VersionInfo& pi, const DeriveOptions& o, const Selection& sel,
+                      const ColumnStats& s, const std::string& classification) {
+  NewVersion spec;
+  for (size_t j = 0; j < sel.cols.size(); ++j) {
+    spec.feature_names.push_back(pi.feature_names[sel.cols[j]]);
+    spec.feature_types.push_back(sel.standardize[j] ? "float" : pi.feature_types[sel.cols[j]]);
+  }
+  spec.label_name = pi.label_name;
+  spec.entity_name = pi.entity_name;
+  spec.timestamp_name = pi.timestamp_name;
+  spec.operation = "derive";
+  spec.parents = {ParentRef{pi.name, pi.data_sha256}};
+  spec.classification = classification;
+  spec.chunk_rows = o.chunk_rows;
+  spec.expected_rows = s.kept;
+  spec.compression = o.compression >= 0 ? o.compression : pi.compression;
+  spec.transform = DeriveTransform(pi, o, sel, s, spec.feature_names);
+  return spec;
+}
+
+// Pass 2: filter, select, standardise, append to the started version.
+Status WriteDerived(VersionReader& parent, const Selection& sel, const ColumnStats& s,
+                    const DeriveOptions& o, FeatureSetWriter& writer) {
+  const VersionInfo& pi = parent.info();
+  const size_t nf = sel.cols.size();
+  const uint64_t pf = pi.features(), step = BlockRows(pi);
+  const bool labels = pi.has_labels();
+  std::vector<float> x(step * pf), y(labels ? step : 0), out(step * nf), yo(labels ? step : 0);
+  std::vector<int64_t> e(step), t(step), eo(step), to(step);
   for (uint64_t first = 0; first < pi.rows; first += step) {
     uint64_t n = std::min(step, pi.rows - first);
     HPCML_RETURN_IF_ERROR(
-        parent.Read(first, n, x.data(), pi.has_labels() ? y.data() : nullptr, e.data(), t.data()));
+        parent.Read(first, n, x.data(), labels ? y.data() : nullptr, e.data(), t.data()));
     uint64_t m = 0;
     for (uint64_t r = 0; r < n; ++r) {
-      if (!keep(t[r])) continue;
+      if (!KeepTime(o, t[r])) continue;
       for (size_t j = 0; j < nf; ++j) {
-        float v = x[r * pf + cols[j]];
-        out[m * nf + j] = standardize[j] ? static_cast<float>((v - mean[j]) / scale[j]) : v;
+        float v = x[r * pf + sel.cols[j]];
+        out[m * nf + j] = sel.standardize[j] ? static_cast<float>((v - s.mean[j]) / s.scale[j]) : v;
       }
-      if (pi.has_labels()) yo[m] = y[r];
+      if (labels) yo[m] = y[r];
       eo[m] = e[r];
       to[m] = t[r];
       ++m;
     }
     if (m > 0) {
-      HPCML_RETURN_IF_ERROR(writer.Append(out.data(), pi.has_labels() ? yo.data() : nullptr,
-                                          eo.data(), to.data(), m));
+      HPCML_RETURN_IF_ERROR(
+          writer.Append(out.data(), labels ? yo.data() : nullptr, eo.data(), to.data(), m));
     }
   }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<VersionInfo> Derive(const std::string& path, const DeriveOptions& o) {
+  if (o.since && o.until && *o.since >= *o.until) {
+    return InvalidArgument("--since {} is not before --until {}", FormatTimestamp(*o.since),
+                           FormatTimestamp(*o.until));
+  }
+  // Lock first: nobody can publish between reading the parent and writing.
+  HPCML_ASSIGN_OR_RETURN(FeatureSetWriter writer,
+                         FeatureSetWriter::Begin(path, WriterOptions{"", o.lock_timeout_s}));
+  HPCML_ASSIGN_OR_RETURN(FeatureSet fs, FeatureSet::Open(path));
+  HPCML_ASSIGN_OR_RETURN(VersionReader parent, fs.OpenVersion(o.from));
+  const VersionInfo& pi = parent.info();
+  HPCML_ASSIGN_OR_RETURN(Selection sel, SelectColumns(path, pi, o));
+  HPCML_ASSIGN_OR_RETURN(std::string classification,
+                         ChildClassification(pi.classification, o.classification));
+  HPCML_ASSIGN_OR_RETURN(ColumnStats stats, ComputeStats(path, parent, sel, o));
+  HPCML_RETURN_IF_ERROR(
+      writer.StartVersion(DeriveSpec(pi, o, sel, stats, classification)).status());
+  HPCML_RETURN_IF_ERROR(WriteDerived(parent, sel, stats, o, writer));
   return writer.Commit();
 }
 

@@ -1,4 +1,4 @@
-#include "hpcml/featurecache/export.hpp"
+#include "export.hpp"
 
 #include <unistd.h>
 
@@ -6,7 +6,7 @@
 #include <charconv>
 #include <cmath>
 
-#include "hpcml/featurecache/timeutil.hpp"
+#include "timeutil.hpp"
 
 namespace hpcml::featurecache {
 namespace {

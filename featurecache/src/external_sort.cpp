@@ -142,43 +142,49 @@ Status ExternalSorter::Finish() {
   return Status::Ok();
 }
 
+// Moves a run's cursor to its next record, refilling its buffer from the
+// file past the end; false when the run is drained.
+Result<bool> ExternalSorter::Advance(Run& r) const {
+  if (r.cursor + 1 < r.buf_records) {
+    ++r.cursor;
+    return true;
+  }
+  if (r.read_records >= r.records) return false;
+  size_t want =
+      static_cast<size_t>(std::min<uint64_t>(r.buf.size() / rec_, r.records - r.read_records)) *
+      rec_;
+  size_t got = 0;
+  while (got < want) {
+    ssize_t n =
+        ::pread(r.fd.get(), r.buf.data() + got, want - got, static_cast<off_t>(r.offset + got));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoError("read temporary sort run", errno);
+    }
+    if (n == 0) return IoError("temporary sort run is shorter than written");
+    got += static_cast<size_t>(n);
+  }
+  r.offset += want;
+  r.buf_records = want / rec_;
+  r.read_records += r.buf_records;
+  r.cursor = 0;
+  return true;
+}
+
+// Copies `rec` to current_ (word-aligned) and points the caller at it.
+void ExternalSorter::Emit(const uint8_t* rec, const uint64_t** key, const uint8_t** payload) {
+  std::memcpy(current_.data(), rec, rec_);
+  *key = current_.data();
+  *payload = reinterpret_cast<const uint8_t*>(current_.data()) + kw_ * 8;
+}
+
 Result<bool> ExternalSorter::Next(const uint64_t** key, const uint8_t** payload) {
   if (!finished_) HPCML_RETURN_IF_ERROR(Finish());
   if (runs_.empty()) {
     if (pos_ >= n_) return false;
-    const uint8_t* r = buf_.data() + size_t{order_[pos_++]} * rec_;
-    std::memcpy(current_.data(), r, rec_);
-    *key = current_.data();
-    *payload = reinterpret_cast<const uint8_t*>(current_.data()) + kw_ * 8;
+    Emit(buf_.data() + size_t{order_[pos_++]} * rec_, key, payload);
     return true;
   }
-  // Refill a run's buffer when its cursor passes the end; false when drained.
-  auto advance = [&](Run& r) -> Result<bool> {
-    if (r.cursor + 1 < r.buf_records) {
-      ++r.cursor;
-      return true;
-    }
-    if (r.read_records >= r.records) return false;
-    size_t want =
-        static_cast<size_t>(std::min<uint64_t>(r.buf.size() / rec_, r.records - r.read_records)) *
-        rec_;
-    size_t got = 0;
-    while (got < want) {
-      ssize_t n =
-          ::pread(r.fd.get(), r.buf.data() + got, want - got, static_cast<off_t>(r.offset + got));
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        return ErrnoError("read temporary sort run", errno);
-      }
-      if (n == 0) return IoError("temporary sort run is shorter than written");
-      got += static_cast<size_t>(n);
-    }
-    r.offset += want;
-    r.buf_records = want / rec_;
-    r.read_records += r.buf_records;
-    r.cursor = 0;
-    return true;
-  };
   auto rec_of = [&](size_t i) { return runs_[i]->buf.data() + runs_[i]->cursor * rec_; };
   auto greater = [&](size_t a, size_t b) { return Less(rec_of(b), rec_of(a)); };
   if (!heap_started_) {
@@ -186,7 +192,7 @@ Result<bool> ExternalSorter::Next(const uint64_t** key, const uint8_t** payload)
     for (size_t i = 0; i < runs_.size(); ++i) {
       runs_[i]->cursor = 0;
       runs_[i]->buf_records = 0;
-      HPCML_ASSIGN_OR_RETURN(bool has, advance(*runs_[i]));
+      HPCML_ASSIGN_OR_RETURN(bool has, Advance(*runs_[i]));
       if (has) heap_.push_back(i);
     }
     std::make_heap(heap_.begin(), heap_.end(), greater);
@@ -194,7 +200,7 @@ Result<bool> ExternalSorter::Next(const uint64_t** key, const uint8_t** payload)
     // Move past the record returned last time.
     std::pop_heap(heap_.begin(), heap_.end(), greater);
     size_t i = heap_.back();
-    HPCML_ASSIGN_OR_RETURN(bool has, advance(*runs_[i]));
+    HPCML_ASSIGN_OR_RETURN(bool has, Advance(*runs_[i]));
     if (has) {
       std::push_heap(heap_.begin(), heap_.end(), greater);
     } else {
@@ -202,9 +208,7 @@ Result<bool> ExternalSorter::Next(const uint64_t** key, const uint8_t** payload)
     }
   }
   if (heap_.empty()) return false;
-  std::memcpy(current_.data(), rec_of(heap_.front()), rec_);
-  *key = current_.data();
-  *payload = reinterpret_cast<const uint8_t*>(current_.data()) + kw_ * 8;
+  Emit(rec_of(heap_.front()), key, payload);
   return true;
 }
 

@@ -49,6 +49,8 @@ class ExternalSorter {
   bool Less(const uint8_t* a, const uint8_t* b) const;
   Status SortBuffer();
   Status Spill();
+  Result<bool> Advance(Run& r) const;
+  void Emit(const uint8_t* rec, const uint64_t** key, const uint8_t** payload);
 
   size_t kw_, pb_, rec_;
   uint64_t budget_;

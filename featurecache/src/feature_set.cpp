@@ -1,10 +1,10 @@
-#include "hpcml/featurecache/feature_set.hpp"
+#include "feature_set.hpp"
 
 #include <algorithm>
 #include <vector>
 
 #include "hpcml/featurecache/access.hpp"
-#include "hpcml/featurecache/sha256.hpp"
+#include "sha256.hpp"
 
 namespace hpcml::featurecache {
 namespace {
@@ -20,8 +20,9 @@ std::string Where(const std::string& path, std::string_view version, const char*
 
 Status CheckDataset(hid_t dset, const std::string& path, std::string_view version, const char* name,
                     H5T_class_t cls, size_t size, const std::vector<hsize_t>& dims) {
-  HPCML_ASSIGN_OR_RETURN(h5::Type type, h5::Own<h5::Type>(H5Dget_type(dset), StatusCode::kCorrupt,
-                                                          Where(path, version, name)));
+  HPCML_ASSIGN_OR_RETURN(
+      h5::Datatype type,
+      h5::Own<h5::Datatype>(H5Dget_type(dset), StatusCode::kCorrupt, Where(path, version, name)));
   if (H5Tget_class(type.get()) != cls || H5Tget_size(type.get()) != size) {
     return Corrupt("{}: schema mismatch: unexpected element type", Where(path, version, name));
   }
@@ -60,8 +61,37 @@ Result<DatasetDigests> ReadDatasetDigests(hid_t group, bool has_labels, std::str
   return d;
 }
 
+namespace {
+
+// The names of the versions under /versions, in version order; any other
+// object there is corruption.
+Result<std::vector<std::string>> ListVersions(hid_t f, const std::string& path) {
+  HPCML_ASSIGN_OR_RETURN(
+      h5::Group versions,
+      h5::Own<h5::Group>(H5Gopen2(f, kVersionsGroup, H5P_DEFAULT), StatusCode::kCorrupt,
+                         fmt::format("{}: group /{}", path, kVersionsGroup)));
+  std::vector<std::string> names;
+  hsize_t idx = 0;
+  if (H5Literate(versions.get(), H5_INDEX_NAME, H5_ITER_NATIVE, &idx, CollectLink, &names) < 0) {
+    return h5::Error(StatusCode::kCorrupt, fmt::format("{}: list /{}", path, kVersionsGroup));
+  }
+  std::vector<std::pair<int64_t, std::string>> numbered;
+  for (auto& n : names) {
+    auto num = ParseVersionName(n);
+    if (!num.ok() || VersionName(*num) != n)
+      return Corrupt("{}: unexpected object /versions/{}", path, n);
+    numbered.emplace_back(*num, n);
+  }
+  std::sort(numbered.begin(), numbered.end());
+  std::vector<std::string> sorted;
+  for (auto& [num, n] : numbered) sorted.push_back(n);
+  return sorted;
+}
+
+}  // namespace
+
 Result<FeatureSet> FeatureSet::Open(const std::string& path) {
-  h5::Init();
+  h5::SilenceErrorPrinting();
   FeatureSet fs;
   fs.path_ = path;
   HPCML_ASSIGN_OR_RETURN(fs.canonical_, CanonicalPath(path, /*must_exist=*/true));
@@ -102,24 +132,7 @@ Result<FeatureSet> FeatureSet::Open(const std::string& path) {
   HPCML_ASSIGN_OR_RETURN(fs.latest_, root_attr("latest"));
   HPCML_RETURN_IF_ERROR(CheckLabels(ctx, fs.canonical_, fs.zone_, fs.classification_));
 
-  HPCML_ASSIGN_OR_RETURN(
-      h5::Group versions,
-      h5::Own<h5::Group>(H5Gopen2(f, kVersionsGroup, H5P_DEFAULT), StatusCode::kCorrupt,
-                         fmt::format("{}: group /{}", path, kVersionsGroup)));
-  std::vector<std::string> names;
-  hsize_t idx = 0;
-  if (H5Literate(versions.get(), H5_INDEX_NAME, H5_ITER_NATIVE, &idx, CollectLink, &names) < 0) {
-    return h5::Error(StatusCode::kCorrupt, fmt::format("{}: list /{}", path, kVersionsGroup));
-  }
-  std::vector<std::pair<int64_t, std::string>> numbered;
-  for (auto& n : names) {
-    auto num = ParseVersionName(n);
-    if (!num.ok() || VersionName(*num) != n)
-      return Corrupt("{}: unexpected object /versions/{}", path, n);
-    numbered.emplace_back(*num, n);
-  }
-  std::sort(numbered.begin(), numbered.end());
-  for (auto& [num, n] : numbered) fs.versions_.push_back(n);
+  HPCML_ASSIGN_OR_RETURN(fs.versions_, ListVersions(f, path));
   if (fs.versions_.empty()) return Corrupt("{}: the feature set has no versions", path);
   if (fs.latest_ != fs.versions_.back()) {
     return Corrupt("{}: attribute latest says {} but the newest version is {}", path, fs.latest_,
@@ -144,7 +157,7 @@ Result<std::string> FeatureSet::Resolve(std::string_view spec) const {
 }
 
 Result<VersionInfo> FeatureSet::Info(std::string_view spec) const {
-  h5::Init();
+  h5::SilenceErrorPrinting();
   HPCML_ASSIGN_OR_RETURN(std::string name, Resolve(spec));
   std::string group_path = fmt::format("/{}/{}", kVersionsGroup, name);
   HPCML_ASSIGN_OR_RETURN(
@@ -163,7 +176,7 @@ Result<VersionInfo> FeatureSet::Info(std::string_view spec) const {
 }
 
 Result<VersionReader> FeatureSet::OpenVersion(std::string_view spec) const {
-  h5::Init();
+  h5::SilenceErrorPrinting();
   HPCML_ASSIGN_OR_RETURN(VersionInfo info, Info(spec));
   VersionReader r;
   r.file_ = file_;
@@ -196,18 +209,19 @@ Result<VersionReader> FeatureSet::OpenVersion(std::string_view spec) const {
 
 Status VersionReader::ReadSlab(hid_t dset, hid_t mem_type, uint64_t first, uint64_t count,
                                uint64_t width, void* out, const char* name) const {
-  h5::Init();
+  h5::SilenceErrorPrinting();
   const int rank = width == 0 ? 1 : 2;
   hsize_t start[2] = {first, 0};
   hsize_t cnt[2] = {count, width};
-  HPCML_ASSIGN_OR_RETURN(
-      h5::Space fspace,
-      h5::Own<h5::Space>(H5Dget_space(dset), StatusCode::kCorrupt, Where(path_, info_.name, name)));
+  HPCML_ASSIGN_OR_RETURN(h5::Dataspace fspace,
+                         h5::Own<h5::Dataspace>(H5Dget_space(dset), StatusCode::kCorrupt,
+                                                Where(path_, info_.name, name)));
   if (H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start, nullptr, cnt, nullptr) < 0) {
     return h5::Error(StatusCode::kInvalidArgument, Where(path_, info_.name, name));
   }
-  HPCML_ASSIGN_OR_RETURN(h5::Space mspace, h5::Own<h5::Space>(H5Screate_simple(rank, cnt, nullptr),
-                                                              StatusCode::kInternal, "dataspace"));
+  HPCML_ASSIGN_OR_RETURN(h5::Dataspace mspace,
+                         h5::Own<h5::Dataspace>(H5Screate_simple(rank, cnt, nullptr),
+                                                StatusCode::kInternal, "dataspace"));
   if (H5Dread(dset, mem_type, mspace.get(), fspace.get(), H5P_DEFAULT, out) < 0) {
     return h5::Error(
         StatusCode::kCorrupt,

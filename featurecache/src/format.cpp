@@ -3,8 +3,8 @@
 #include <charconv>
 #include <numeric>
 
-#include "hpcml/featurecache/h5.hpp"
-#include "hpcml/featurecache/sha256.hpp"
+#include "hpcml/common/h5.hpp"
+#include "sha256.hpp"
 
 namespace hpcml::featurecache {
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "chunk_reader.hpp"
-#include "hpcml/featurecache/feature_set.hpp"
+#include "feature_set.hpp"
 
 namespace hpcml::featurecache {
 namespace {
@@ -88,6 +88,30 @@ struct WorkerScratch {
   std::vector<Piece> pieces;
   std::vector<uint32_t> perm;
 };
+
+// The shard plan's spec for `rows` rows of `nf` features stored in chunks of
+// `chunk_rows`. Without an explicit window: about 4 MiB of rows, and with
+// shuffling at least two chunks.
+ShardSpec LoaderShardSpec(const LoaderOptions& options, uint64_t rows, uint64_t chunk_rows,
+                          uint64_t nf) {
+  const uint64_t row_bytes = nf * sizeof(float);
+  uint64_t window = options.shuffle_window_rows;
+  if (window == 0) {
+    const uint64_t four_mib = std::max<uint64_t>(1, (4u << 20) / row_bytes);
+    window = options.shuffle ? std::max(2 * chunk_rows, four_mib) : four_mib;
+  }
+  ShardSpec spec;
+  spec.rows = rows;
+  spec.chunk_rows = chunk_rows;
+  spec.rank = options.rank;
+  spec.world = options.world;
+  spec.batch_rows = options.batch_rows;
+  spec.window_rows = window;
+  spec.shuffle = options.shuffle;
+  spec.drop_last = options.drop_last;
+  spec.seed = options.seed;
+  return spec;
+}
 
 uint64_t HexPrefix(const std::string& hex) {
   uint64_t v = 0;
@@ -211,7 +235,7 @@ struct Loader::Impl {
   }
 
   void WorkerLoop() {
-    h5::Init();
+    h5::SilenceErrorPrinting();
     WorkerScratch scratch;
     for (;;) {
       uint64_t u = 0;
@@ -232,6 +256,19 @@ struct Loader::Impl {
       }
       cv_ready.notify_all();
     }
+  }
+
+  // The rows of s->pieces, back to back: features into x, labels into y
+  // (when the version has them; y is then non-null) and row numbers into ids.
+  Status ReadPieces(WorkerScratch* s, float* x, float* y, uint64_t* ids) const {
+    uint64_t pos = 0;
+    for (const auto& p : s->pieces) {
+      HPCML_RETURN_IF_ERROR(xr->Read(p.row, p.count, x + pos * nf, &s->cx));
+      if (yr) HPCML_RETURN_IF_ERROR(yr->Read(p.row, p.count, y + pos, &s->cy));
+      for (uint64_t r = 0; r < p.count; ++r) ids[pos + r] = p.row + r;
+      pos += p.count;
+    }
+    return Status::Ok();
   }
 
   Status Produce(uint64_t global_window, Block* b, WorkerScratch* s) {
@@ -265,14 +302,7 @@ struct Loader::Impl {
     b->y = has_y ? reinterpret_cast<float*>(b->ybuf.Reserve(n * sizeof(float))) : nullptr;
     if (s->perm.empty()) {
       b->x = reinterpret_cast<float*>(b->xbuf.Reserve(n * row_bytes) + shift);
-      uint64_t pos = 0;
-      for (const auto& p : s->pieces) {
-        HPCML_RETURN_IF_ERROR(xr->Read(p.row, p.count, b->x + pos * nf, &s->cx));
-        if (has_y) HPCML_RETURN_IF_ERROR(yr->Read(p.row, p.count, b->y + pos, &s->cy));
-        for (uint64_t r = 0; r < p.count; ++r) b->ids[pos + r] = p.row + r;
-        pos += p.count;
-      }
-      return Status::Ok();
+      return ReadPieces(s, b->x, b->y, b->ids);
     }
     const uint32_t* perm = s->perm.data();
     // Shuffled: read the window into staging (one sequential pass over whole
@@ -283,13 +313,8 @@ struct Loader::Impl {
     float* stage = reinterpret_cast<float*>(s->staging_x.Reserve(n * row_bytes) + shift);
     if (has_y) s->staging_y.resize(n);
     s->staging_ids.resize(n);
-    uint64_t pos = 0;
-    for (const auto& p : s->pieces) {
-      HPCML_RETURN_IF_ERROR(xr->Read(p.row, p.count, stage + pos * nf, &s->cx));
-      if (has_y) HPCML_RETURN_IF_ERROR(yr->Read(p.row, p.count, s->staging_y.data() + pos, &s->cy));
-      for (uint64_t r = 0; r < p.count; ++r) s->staging_ids[pos + r] = p.row + r;
-      pos += p.count;
-    }
+    HPCML_RETURN_IF_ERROR(
+        ReadPieces(s, stage, has_y ? s->staging_y.data() : nullptr, s->staging_ids.data()));
     for (uint64_t i = 0; i < n; ++i) {
       if (i + 8 < n) __builtin_prefetch(stage + uint64_t{perm[i + 8]} * nf);
       std::memcpy(b->x + i * nf, stage + uint64_t{perm[i]} * nf, row_bytes);
@@ -332,24 +357,8 @@ Result<Loader> Loader::Open(const std::string& path, std::string_view version,
                                              kLabels, options.direct_io && impl->xr->direct()));
     impl->yr = std::make_unique<ChunkReader>(std::move(yr));
   }
-  const uint64_t row_bytes = impl->nf * sizeof(float);
-  const uint64_t r = impl->xr->chunk_rows();
-  uint64_t window = options.shuffle_window_rows;
-  if (window == 0) {
-    const uint64_t four_mib = std::max<uint64_t>(1, (4u << 20) / row_bytes);
-    window = options.shuffle ? std::max(2 * r, four_mib) : four_mib;
-  }
-  ShardSpec spec;
-  spec.rows = info.rows;
-  spec.chunk_rows = r;
-  spec.rank = options.rank;
-  spec.world = options.world;
-  spec.batch_rows = options.batch_rows;
-  spec.window_rows = window;
-  spec.shuffle = options.shuffle;
-  spec.drop_last = options.drop_last;
-  spec.seed = options.seed;
-  auto plan = ShardPlan::Make(spec);
+  auto plan =
+      ShardPlan::Make(LoaderShardSpec(options, info.rows, impl->xr->chunk_rows(), impl->nf));
   if (!plan.ok())
     return Status(plan.status().code(),
                   fmt::format("{}: loader: {}", path, plan.status().message()));

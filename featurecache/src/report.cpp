@@ -1,9 +1,11 @@
-#include "hpcml/featurecache/report.hpp"
+#include "report.hpp"
 
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+
+#include "hpcml/common/json.hpp"
 
 namespace hpcml::featurecache {
 namespace {
@@ -107,7 +109,7 @@ std::string FormatInfoJson(const std::string& path, const VersionInfo& v) {
                         {"labels", v.digests.labels},
                         {"entity_ids", v.digests.entity_ids},
                         {"timestamps", v.digests.timestamps}}}};
-  return j.dump(2) + "\n";
+  return JsonText(j, 2) + "\n";
 }
 
 std::string FormatLineageText(const std::vector<VersionInfo>& all, const std::string& version) {

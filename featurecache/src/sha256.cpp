@@ -1,4 +1,4 @@
-#include "hpcml/featurecache/sha256.hpp"
+#include "sha256.hpp"
 
 #include <fcntl.h>
 #include <openssl/evp.h>

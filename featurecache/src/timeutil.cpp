@@ -1,9 +1,11 @@
-#include "hpcml/featurecache/timeutil.hpp"
+#include "timeutil.hpp"
 
 #include <charconv>
 #include <chrono>
 #include <cmath>
 #include <limits>
+
+#include "hpcml/common/strings.hpp"
 
 namespace hpcml::featurecache {
 namespace {
@@ -40,12 +42,6 @@ bool IsLeap(int64_t y) {
 unsigned DaysInMonth(int64_t y, unsigned m) {
   static constexpr unsigned kDays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
   return m == 2 && IsLeap(y) ? 29 : kDays[m - 1];
-}
-
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
 }
 
 // Exactly `n` digits at s[pos..]; advances pos.
@@ -106,16 +102,35 @@ Result<int64_t> SecondsToMicros(std::string_view s) {
   return neg ? -v : v;
 }
 
+// The error for text that is no time at all.
+Status NotATime(std::string_view s) {
+  return InvalidArgument(
+      "\"{}\" is not a time (use ISO 8601 like 2024-03-01T12:00:00Z or seconds since 1970)", s);
+}
+
+// The zone of an ISO 8601 time, from s[pos] to the end: nothing (UTC), Z, or
+// +hh[:mm] / -hh[:mm]; its offset from UTC in minutes.
+Result<int64_t> ParseZone(std::string_view s, size_t pos) {
+  if (pos >= s.size()) return int64_t{0};
+  const char c = s[pos];
+  if ((c == 'Z' || c == 'z') && pos + 1 == s.size()) return int64_t{0};
+  if (c != '+' && c != '-') return NotATime(s);
+  ++pos;
+  unsigned oh = 0, om = 0;
+  if (!Digits(s, &pos, 2, &oh)) return NotATime(s);
+  if (pos < s.size() && s[pos] == ':') ++pos;
+  if (pos < s.size() && !Digits(s, &pos, 2, &om)) return NotATime(s);
+  if (pos != s.size() || oh > 23 || om > 59) return NotATime(s);
+  return (c == '+' ? 1 : -1) * static_cast<int64_t>(oh * 60 + om);
+}
+
 }  // namespace
 
 Result<int64_t> ParseTimestamp(std::string_view text) {
-  std::string_view s = Trim(text);
+  std::string_view s = TrimBlanks(text);
   if (s.empty()) return InvalidArgument("empty time");
   if (IsPlainNumber(s)) return SecondsToMicros(s);
-  auto bad = [&]() {
-    return InvalidArgument(
-        "\"{}\" is not a time (use ISO 8601 like 2024-03-01T12:00:00Z or seconds since 1970)", s);
-  };
+  auto bad = [&]() { return NotATime(s); };
   size_t pos = 0;
   unsigned year = 0, month = 0, day = 0;
   if (!Digits(s, &pos, 4, &year) || pos >= s.size() || s[pos++] != '-' ||
@@ -128,7 +143,6 @@ Result<int64_t> ParseTimestamp(std::string_view text) {
   }
   unsigned hour = 0, minute = 0, second = 0;
   int64_t micros = 0;
-  int64_t offset_minutes = 0;
   if (pos < s.size() && (s[pos] == 'T' || s[pos] == 't' || s[pos] == ' ')) {
     ++pos;
     if (!Digits(s, &pos, 2, &hour) || pos >= s.size() || s[pos++] != ':' ||
@@ -152,22 +166,7 @@ Result<int64_t> ParseTimestamp(std::string_view text) {
     if (hour > 23 || minute > 59 || second > 59)
       return InvalidArgument("\"{}\": no such time of day", s);
   }
-  if (pos < s.size()) {
-    char c = s[pos];
-    if ((c == 'Z' || c == 'z') && pos + 1 == s.size()) {
-      pos = s.size();
-    } else if (c == '+' || c == '-') {
-      ++pos;
-      unsigned oh = 0, om = 0;
-      if (!Digits(s, &pos, 2, &oh)) return bad();
-      if (pos < s.size() && s[pos] == ':') ++pos;
-      if (pos < s.size() && !Digits(s, &pos, 2, &om)) return bad();
-      if (pos != s.size() || oh > 23 || om > 59) return bad();
-      offset_minutes = (c == '+' ? 1 : -1) * static_cast<int64_t>(oh * 60 + om);
-    } else {
-      return bad();
-    }
-  }
+  HPCML_ASSIGN_OR_RETURN(int64_t offset_minutes, ParseZone(s, pos));
   int64_t days = DaysFromCivil(year, month, day);
   int64_t secs = days * 86400 + hour * 3600 + minute * 60 + second - offset_minutes * 60;
   return secs * kMicrosPerSecond + micros;
@@ -197,7 +196,7 @@ std::string FormatTimestamp(int64_t micros) {
 }
 
 Result<int64_t> ParseDuration(std::string_view text) {
-  std::string_view s = Trim(text);
+  std::string_view s = TrimBlanks(text);
   size_t i = 0;
   while (i < s.size() && ((s[i] >= '0' && s[i] <= '9') || s[i] == '.')) ++i;
   std::string_view num = s.substr(0, i), unit = s.substr(i);

@@ -21,11 +21,11 @@
 #include <thread>
 
 #include "hpcml/common/fs.hpp"
+#include "hpcml/common/h5.hpp"
 #include "hpcml/common/unique_fd.hpp"
 #include "hpcml/featurecache/access.hpp"
-#include "hpcml/featurecache/h5.hpp"
-#include "hpcml/featurecache/sha256.hpp"
-#include "hpcml/featurecache/timeutil.hpp"
+#include "sha256.hpp"
+#include "timeutil.hpp"
 
 #ifndef HPCML_VERSION
 #define HPCML_VERSION "0.0.0"
@@ -95,9 +95,9 @@ Status FsyncPath(const std::string& path) {
   return fd.Close();
 }
 
-Result<h5::Plist> WriteFapl() {
-  HPCML_ASSIGN_OR_RETURN(h5::Plist fapl, h5::Own<h5::Plist>(H5Pcreate(H5P_FILE_ACCESS),
-                                                            StatusCode::kInternal, "fapl"));
+Result<h5::PropList> WriteFapl() {
+  HPCML_ASSIGN_OR_RETURN(h5::PropList fapl, h5::Own<h5::PropList>(H5Pcreate(H5P_FILE_ACCESS),
+                                                                  StatusCode::kInternal, "fapl"));
   // Objects readable by HDF5 1.8 and later (h5py, h5dump); dense attribute
   // storage, so long feature-name lists fit.
   if (H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_V18, H5F_LIBVER_V110) < 0 ||
@@ -174,6 +174,10 @@ struct FeatureSetWriter::Impl {
     file.reset();
   }
 
+  VersionInfo FinishInfo();
+  Status WriteDigestsAndAttrs(const VersionInfo& info);
+  Status Publish();
+
   void Abort() {
     if (committed) return;
     CloseHandles();
@@ -233,7 +237,7 @@ struct FeatureSetWriter::Impl {
   }
 
   Status OpenCopy(const WriterOptions& options) {
-    HPCML_ASSIGN_OR_RETURN(h5::Plist fapl, WriteFapl());
+    HPCML_ASSIGN_OR_RETURN(h5::PropList fapl, WriteFapl());
     hid_t id = H5Fopen(tmp_path.c_str(), H5F_ACC_RDWR, fapl.get());
     if (id < 0)
       return h5::Error(StatusCode::kCorrupt,
@@ -293,7 +297,7 @@ struct FeatureSetWriter::Impl {
     HPCML_RETURN_IF_ERROR(ValidateZone(options.zone));
     zone = options.zone;
     HPCML_RETURN_IF_ERROR(CheckLabels(ctx, canonical, zone, "public"));
-    HPCML_ASSIGN_OR_RETURN(h5::Plist fapl, WriteFapl());
+    HPCML_ASSIGN_OR_RETURN(h5::PropList fapl, WriteFapl());
     hid_t id = H5Fcreate(tmp_path.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, fapl.get());
     if (id < 0) return h5::Error(StatusCode::kIoError, fmt::format("{}: create", tmp_path));
     file = h5::File(id);
@@ -314,11 +318,11 @@ struct FeatureSetWriter::Impl {
     hsize_t maxdims[2] = {H5S_UNLIMITED, nfeat};
     hsize_t chunk[2] = {chunk_rows, nfeat};
     const int rank = matrix ? 2 : 1;
-    HPCML_ASSIGN_OR_RETURN(h5::Space space,
-                           h5::Own<h5::Space>(H5Screate_simple(rank, dims, maxdims),
-                                              StatusCode::kInternal, "dataspace"));
-    HPCML_ASSIGN_OR_RETURN(h5::Plist dcpl, h5::Own<h5::Plist>(H5Pcreate(H5P_DATASET_CREATE),
-                                                              StatusCode::kInternal, "dcpl"));
+    HPCML_ASSIGN_OR_RETURN(h5::Dataspace space,
+                           h5::Own<h5::Dataspace>(H5Screate_simple(rank, dims, maxdims),
+                                                  StatusCode::kInternal, "dataspace"));
+    HPCML_ASSIGN_OR_RETURN(h5::PropList dcpl, h5::Own<h5::PropList>(H5Pcreate(H5P_DATASET_CREATE),
+                                                                    StatusCode::kInternal, "dcpl"));
     if (H5Pset_chunk(dcpl.get(), rank, chunk) < 0 ||
         H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER) < 0) {
       return h5::Error(StatusCode::kInvalidArgument,
@@ -346,14 +350,14 @@ struct FeatureSetWriter::Impl {
     const int rank = matrix ? 2 : 1;
     hsize_t start[2] = {first, 0};
     hsize_t count[2] = {n, nfeat};
-    HPCML_ASSIGN_OR_RETURN(h5::Space fspace,
-                           h5::Own<h5::Space>(H5Dget_space(dset), StatusCode::kIoError, name));
+    HPCML_ASSIGN_OR_RETURN(h5::Dataspace fspace,
+                           h5::Own<h5::Dataspace>(H5Dget_space(dset), StatusCode::kIoError, name));
     if (H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start, nullptr, count, nullptr) < 0) {
       return h5::Error(StatusCode::kInternal, name);
     }
-    HPCML_ASSIGN_OR_RETURN(h5::Space mspace,
-                           h5::Own<h5::Space>(H5Screate_simple(rank, count, nullptr),
-                                              StatusCode::kInternal, "dataspace"));
+    HPCML_ASSIGN_OR_RETURN(h5::Dataspace mspace,
+                           h5::Own<h5::Dataspace>(H5Screate_simple(rank, count, nullptr),
+                                                  StatusCode::kInternal, "dataspace"));
     if (H5Dwrite(dset, mem_type, mspace.get(), fspace.get(), H5P_DEFAULT, data) < 0) {
       return h5::Error(StatusCode::kIoError,
                        fmt::format("{}: write {}/{}", path, version_name, name));
@@ -392,7 +396,7 @@ FeatureSetWriter::~FeatureSetWriter() = default;
 
 Result<FeatureSetWriter> FeatureSetWriter::Begin(const std::string& path,
                                                  const WriterOptions& options) {
-  h5::Init();
+  h5::SilenceErrorPrinting();
   auto impl = std::make_unique<Impl>();
   impl->path = path;
   impl->ctx = AccessContext::FromEnvironment();
@@ -521,71 +525,85 @@ Status FeatureSetWriter::Append(const float* x, const float* y, const int64_t* e
   return Status::Ok();
 }
 
+// The new version's metadata, its digests included (finishes the hashes).
+VersionInfo FeatureSetWriter::Impl::FinishInfo() {
+  VersionInfo info;
+  info.name = version_name;
+  info.number = version_number;
+  info.rows = rows;
+  info.feature_names = spec.feature_names;
+  info.feature_types = spec.feature_types;
+  info.label_name = spec.label_name;
+  info.entity_name = spec.entity_name;
+  info.timestamp_name = spec.timestamp_name;
+  info.created_at = NowUtc();
+  info.created_by = CurrentPrincipal();
+  info.operation = spec.operation;
+  info.transform = spec.transform;
+  info.sources = spec.sources;
+  info.parents = spec.parents;
+  info.zone = zone;
+  info.classification = spec.classification;
+  info.chunk_rows = chunk_rows;
+  info.compression = spec.compression;
+  info.tool = ToolString();
+  info.digests.features = hx.FinishHex();
+  if (dy.valid()) info.digests.labels = hy.FinishHex();
+  info.digests.entity_ids = he.FinishHex();
+  info.digests.timestamps = ht.FinishHex();
+  info.data_sha256 = DataDigest(info.rows, info.features(), info.has_labels(), info.digests);
+  return info;
+}
+
+// The datasets' digests, the version's attributes, and the file's
+// classification (never lowered) and latest version.
+Status FeatureSetWriter::Impl::WriteDigestsAndAttrs(const VersionInfo& info) {
+  HPCML_RETURN_IF_ERROR(h5::WriteAttr(dx.get(), "sha256", info.digests.features));
+  if (dy.valid()) HPCML_RETURN_IF_ERROR(h5::WriteAttr(dy.get(), "sha256", info.digests.labels));
+  HPCML_RETURN_IF_ERROR(h5::WriteAttr(de.get(), "sha256", info.digests.entity_ids));
+  HPCML_RETURN_IF_ERROR(h5::WriteAttr(dt.get(), "sha256", info.digests.timestamps));
+  HPCML_RETURN_IF_ERROR(WriteVersionAttrs(version_group.get(), info));
+  std::string classification = spec.classification;
+  if (!creating) {
+    auto old_level = ClassificationLevel(file_classification);
+    auto new_level = ClassificationLevel(classification);
+    if (old_level.ok() && new_level.ok() && *old_level > *new_level)
+      classification = file_classification;
+  }
+  HPCML_RETURN_IF_ERROR(h5::WriteAttr(file.get(), "classification", classification));
+  return h5::WriteAttr(file.get(), "latest", version_name);
+}
+
+// Closes the handles, then makes the file durable and puts it in place:
+// fsync, rename over the feature set, fsync of the directory, unlock.
+Status FeatureSetWriter::Impl::Publish() {
+  HPCML_RETURN_IF_ERROR(h5::Close(dx, version_name + "/features"));
+  HPCML_RETURN_IF_ERROR(h5::Close(dy, version_name + "/labels"));
+  HPCML_RETURN_IF_ERROR(h5::Close(de, version_name + "/entity_ids"));
+  HPCML_RETURN_IF_ERROR(h5::Close(dt, version_name + "/timestamps"));
+  HPCML_RETURN_IF_ERROR(h5::Close(version_group, version_name));
+  CrashPoint("before-close");
+  HPCML_RETURN_IF_ERROR(h5::Close(file, tmp_path));
+  HPCML_RETURN_IF_ERROR(FsyncPath(tmp_path));
+  CrashPoint("before-rename");
+  if (::rename(tmp_path.c_str(), canonical.c_str()) != 0)
+    return ErrnoError("rename to " + canonical, errno);
+  tmp_path.clear();
+  committed = true;
+  CrashPoint("after-rename");
+  Status synced = SyncDirectory(dir);
+  lock_fd.reset();
+  return synced;
+}
+
 Result<VersionInfo> FeatureSetWriter::Commit() {
   Impl& w = *impl_;
   if (!w.started) return FailedPrecondition("{}: Commit before StartVersion", w.path);
   HPCML_RETURN_IF_ERROR(w.Flush());
   if (w.rows == 0) return InvalidArgument("{}: the new version would have no rows", w.path);
-
-  VersionInfo info;
-  info.name = w.version_name;
-  info.number = w.version_number;
-  info.rows = w.rows;
-  info.feature_names = w.spec.feature_names;
-  info.feature_types = w.spec.feature_types;
-  info.label_name = w.spec.label_name;
-  info.entity_name = w.spec.entity_name;
-  info.timestamp_name = w.spec.timestamp_name;
-  info.created_at = NowUtc();
-  info.created_by = CurrentPrincipal();
-  info.operation = w.spec.operation;
-  info.transform = w.spec.transform;
-  info.sources = w.spec.sources;
-  info.parents = w.spec.parents;
-  info.zone = w.zone;
-  info.classification = w.spec.classification;
-  info.chunk_rows = w.chunk_rows;
-  info.compression = w.spec.compression;
-  info.tool = ToolString();
-  info.digests.features = w.hx.FinishHex();
-  if (w.dy.valid()) info.digests.labels = w.hy.FinishHex();
-  info.digests.entity_ids = w.he.FinishHex();
-  info.digests.timestamps = w.ht.FinishHex();
-  info.data_sha256 = DataDigest(info.rows, info.features(), info.has_labels(), info.digests);
-
-  HPCML_RETURN_IF_ERROR(h5::WriteAttr(w.dx.get(), "sha256", info.digests.features));
-  if (w.dy.valid()) HPCML_RETURN_IF_ERROR(h5::WriteAttr(w.dy.get(), "sha256", info.digests.labels));
-  HPCML_RETURN_IF_ERROR(h5::WriteAttr(w.de.get(), "sha256", info.digests.entity_ids));
-  HPCML_RETURN_IF_ERROR(h5::WriteAttr(w.dt.get(), "sha256", info.digests.timestamps));
-  HPCML_RETURN_IF_ERROR(WriteVersionAttrs(w.version_group.get(), info));
-
-  std::string classification = w.spec.classification;
-  if (!w.creating) {
-    auto old_level = ClassificationLevel(w.file_classification);
-    auto new_level = ClassificationLevel(classification);
-    if (old_level.ok() && new_level.ok() && *old_level > *new_level)
-      classification = w.file_classification;
-  }
-  HPCML_RETURN_IF_ERROR(h5::WriteAttr(w.file.get(), "classification", classification));
-  HPCML_RETURN_IF_ERROR(h5::WriteAttr(w.file.get(), "latest", w.version_name));
-
-  HPCML_RETURN_IF_ERROR(h5::Close(w.dx, w.version_name + "/features"));
-  HPCML_RETURN_IF_ERROR(h5::Close(w.dy, w.version_name + "/labels"));
-  HPCML_RETURN_IF_ERROR(h5::Close(w.de, w.version_name + "/entity_ids"));
-  HPCML_RETURN_IF_ERROR(h5::Close(w.dt, w.version_name + "/timestamps"));
-  HPCML_RETURN_IF_ERROR(h5::Close(w.version_group, w.version_name));
-  CrashPoint("before-close");
-  HPCML_RETURN_IF_ERROR(h5::Close(w.file, w.tmp_path));
-  HPCML_RETURN_IF_ERROR(FsyncPath(w.tmp_path));
-  CrashPoint("before-rename");
-  if (::rename(w.tmp_path.c_str(), w.canonical.c_str()) != 0)
-    return ErrnoError("rename to " + w.canonical, errno);
-  w.tmp_path.clear();
-  w.committed = true;
-  CrashPoint("after-rename");
-  Status synced = SyncDirectory(w.dir);
-  w.lock_fd.reset();
-  HPCML_RETURN_IF_ERROR(synced);
+  VersionInfo info = w.FinishInfo();
+  HPCML_RETURN_IF_ERROR(w.WriteDigestsAndAttrs(info));
+  HPCML_RETURN_IF_ERROR(w.Publish());
   return info;
 }
 

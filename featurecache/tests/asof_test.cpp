@@ -1,4 +1,4 @@
-#include "hpcml/featurecache/asof.hpp"
+#include "asof.hpp"
 
 #include <gtest/gtest.h>
 
@@ -7,7 +7,7 @@
 #include <map>
 #include <random>
 
-#include "hpcml/featurecache/feature_set.hpp"
+#include "feature_set.hpp"
 #include "hpcml/featurecache/writer.hpp"
 #include "test_util.hpp"
 

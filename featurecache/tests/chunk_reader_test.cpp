@@ -78,12 +78,12 @@ TEST(ChunkReader, OtherFiltersFallBackToHdf5) {
   {
     // Features with a Fletcher-32 checksum filter, which the fast path does not decode.
     MakeVersion(path, {.rows = 10, .features = 2});
-    h5::Init();
+    h5::SilenceErrorPrinting();
     h5::File f(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT));
     H5Ldelete(f.get(), "/versions/v1/features", H5P_DEFAULT);
     hsize_t dims[2] = {10, 2}, chunk[2] = {4, 2};
-    h5::Space sp(H5Screate_simple(2, dims, nullptr));
-    h5::Plist dcpl(H5Pcreate(H5P_DATASET_CREATE));
+    h5::Dataspace sp(H5Screate_simple(2, dims, nullptr));
+    h5::PropList dcpl(H5Pcreate(H5P_DATASET_CREATE));
     H5Pset_chunk(dcpl.get(), 2, chunk);
     H5Pset_fletcher32(dcpl.get());
     h5::Dataset d(H5Dcreate2(f.get(), "/versions/v1/features", H5T_IEEE_F32LE, sp.get(),

@@ -124,10 +124,43 @@ TEST_F(Cli, BadInputGivesClearErrorsAndNonZeroExit) {
   EXPECT_NE(trunc.output.find("truncated"), std::string::npos) << trunc.output;
 }
 
+TEST_F(Cli, InvalidUtf8InputIsRefusedWithoutAnAbort) {
+  // A Latin-1 column name: a clear error naming file, line and column, exit 1
+  // (it used to abort with an uncaught JSON exception).
+  WriteText(dir / "latin1.csv", "id,ts,caf\xE9\n1,2024-01-01,1\n");
+  auto ing = Fc("ingest " + h5 + " --csv " + (dir / "latin1.csv") +
+                " --entity id --timestamp ts --classification internal");
+  EXPECT_EQ(ing.status, 1) << ing.output;
+  EXPECT_NE(ing.output.find("hpcml-fcache: " + (dir / "latin1.csv") +
+                            ": line 1, column 3: not valid UTF-8"),
+            std::string::npos)
+      << ing.output;
+  EXPECT_NE(ing.output.find("fields counted from 1"), std::string::npos) << ing.output;
+
+  // The same in the requests of a point-in-time join.
+  WriteText(dir / "req.csv", "id,t\n1,2024-01-05\n2,2024-01-0\xE9\n");
+  auto asof = Fc("asof " + h5 + " --requests " + (dir / "req.csv") + " --entity id --time t");
+  EXPECT_EQ(asof.status, 1) << asof.output;
+  EXPECT_NE(asof.output.find((dir / "req.csv") + ": line 3, column 2: not valid UTF-8"),
+            std::string::npos)
+      << asof.output;
+
+  // A file name that is not UTF-8 is recorded (its bad byte replaced in the
+  // JSON), not a crash.
+  const std::string odd = dir / "in\xE9.csv";
+  WriteText(odd, ReadText(dir / "in.csv"));
+  auto named = Fc("ingest " + h5 + " --csv '" + odd +
+                  "' --entity id --timestamp ts --label y --classification internal");
+  EXPECT_EQ(named.status, 0) << named.output;
+  auto info = Fc("info " + h5 + " --json");
+  EXPECT_EQ(info.status, 0) << info.output;
+  EXPECT_TRUE(nlohmann::json::accept(info.output)) << info.output;
+}
+
 TEST_F(Cli, VerifyCatchesADigestMismatch) {
   // Flip the stored digest of the labels: verify must say so and fail.
   {
-    h5::Init();
+    h5::SilenceErrorPrinting();
     h5::File f(H5Fopen(h5.c_str(), H5F_ACC_RDWR, H5P_DEFAULT));
     h5::Dataset d(H5Dopen2(f.get(), "/versions/v1/labels", H5P_DEFAULT));
     ASSERT_TRUE(h5::WriteAttr(d.get(), "sha256", std::string(64, '0')).ok());

@@ -1,4 +1,4 @@
-#include "hpcml/featurecache/csv.hpp"
+#include "csv.hpp"
 
 #include <gtest/gtest.h>
 
@@ -40,6 +40,39 @@ TEST(Csv, PlainQuotedCrlfBlankAndBom) {
   EXPECT_EQ(rows[2], (std::vector<std::string>{"2", "", "multi\nline"}));
   EXPECT_EQ(rows[3], (std::vector<std::string>{"3", "4", "5"}));
   EXPECT_EQ(lines, (std::vector<uint64_t>{1, 2, 4, 6}));
+}
+
+TEST(Csv, InvalidUtf8IsRefusedNamingFileLineAndColumn) {
+  TempDir dir;
+  // A Latin-1 header (a common spreadsheet export): "caf\xE9".
+  WriteText(dir / "latin1.csv", "id,caf\xE9\n1,2\n");
+  auto r = CsvReader::Open(dir / "latin1.csv");
+  ASSERT_TRUE(r.ok());
+  auto more = r->Next();
+  ASSERT_FALSE(more.ok());
+  EXPECT_EQ(more.status().code(), StatusCode::kInvalidArgument);
+  const std::string msg = more.status().message();
+  EXPECT_NE(msg.find((dir / "latin1.csv") + ": line 1, column 2: "), std::string::npos) << msg;
+  EXPECT_NE(msg.find("not valid UTF-8"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("0xE9"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("fields counted from 1"), std::string::npos) << msg;
+
+  // A quoted cell on a later line, cut in the middle of a sequence.
+  WriteText(dir / "cut.csv", "a,b\n1,\"x\xC3\"\n");
+  auto c = CsvReader::Open(dir / "cut.csv");
+  ASSERT_TRUE(c.ok());
+  ASSERT_TRUE(c->Next().ok());
+  auto cut = c->Next();
+  ASSERT_FALSE(cut.ok());
+  EXPECT_NE(cut.status().message().find((dir / "cut.csv") + ": line 2, column 2: "),
+            std::string::npos)
+      << cut.status().message();
+
+  // Well-formed UTF-8 passes unchanged.
+  WriteText(dir / "ok.csv", "id,caf\xC3\xA9\n1,2\n");
+  auto rows = ReadAll(dir / "ok.csv");
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0][1], "caf\xC3\xA9");
 }
 
 TEST(Csv, RecordsAcrossBufferBoundariesAndHugeRecords) {

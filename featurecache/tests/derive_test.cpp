@@ -1,11 +1,11 @@
-#include "hpcml/featurecache/derive.hpp"
+#include "derive.hpp"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <nlohmann/json.hpp>
 
-#include "hpcml/featurecache/feature_set.hpp"
+#include "feature_set.hpp"
 #include "test_util.hpp"
 
 namespace hpcml::featurecache {

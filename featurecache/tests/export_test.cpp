@@ -1,4 +1,4 @@
-#include "hpcml/featurecache/export.hpp"
+#include "export.hpp"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

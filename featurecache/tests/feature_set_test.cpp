@@ -1,4 +1,4 @@
-#include "hpcml/featurecache/feature_set.hpp"
+#include "feature_set.hpp"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -75,7 +75,7 @@ TEST(FeatureSet, BadFilesAreClearErrors) {
   EXPECT_NE(trunc.status().message().find("truncated"), std::string::npos)
       << trunc.status().message();
 
-  h5::Init();
+  h5::SilenceErrorPrinting();
   { h5::File f(H5Fcreate((dir / "plain.h5").c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT)); }
   auto plain = FeatureSet::Open(dir / "plain.h5");
   EXPECT_EQ(plain.status().code(), StatusCode::kCorrupt);
@@ -120,7 +120,7 @@ TEST(FeatureSet, SchemaMismatchIsCorrupt) {
   std::string path = dir / "fs.h5";
   MakeVersion(path, {.rows = 100, .features = 4});
   {
-    h5::Init();
+    h5::SilenceErrorPrinting();
     h5::File f(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT));
     h5::Group g(H5Gopen2(f.get(), "/versions/v1", H5P_DEFAULT));
     ASSERT_TRUE(h5::WriteAttr(g.get(), "rows", int64_t{101}).ok());

@@ -1,4 +1,4 @@
-#include "hpcml/featurecache/h5.hpp"
+#include "hpcml/common/h5.hpp"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@ namespace {
 using testing::TempDir;
 
 h5::File NewFile(const std::string& path) {
-  h5::Init();
+  h5::SilenceErrorPrinting();
   return h5::File(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
 }
 
@@ -54,10 +54,10 @@ TEST(H5Attr, ReadsFixedLengthStrings) {
   // h5py and other writers may use fixed-length strings.
   TempDir dir;
   h5::File f = NewFile(dir / "a.h5");
-  h5::Type t(H5Tcopy(H5T_C_S1));
+  h5::Datatype t(H5Tcopy(H5T_C_S1));
   H5Tset_size(t.get(), 8);
-  h5::Space sp(H5Screate(H5S_SCALAR));
-  h5::Attr a(H5Acreate2(f.get(), "fixed", t.get(), sp.get(), H5P_DEFAULT, H5P_DEFAULT));
+  h5::Dataspace sp(H5Screate(H5S_SCALAR));
+  h5::Attribute a(H5Acreate2(f.get(), "fixed", t.get(), sp.get(), H5P_DEFAULT, H5P_DEFAULT));
   char buf[8] = {'a', 'b', 'c', 0, 0, 0, 0, 0};
   ASSERT_GE(H5Awrite(a.get(), t.get(), buf), 0);
   a.reset();
@@ -76,7 +76,7 @@ TEST(H5Attr, WrongKindOrMissingIsAnError) {
 }
 
 TEST(H5Error, NamesContextAndHdf5Reason) {
-  h5::Init();
+  h5::SilenceErrorPrinting();
   hid_t id = H5Fopen("/nonexistent/dir/x.h5", H5F_ACC_RDONLY, H5P_DEFAULT);
   ASSERT_LT(id, 0);
   Status st = h5::Error(StatusCode::kNotFound, "/nonexistent/dir/x.h5");
@@ -91,7 +91,7 @@ TEST(H5Dims, OfADataset) {
   TempDir dir;
   h5::File f = NewFile(dir / "a.h5");
   hsize_t dims[2] = {3, 5};
-  h5::Space sp(H5Screate_simple(2, dims, nullptr));
+  h5::Dataspace sp(H5Screate_simple(2, dims, nullptr));
   h5::Dataset d(
       H5Dcreate2(f.get(), "m", H5T_NATIVE_FLOAT, sp.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
   auto got = h5::DatasetDims(d.get(), "m");

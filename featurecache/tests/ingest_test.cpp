@@ -4,8 +4,8 @@
 
 #include <cmath>
 
-#include "hpcml/featurecache/feature_set.hpp"
-#include "hpcml/featurecache/sha256.hpp"
+#include "feature_set.hpp"
+#include "sha256.hpp"
 #include "test_util.hpp"
 
 namespace hpcml::featurecache {

@@ -1,4 +1,4 @@
-#include "hpcml/featurecache/report.hpp"
+#include "report.hpp"
 
 #include <gtest/gtest.h>
 

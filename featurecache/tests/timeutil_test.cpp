@@ -1,4 +1,4 @@
-#include "hpcml/featurecache/timeutil.hpp"
+#include "timeutil.hpp"
 
 #include <gtest/gtest.h>
 

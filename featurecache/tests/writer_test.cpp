@@ -4,7 +4,7 @@
 
 #include <thread>
 
-#include "hpcml/featurecache/feature_set.hpp"
+#include "feature_set.hpp"
 #include "test_util.hpp"
 
 namespace hpcml::featurecache {

@@ -45,37 +45,15 @@ std::string NowUtc() {
   return buf;
 }
 
-Status WriteStringAttr(hid_t obj, const char* name, const std::string& value) {
-  h5::Datatype type(H5Tcopy(H5T_C_S1));
-  H5Tset_size(type.get(), std::max<size_t>(1, value.size()));
-  h5::Dataspace space(H5Screate(H5S_SCALAR));
-  HPCML_ASSIGN_OR_RETURN(
-      hid_t a,
-      h5::Check(H5Acreate2(obj, name, type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT), name));
-  h5::Attribute attr(a);
-  return h5::CheckErr(H5Awrite(attr.get(), type.get(), value.c_str()), name);
+// A shape as a 1-D int64 attribute; a scalar's empty shape is stored as [0].
+Status WriteShapeAttr(hid_t obj, const char* name, const Shape& v) {
+  return h5::WriteAttr(obj, name, v.empty() ? Shape{0} : v);
 }
 
-Status WriteInt64Attr(hid_t obj, const char* name, const Shape& v) {
-  hsize_t n = std::max<hsize_t>(1, v.size());
-  h5::Dataspace space(H5Screate_simple(1, &n, nullptr));
-  HPCML_ASSIGN_OR_RETURN(
-      hid_t a,
-      h5::Check(H5Acreate2(obj, name, H5T_STD_I64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT), name));
-  h5::Attribute attr(a);
-  std::int64_t zero = 0;
-  return h5::CheckErr(H5Awrite(attr.get(), H5T_NATIVE_INT64, v.empty() ? &zero : v.data()), name);
-}
-
+// A string attribute of a shard; errors name the shard.
 Result<std::string> ReadStringAttr(hid_t obj, const char* name, const std::string& path) {
-  HPCML_ASSIGN_OR_RETURN(
-      hid_t a, h5::Check(H5Aopen(obj, name, H5P_DEFAULT), fmt::format("{}: {}", path, name)));
-  h5::Attribute attr(a);
-  h5::Datatype type(H5Aget_type(attr.get()));
-  std::string text(H5Tget_size(type.get()), '\0');
-  HPCML_RETURN_IF_ERROR(h5::CheckErr(H5Aread(attr.get(), type.get(), text.data()),
-                                     fmt::format("{}: {}", path, name)));
-  text.resize(strnlen(text.c_str(), text.size()));
+  auto text = h5::ReadStringAttr(obj, name);
+  if (!text.ok()) return Status(text.status().code(), path + ": " + text.status().message());
   return text;
 }
 
@@ -238,7 +216,8 @@ Result<ShardInfo> CheckpointDir::WriteShard(std::int64_t step, int rank,
     HPCML_ASSIGN_OR_RETURN(
         hid_t f, h5::Check(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), path));
     h5::File file(f);
-    HPCML_RETURN_IF_ERROR(WriteStringAttr(file.get(), "rank_state", rank_state.dump()));
+    HPCML_RETURN_IF_ERROR(
+        h5::WriteAttr(file.get(), "rank_state", rank_state.dump(), h5::StringStorage::kFixed));
     for (const auto& t : tensors) {
       if (t.slice.shape.size() != t.global_shape.size() || t.data == nullptr) {
         return InvalidArgument("{}: tensor '{}' slice {} does not match its {}-d global shape",
@@ -255,8 +234,8 @@ Result<ShardInfo> CheckpointDir::WriteShard(std::int64_t step, int rank,
       HPCML_RETURN_IF_ERROR(
           h5::CheckErr(H5Dwrite(ds.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, t.data),
                        fmt::format("{}: writing {}", path, t.name)));
-      HPCML_RETURN_IF_ERROR(WriteInt64Attr(ds.get(), "global_shape", t.global_shape));
-      HPCML_RETURN_IF_ERROR(WriteInt64Attr(ds.get(), "offset", t.slice.offset));
+      HPCML_RETURN_IF_ERROR(WriteShapeAttr(ds.get(), "global_shape", t.global_shape));
+      HPCML_RETURN_IF_ERROR(WriteShapeAttr(ds.get(), "offset", t.slice.offset));
       info.pieces.push_back(Piece{t.name, t.global_shape, t.slice});
       hash.AddString(t.name);
       hash.AddShape(t.global_shape);

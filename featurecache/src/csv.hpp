@@ -3,18 +3,22 @@
 // name the file, line and column. Memory is bounded by the longest record, not
 // the file. Also digests every byte it reads, so a source's SHA-256 costs no
 // second pass. Blank lines are skipped; a UTF-8 byte order mark is ignored.
+// Every field must be valid UTF-8 (column names reach JSON metadata): a
+// record with a malformed byte (a Latin-1 export, say) is an error naming the
+// file, line, column and byte.
 //
 // Not thread-safe. Field views stay valid until the next call to Next().
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "hpcml/common/status.hpp"
 #include "hpcml/common/unique_fd.hpp"
-#include "hpcml/featurecache/sha256.hpp"
+#include "sha256.hpp"
 
 namespace hpcml::featurecache {
 
@@ -53,8 +57,18 @@ class CsvReader {
   };
   enum class Parse { kRecord, kNeedMore, kError };
 
+  // One record from buf_[begin_..end_) into spans_: kRecord with the bytes
+  // consumed and the line ends crossed, kNeedMore when the buffer ends inside
+  // it before EOF, or kError with *error set.
   Parse ParseRecord(size_t* consumed, uint64_t* newlines, std::string* error);
+  // The quoted field opening at buf_[pos]: its span into spans_ and the
+  // closing quote's offset into *close (kRecord), or kNeedMore / kError. Adds
+  // the newlines inside it to *newlines.
+  Parse ScanQuoted(size_t pos, size_t* close, uint64_t* newlines, std::string* error);
   Status Fill();
+  // Refuses a field of the current record that is not valid UTF-8, naming
+  // its line and column.
+  Status CheckUtf8() const;
 
   std::string path_;
   UniqueFd fd_;
@@ -73,6 +87,25 @@ class CsvReader {
   std::vector<std::string_view> fields_;
   Sha256 sha_;
   std::string digest_;
+};
+
+// The header row of a CSV file: its column names without surrounding blanks,
+// and a lookup whose error names the file and every column.
+class CsvHeader {
+ public:
+  // Reads the first record of `csv` as the header; an empty file is an error.
+  static Result<CsvHeader> Read(CsvReader& csv);
+
+  const std::vector<std::string>& names() const { return names_; }
+  size_t size() const { return names_.size(); }
+  // Index of the first column called `name`, or "<path>: line 1: no <role>
+  // column named "<name>" (columns: a, b, ...)".
+  Result<size_t> Find(const std::string& name, const char* role) const;
+
+ private:
+  std::string path_;
+  std::vector<std::string> names_;
+  std::map<std::string, size_t> index_;
 };
 
 // Cell parsers shared by ingest, asof and derive. Errors carry no location;

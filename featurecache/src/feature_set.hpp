@@ -15,9 +15,9 @@
 #include <string_view>
 #include <vector>
 
+#include "hpcml/common/h5.hpp"
 #include "hpcml/common/status.hpp"
 #include "hpcml/featurecache/format.hpp"
-#include "hpcml/featurecache/h5.hpp"
 
 namespace hpcml::featurecache {
 
