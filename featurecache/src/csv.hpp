@@ -16,9 +16,9 @@
 #include <string_view>
 #include <vector>
 
+#include "hpcml/common/sha256.hpp"
 #include "hpcml/common/status.hpp"
 #include "hpcml/common/unique_fd.hpp"
-#include "sha256.hpp"
 
 namespace hpcml::featurecache {
 

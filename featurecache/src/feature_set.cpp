@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <vector>
 
+#include "hpcml/common/sha256.hpp"
 #include "hpcml/featurecache/access.hpp"
-#include "sha256.hpp"
 
 namespace hpcml::featurecache {
 namespace {

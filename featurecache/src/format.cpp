@@ -4,7 +4,7 @@
 #include <numeric>
 
 #include "hpcml/common/h5.hpp"
-#include "sha256.hpp"
+#include "hpcml/common/sha256.hpp"
 
 namespace hpcml::featurecache {
 

@@ -22,9 +22,9 @@
 
 #include "hpcml/common/fs.hpp"
 #include "hpcml/common/h5.hpp"
+#include "hpcml/common/sha256.hpp"
 #include "hpcml/common/unique_fd.hpp"
 #include "hpcml/featurecache/access.hpp"
-#include "sha256.hpp"
 #include "timeutil.hpp"
 
 #ifndef HPCML_VERSION

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "hpcml/common/h5.hpp"
-#include "sha256.hpp"
+#include "hpcml/common/sha256.hpp"
 #include "test_util.hpp"
 
 namespace hpcml::featurecache {

@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "feature_set.hpp"
-#include "sha256.hpp"
+#include "hpcml/common/sha256.hpp"
 #include "test_util.hpp"
 
 namespace hpcml::featurecache {

@@ -16,29 +16,17 @@
 #include <set>
 
 #include <fmt/format.h>
-#include <nettle/sha2.h>
 #include <nlohmann/json.hpp>
 
+#include "hpcml/common/json.hpp"
+#include "hpcml/common/sha256.hpp"
+#include "hpcml/common/time.hpp"
 #include "hpcml/common/unique_fd.hpp"
 
 namespace hpcml::guard {
 namespace {
 
 const std::string kZeroHash(64, '0');
-
-// UTC with milliseconds, from the calendar arithmetic of <chrono>: gmtime_r
-// would load /etc/localtime first (tzset), seven system calls per decision.
-std::string NowUtc() {
-  using namespace std::chrono;
-  const auto now = floor<milliseconds>(system_clock::now());
-  const auto day = floor<days>(now);
-  const year_month_day ymd(day);
-  const hh_mm_ss<milliseconds> t(now - day);
-  return fmt::format("{:04d}-{:02d}-{:02d}T{:02d}:{:02d}:{:02d}.{:03d}Z",
-                     static_cast<int>(ymd.year()), static_cast<unsigned>(ymd.month()),
-                     static_cast<unsigned>(ymd.day()), t.hours().count(), t.minutes().count(),
-                     t.seconds().count(), t.subseconds().count());
-}
 
 // The last line of the open file (without its newline), read backwards in
 // growing chunks; "" for an empty file.
@@ -90,23 +78,6 @@ Status WriteAll(int fd, std::string_view data, const std::string& path) {
 
 }  // namespace
 
-// nettle rather than OpenSSL: the plugin links this into every srun and
-// slurmstepd, where libcrypto took about 0.8 ms longer to load than nettle.
-std::string Sha256Hex(std::string_view data) {
-  sha256_ctx ctx;
-  sha256_init(&ctx);
-  sha256_update(&ctx, data.size(), reinterpret_cast<const std::uint8_t*>(data.data()));
-  std::uint8_t md[SHA256_DIGEST_SIZE];
-  sha256_digest(&ctx, sizeof md, md);
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out(2 * sizeof md, '\0');
-  for (std::size_t i = 0; i < sizeof md; ++i) {
-    out[2 * i] = kHex[md[i] >> 4];
-    out[2 * i + 1] = kHex[md[i] & 0xf];
-  }
-  return out;
-}
-
 namespace {
 
 std::string Bounded(const std::string& s) {
@@ -118,14 +89,14 @@ std::string Bounded(const std::string& s) {
 std::string Finish(nlohmann::ordered_json& j, const std::string& prev_hash) {
   j["prev"] = prev_hash;
   // Invalid UTF-8 (a hostile path) is replaced rather than thrown on.
-  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return JsonText(j);
 }
 
 // What makes two denials the same for summarising: all but job, step, time.
 std::string RepeatKey(const AuditRecord& r) {
   nlohmann::json j = {r.context, r.enforce, r.cluster, r.node,     r.uid,
                       r.user,    r.role,    r.zone,    r.datasets, r.reason};
-  return Sha256Hex(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  return Sha256::Hex(JsonText(j));
 }
 
 struct Repeat {
@@ -192,7 +163,7 @@ std::string FormatAuditLine(const AuditRecord& rec, std::uint64_t seq,
                             const std::string& prev_hash) {
   nlohmann::ordered_json j;
   j["seq"] = seq;
-  j["time"] = NowUtc();
+  j["time"] = FormatUtcMillis(std::chrono::system_clock::now());
   j["context"] = Bounded(rec.context);
   j["enforce"] = Bounded(rec.enforce);
   j["cluster"] = Bounded(rec.cluster);
@@ -229,7 +200,7 @@ Result<ChainEnd> FindChainEnd(int fd, off_t size, const std::string& path,
   ChainEnd end;
   HPCML_ASSIGN_OR_RETURN(std::string last, ReadLastLine(fd, size, path));
   if (!last.empty()) {
-    end.prev = Sha256Hex(last);
+    end.prev = Sha256::Hex(last);
     // An unreadable last line still chains (verify reports it); numbering
     // goes on from the line count in that case.
     if (auto last_seq = LeadingSeq(last)) {
@@ -255,13 +226,13 @@ Result<ChainEnd> FindChainEnd(int fd, off_t size, const std::string& path,
 std::string RepeatSummary(const Repeat& repeat, ChainEnd* end) {
   nlohmann::ordered_json j;
   j["seq"] = end->seq;
-  j["time"] = NowUtc();
+  j["time"] = FormatUtcMillis(std::chrono::system_clock::now());
   j["context"] = "repeat";
   j["of"] = repeat.seq;
   j["count"] = repeat.count;
   j["last"] = Bounded(repeat.last_job);
   std::string summary = Finish(j, end->prev);
-  end->prev = Sha256Hex(summary);
+  end->prev = Sha256::Hex(summary);
   ++end->seq;
   return summary;
 }
@@ -318,7 +289,7 @@ Result<std::string> AppendAudit(const std::string& path, const AuditRecord& reco
   std::string line = FormatAuditLine(record, end.seq, end.prev);
   out += line + "\n";
   HPCML_RETURN_IF_ERROR(AppendLines(fd.get(), st.st_size, std::move(out), path, sync));
-  HPCML_RETURN_IF_ERROR(WriteSide(head_path, fmt::format("{} {}\n", end.seq, Sha256Hex(line))));
+  HPCML_RETURN_IF_ERROR(WriteSide(head_path, fmt::format("{} {}\n", end.seq, Sha256::Hex(line))));
   HPCML_RETURN_IF_ERROR(
       WriteSide(repeat_path,
                 record.allow ? std::string() : fmt::format("{} {} {} 0 -\n", key, end.seq, now)));
@@ -394,7 +365,7 @@ class ChainChecker {
   }
 
   void Line(const std::string& file, std::size_t line_no, std::string_view line) {
-    const std::string hash = Sha256Hex(line);
+    const std::string hash = Sha256::Hex(line);
     auto j = nlohmann::json::parse(line, nullptr, false);
     bool ok_shape = j.is_object() && j.contains("seq") && j["seq"].is_number_unsigned() &&
                     j.contains("prev") && j["prev"].is_string();
@@ -553,8 +524,10 @@ Result<bool> AppendWitness(const std::string& witness, const std::string& node,
   if (!earlier->empty() && earlier->back().seq == head->first &&
       earlier->back().hash == head->second)
     return false;
-  HPCML_RETURN_IF_ERROR(WriteAll(
-      fd.get(), fmt::format("{} {} {} {}\n", node, head->first, head->second, NowUtc()), witness));
+  HPCML_RETURN_IF_ERROR(WriteAll(fd.get(),
+                                 fmt::format("{} {} {} {}\n", node, head->first, head->second,
+                                             FormatUtcMillis(std::chrono::system_clock::now())),
+                                 witness));
   HPCML_RETURN_IF_ERROR(fd.Close());
   return true;
 }

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hpcml/common/fs.hpp"
+#include "hpcml/common/json.hpp"
 #include "hpcml/common/unique_fd.hpp"
 
 namespace hpcml::guard {
@@ -138,8 +139,7 @@ Status WriteCachedJobFacts(const std::string& dir, const JobKey& key, const JobF
                       {"associations_enforced", nullptr},
                       {"node_features", facts.node_features}};
   if (facts.associations_enforced) j["associations_enforced"] = *facts.associations_enforced;
-  return WriteFileAtomic(EntryPath(dir, key),
-                         j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), 0600);
+  return WriteFileAtomic(EntryPath(dir, key), JsonText(j), 0600);
 }
 
 Status BeginJobAttempt(const std::string& dir, const JobKey& key) {

@@ -1,4 +1,5 @@
 #include "hpcml/guard/audit.hpp"
+#include "hpcml/common/sha256.hpp"
 
 #include <sched.h>
 #include <sys/mount.h>
@@ -71,7 +72,7 @@ class AuditTest : public ::testing::Test {
 };
 
 TEST(Sha256, KnownVector) {
-  EXPECT_EQ(Sha256Hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(Sha256::Hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 }
 
 TEST_F(AuditTest, LinesCarryEveryFieldAndChain) {
@@ -83,7 +84,7 @@ TEST_F(AuditTest, LinesCarryEveryFieldAndChain) {
   EXPECT_EQ(j0["seq"], 0);
   EXPECT_EQ(j0["prev"], std::string(64, '0'));
   EXPECT_EQ(j1["seq"], 1);
-  EXPECT_EQ(j1["prev"], Sha256Hex(lines[0]));
+  EXPECT_EQ(j1["prev"], Sha256::Hex(lines[0]));
   for (const char* key : {"time", "context", "cluster", "node", "job_id", "step_id", "uid", "user",
                           "role", "zone", "datasets", "decision", "reason"})
     EXPECT_TRUE(j1.contains(key)) << key;
@@ -110,7 +111,7 @@ TEST_F(AuditTest, LinesCarryEveryFieldAndChain) {
   ASSERT_TRUE(rep.ok());
   EXPECT_TRUE(rep->intact) << Problems(*rep);
   EXPECT_EQ(rep->lines, 3u);
-  EXPECT_EQ(rep->head, Sha256Hex(lines[2]));
+  EXPECT_EQ(rep->head, Sha256::Hex(lines[2]));
 }
 
 TEST_F(AuditTest, DetectsAnEditedLine) {
@@ -259,7 +260,7 @@ TEST_F(AuditTest, RotationKeepsTheChain) {
   for (int i = 3; i < 5; ++i) ASSERT_TRUE(AppendAudit(path_, Rec(i)).ok());
   auto first_after = nlohmann::json::parse(Lines().front());
   EXPECT_EQ(first_after["seq"], 3);
-  EXPECT_EQ(first_after["prev"], Sha256Hex(last_before));
+  EXPECT_EQ(first_after["prev"], Sha256::Hex(last_before));
   auto both = VerifyAuditFiles({path_ + ".1", path_});
   ASSERT_TRUE(both.ok());
   EXPECT_TRUE(both->intact) << Problems(*both);

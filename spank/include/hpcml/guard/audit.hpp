@@ -52,8 +52,6 @@ struct AuditRecord {
   std::string reason;
 };
 
-// Lowercase hex SHA-256 (OpenSSL).
-std::string Sha256Hex(std::string_view data);
 
 // The line (without newline) for `record` after a line whose hash is
 // `prev_hash` and sequence number `seq`. Time is now, UTC.

@@ -1,10 +1,12 @@
-#include "sha256.hpp"
+#include "hpcml/common/sha256.hpp"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
-#include "test_util.hpp"
+#include <filesystem>
+#include <fstream>
 
-namespace hpcml::featurecache {
+namespace hpcml {
 namespace {
 
 TEST(Sha256, KnownVectors) {
@@ -22,14 +24,17 @@ TEST(Sha256, IncrementalEqualsOneShotAndResets) {
 }
 
 TEST(Sha256, File) {
-  testing::TempDir dir;
-  std::string big(3 << 20, 'x');
-  testing::WriteText(dir / "f", big);
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("hpcml_sha256_test_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::string big(3 << 20, 'x');  // more than one read buffer
+  std::ofstream(dir / "f", std::ios::binary) << big;
   auto d = Sha256File(dir / "f");
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(*d, Sha256::Hex(big));
   EXPECT_EQ(Sha256File(dir / "missing").status().code(), StatusCode::kNotFound);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
-}  // namespace hpcml::featurecache
+}  // namespace hpcml
