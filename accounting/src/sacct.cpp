@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "hpcml/common/strings.hpp"
+#include "hpcml/common/time.hpp"
 #include "numbers.hpp"
 
 namespace hpcml::accounting {
@@ -25,16 +26,6 @@ bool Digits(std::string_view text, size_t pos, size_t n, int* out) {
   }
   *out = v;
   return true;
-}
-
-// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm).
-int64_t DaysFromCivil(int64_t y, int m, int d) {
-  y -= m <= 2;
-  const int64_t era = (y >= 0 ? y : y - 399) / 400;
-  const int64_t yoe = y - era * 400;
-  const int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-  const int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-  return era * 146097 + doe - 719468;
 }
 
 // Offset of local time from UTC at a local wall-clock time, in seconds.
@@ -79,7 +70,8 @@ Result<int64_t> ParseSlurmTime(std::string_view text) {
   if (!ok || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || s > 60) {
     return InvalidArgument("time '{}' is not YYYY-MM-DD[THH:MM[:SS]]", text);
   }
-  int64_t wall = DaysFromCivil(y, mo, d) * 86400 + h * 3600 + mi * 60 + s;
+  int64_t wall = DaysFromCivil(y, static_cast<unsigned>(mo), static_cast<unsigned>(d)) * 86400 +
+                 h * 3600 + mi * 60 + s;
   return wall - LocalOffset(wall);
 }
 

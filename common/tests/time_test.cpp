@@ -26,6 +26,23 @@ TEST(FormatUtcMillis, KeepsMilliseconds) {
             "1969-12-31T23:59:59.999Z");
 }
 
+TEST(CivilDays, RoundTripsAndMatchesChrono) {
+  EXPECT_EQ(DaysFromCivil(1970, 1, 1), 0);
+  EXPECT_EQ(DaysFromCivil(2024, 2, 29), 19782);
+  EXPECT_EQ(DaysFromCivil(1969, 12, 31), -1);
+  for (std::int64_t days : {std::int64_t{-1000000}, std::int64_t{-1}, std::int64_t{0},
+                            std::int64_t{19782}, std::int64_t{2932896}}) {
+    std::int64_t y = 0;
+    unsigned m = 0, d = 0;
+    CivilFromDays(days, &y, &m, &d);
+    EXPECT_EQ(DaysFromCivil(y, m, d), days);
+    const std::chrono::year_month_day ymd{std::chrono::sys_days{std::chrono::days{days}}};
+    EXPECT_EQ(y, static_cast<int>(ymd.year()));
+    EXPECT_EQ(m, static_cast<unsigned>(ymd.month()));
+    EXPECT_EQ(d, static_cast<unsigned>(ymd.day()));
+  }
+}
+
 TEST(UtcNow, HasTheShapeOfFormatUtc) {
   EXPECT_TRUE(std::regex_match(UtcNow(), std::regex(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)")));
 }

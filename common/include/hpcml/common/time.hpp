@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <string>
 
 namespace hpcml {
@@ -15,5 +16,11 @@ std::string FormatUtcMillis(std::chrono::system_clock::time_point t);
 
 // FormatUtc of now.
 std::string UtcNow();
+
+// Days since 1970-01-01 of a proleptic Gregorian date, and back (H. Hinnant's
+// algorithms), over the whole int64 range of days: <chrono>'s year stops at
+// +-32767, and a timestamp column may hold any int64.
+std::int64_t DaysFromCivil(std::int64_t y, unsigned m, unsigned d);
+void CivilFromDays(std::int64_t days, std::int64_t* y, unsigned* m, unsigned* d);
 
 }  // namespace hpcml
