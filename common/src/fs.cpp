@@ -33,6 +33,12 @@ Status SyncDirectory(const std::string& dir) {
   return Status::Ok();
 }
 
+Status SyncFile(const std::string& path) {
+  HPCML_ASSIGN_OR_RETURN(UniqueFd fd, OpenFd(path, O_RDONLY));
+  if (::fsync(fd.get()) != 0) return ErrnoError("fsync " + path, errno);
+  return fd.Close();
+}
+
 Status WriteFileAtomic(const std::string& path, std::string_view data, unsigned mode) {
   namespace fs = std::filesystem;
   fs::path target(path);

@@ -208,10 +208,4 @@ Result<int64_t> ParseDuration(std::string_view text) {
   return static_cast<int64_t>(micros);
 }
 
-std::string NowUtc() {
-  auto now = std::chrono::system_clock::now();
-  int64_t secs = std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
-  return FormatTimestamp(secs * kMicrosPerSecond);
-}
-
 }  // namespace hpcml::featurecache

@@ -25,7 +25,5 @@ std::string FormatTimestamp(int64_t micros);
 // seconds; fractions allowed ("1.5h"). Returns microseconds; must be >= 0.
 Result<int64_t> ParseDuration(std::string_view text);
 
-// Now, UTC, to the second, in FormatTimestamp's form.
-std::string NowUtc();
 
 }  // namespace hpcml::featurecache

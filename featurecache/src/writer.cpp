@@ -23,6 +23,7 @@
 #include "hpcml/common/fs.hpp"
 #include "hpcml/common/h5.hpp"
 #include "hpcml/common/sha256.hpp"
+#include "hpcml/common/time.hpp"
 #include "hpcml/common/unique_fd.hpp"
 #include "hpcml/featurecache/access.hpp"
 #include "timeutil.hpp"
@@ -87,12 +88,6 @@ Status CopyFileContents(int in, int out, uint64_t size, const std::string& src) 
   }
   if (done != size) return IoError("copy {}: the file changed size while being copied", src);
   return Status::Ok();
-}
-
-Status FsyncPath(const std::string& path) {
-  HPCML_ASSIGN_OR_RETURN(UniqueFd fd, OpenFd(path, O_RDONLY));
-  if (::fsync(fd.get()) != 0) return ErrnoError("fsync " + path, errno);
-  return fd.Close();
 }
 
 Result<h5::PropList> WriteFapl() {
@@ -536,7 +531,7 @@ VersionInfo FeatureSetWriter::Impl::FinishInfo() {
   info.label_name = spec.label_name;
   info.entity_name = spec.entity_name;
   info.timestamp_name = spec.timestamp_name;
-  info.created_at = NowUtc();
+  info.created_at = UtcNow();
   info.created_by = CurrentPrincipal();
   info.operation = spec.operation;
   info.transform = spec.transform;
@@ -584,7 +579,7 @@ Status FeatureSetWriter::Impl::Publish() {
   HPCML_RETURN_IF_ERROR(h5::Close(version_group, version_name));
   CrashPoint("before-close");
   HPCML_RETURN_IF_ERROR(h5::Close(file, tmp_path));
-  HPCML_RETURN_IF_ERROR(FsyncPath(tmp_path));
+  HPCML_RETURN_IF_ERROR(SyncFile(tmp_path));
   CrashPoint("before-rename");
   if (::rename(tmp_path.c_str(), canonical.c_str()) != 0)
     return ErrnoError("rename to " + canonical, errno);

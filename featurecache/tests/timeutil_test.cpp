@@ -1,5 +1,7 @@
 #include "timeutil.hpp"
 
+#include "hpcml/common/time.hpp"
+
 #include <gtest/gtest.h>
 
 namespace hpcml::featurecache {
@@ -61,7 +63,7 @@ TEST(Duration, Units) {
 }
 
 TEST(Now, LooksLikeATimestamp) {
-  auto t = ParseTimestamp(NowUtc());
+  auto t = ParseTimestamp(UtcNow());
   ASSERT_TRUE(t.ok());
   EXPECT_GT(*t, 1700000000 * kS);
 }

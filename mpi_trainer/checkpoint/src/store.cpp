@@ -13,7 +13,9 @@
 
 #include "hpcml/common/fs.hpp"
 #include "hpcml/common/h5.hpp"
+#include "hpcml/common/json.hpp"
 #include "hpcml/common/owner.hpp"
+#include "hpcml/common/time.hpp"
 #include "hpcml/common/unique_fd.hpp"
 
 namespace hpcml::checkpoint {
@@ -36,15 +38,6 @@ Slice SliceFromJson(const nlohmann::json& j) {
   return Slice{j.at("offset").get<Shape>(), j.at("shape").get<Shape>()};
 }
 
-std::string NowUtc() {
-  auto t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 // A shape as a 1-D int64 attribute; a scalar's empty shape is stored as [0].
 Status WriteShapeAttr(hid_t obj, const char* name, const Shape& v) {
   return h5::WriteAttr(obj, name, v.empty() ? Shape{0} : v);
@@ -57,13 +50,6 @@ Result<std::string> ReadStringAttr(hid_t obj, const char* name, const std::strin
   return text;
 }
 
-// fsync of a file that was written through another descriptor (HDF5's).
-Status SyncFile(const std::string& path) {
-  HPCML_ASSIGN_OR_RETURN(UniqueFd fd, OpenFd(path, O_RDONLY));
-  if (::fsync(fd.get()) != 0) return ErrnoError("fsync " + path, errno);
-  return Status::Ok();
-}
-
 Result<Manifest> ReadManifest(const std::string& set_path) {
   std::string path = set_path + "/" + kManifest;
   HPCML_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
@@ -71,7 +57,7 @@ Result<Manifest> ReadManifest(const std::string& set_path) {
   try {
     nlohmann::json j = nlohmann::json::parse(text);
     if (j.at("version").get<int>() != kManifestVersion) {
-      return Corrupt("{}: manifest version {} (expected {})", path, j.at("version").dump(),
+      return Corrupt("{}: manifest version {} (expected {})", path, JsonText(j.at("version")),
                      kManifestVersion);
     }
     m.step = j.at("step").get<std::int64_t>();
@@ -217,7 +203,7 @@ Result<ShardInfo> CheckpointDir::WriteShard(std::int64_t step, int rank,
         hid_t f, h5::Check(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), path));
     h5::File file(f);
     HPCML_RETURN_IF_ERROR(
-        h5::WriteAttr(file.get(), "rank_state", rank_state.dump(), h5::StringStorage::kFixed));
+        h5::WriteAttr(file.get(), "rank_state", JsonText(rank_state), h5::StringStorage::kFixed));
     for (const auto& t : tensors) {
       if (t.slice.shape.size() != t.global_shape.size() || t.data == nullptr) {
         return InvalidArgument("{}: tensor '{}' slice {} does not match its {}-d global shape",
@@ -246,7 +232,7 @@ Result<ShardInfo> CheckpointDir::WriteShard(std::int64_t step, int rank,
     HPCML_RETURN_IF_ERROR(h5::CheckErr(H5Fflush(file.get(), H5F_SCOPE_GLOBAL), path));
   }  // closed here: everything HDF5 buffers is in the kernel now
   HPCML_RETURN_IF_ERROR(SyncFile(path));
-  hash.AddString(rank_state.dump());
+  hash.AddString(JsonText(rank_state));
   info.checksum = hash.Hex();
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return ErrnoError(path, errno);
@@ -263,10 +249,10 @@ Status CheckpointDir::Commit(const Manifest& m) const {
   for (const auto& s : m.shards) shards.push_back(ToJson(s));
   nlohmann::json j = {{"version", kManifestVersion},
                       {"step", m.step},
-                      {"created_at", m.created_at.empty() ? NowUtc() : m.created_at},
+                      {"created_at", m.created_at.empty() ? UtcNow() : m.created_at},
                       {"state", m.state},
                       {"shards", shards}};
-  HPCML_RETURN_IF_ERROR(WriteFileAtomic(set + "/" + kManifest, j.dump(1)));
+  HPCML_RETURN_IF_ERROR(WriteFileAtomic(set + "/" + kManifest, JsonText(j, 1)));
   HPCML_RETURN_IF_ERROR(SyncDirectory(dir_));
 
   // Retention: keep the newest `keep_` complete sets; drop incomplete sets

@@ -17,6 +17,9 @@ Status WriteFileAtomic(const std::string& path, std::string_view data, unsigned 
 // fsync of a directory, so a rename or create inside it is durable.
 Status SyncDirectory(const std::string& dir);
 
+// fsync of a file written through another descriptor (HDF5's, a copy's).
+Status SyncFile(const std::string& path);
+
 // Whole file into a string; the error names the path.
 Result<std::string> ReadFile(const std::string& path);
 
