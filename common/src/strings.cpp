@@ -27,6 +27,11 @@ std::vector<std::string_view> SplitFields(std::string_view s, char sep) {
   }
 }
 
+bool IsWithin(std::string_view path, std::string_view dir) {
+  return path == dir || dir == "/" ||
+         (path.starts_with(dir) && path.size() > dir.size() && path[dir.size()] == '/');
+}
+
 std::optional<std::size_t> FindInvalidUtf8(std::string_view s) {
   const auto* p = reinterpret_cast<const unsigned char*>(s.data());
   const std::size_t n = s.size();

@@ -5,7 +5,6 @@
 namespace hpcml {
 namespace {
 
-
 TEST(TrimBlanks, RemovesSpacesAndTabsAtBothEnds) {
   EXPECT_EQ(TrimBlanks(" \ta b\t "), "a b");
   EXPECT_EQ(TrimBlanks(" \t "), "");
@@ -24,6 +23,16 @@ TEST(SplitFields, KeepsEveryFieldInPlace) {
   EXPECT_EQ(SplitFields("a,,b", ','), (std::vector<std::string_view>{"a", "", "b"}));
   EXPECT_EQ(SplitFields("", ','), (std::vector<std::string_view>{""}));
   EXPECT_EQ(SplitFields("a|", '|'), (std::vector<std::string_view>{"a", ""}));
+}
+
+TEST(IsWithin, IsComponentWise) {
+  EXPECT_TRUE(IsWithin("/data/ae", "/data/ae"));
+  EXPECT_TRUE(IsWithin("/data/ae/x.h5", "/data/ae"));
+  EXPECT_TRUE(IsWithin("/data/ae/x/y", "/data"));
+  EXPECT_FALSE(IsWithin("/data/aex", "/data/ae"));
+  EXPECT_FALSE(IsWithin("/data", "/data/ae"));
+  EXPECT_TRUE(IsWithin("/", "/"));
+  EXPECT_TRUE(IsWithin("/etc/shadow", "/"));
 }
 
 TEST(FindInvalidUtf8, AcceptsWellFormedText) {

@@ -1,4 +1,4 @@
-#include "hpcml/featurecache/access.hpp"
+#include "access.hpp"
 
 #include <cerrno>
 #include <climits>
@@ -6,23 +6,10 @@
 #include <filesystem>
 
 #include "hpcml/common/job_env.hpp"
+#include "hpcml/common/strings.hpp"
 
 namespace hpcml::featurecache {
 namespace {
-
-std::vector<std::string> SplitList(std::string_view s) {
-  std::vector<std::string> out;
-  while (!s.empty()) {
-    size_t comma = s.find(',');
-    std::string_view item = s.substr(0, comma);
-    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
-    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
-    if (!item.empty()) out.emplace_back(item);
-    if (comma == std::string_view::npos) break;
-    s.remove_prefix(comma + 1);
-  }
-  return out;
-}
 
 std::string Normalize(const std::string& p) {
   std::string n = std::filesystem::path(p).lexically_normal().string();
@@ -71,12 +58,7 @@ Result<std::string> CanonicalPath(const std::string& path, bool must_exist) {
 bool PathApproved(const std::vector<std::string>& approved, std::string_view canonical) {
   for (const auto& a : approved) {
     if (a.empty() || a.front() != '/') continue;  // only absolute entries count
-    if (canonical == a) return true;
-    if (a == "/") return true;
-    if (canonical.size() > a.size() && canonical.substr(0, a.size()) == a &&
-        canonical[a.size()] == '/') {
-      return true;
-    }
+    if (IsWithin(canonical, a)) return true;
   }
   return false;
 }

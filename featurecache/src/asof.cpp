@@ -10,7 +10,7 @@
 #include "external_sort.hpp"
 #include "feature_set.hpp"
 #include "hpcml/common/json.hpp"
-#include "hpcml/featurecache/access.hpp"
+#include "access.hpp"
 #include "hpcml/featurecache/writer.hpp"
 #include "timeutil.hpp"
 

@@ -17,7 +17,7 @@
 #include "hpcml/common/log.hpp"
 #include "hpcml/common/strings.hpp"
 #include "hpcml/common/unique_fd.hpp"
-#include "hpcml/featurecache/access.hpp"
+#include "access.hpp"
 #include "hpcml/featurecache/ingest.hpp"
 #include "hpcml/featurecache/writer.hpp"
 #include "report.hpp"

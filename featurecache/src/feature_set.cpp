@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "hpcml/common/sha256.hpp"
-#include "hpcml/featurecache/access.hpp"
+#include "access.hpp"
 
 namespace hpcml::featurecache {
 namespace {

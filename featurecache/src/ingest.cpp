@@ -7,7 +7,7 @@
 
 #include "csv.hpp"
 #include "hpcml/common/json.hpp"
-#include "hpcml/featurecache/access.hpp"
+#include "access.hpp"
 #include "hpcml/featurecache/writer.hpp"
 #include "timeutil.hpp"
 

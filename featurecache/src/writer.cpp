@@ -22,10 +22,11 @@
 
 #include "hpcml/common/fs.hpp"
 #include "hpcml/common/h5.hpp"
+#include "hpcml/common/job_env.hpp"
 #include "hpcml/common/sha256.hpp"
 #include "hpcml/common/time.hpp"
 #include "hpcml/common/unique_fd.hpp"
-#include "hpcml/featurecache/access.hpp"
+#include "access.hpp"
 #include "timeutil.hpp"
 
 #ifndef HPCML_VERSION
@@ -127,7 +128,7 @@ std::string CurrentPrincipal() {
   std::string out = fmt::format("{}@{}", user, host);
   if (const char* job = std::getenv("SLURM_JOB_ID"); job != nullptr && *job != '\0')
     out += fmt::format(" job {}", job);
-  if (const char* role = std::getenv("HPCML_ROLE"); role != nullptr && *role != '\0')
+  if (const char* role = std::getenv(job_env::kRole); role != nullptr && *role != '\0')
     out += fmt::format(" role {}", role);
   return out;
 }

@@ -1,4 +1,4 @@
-#include "hpcml/featurecache/access.hpp"
+#include "access.hpp"
 
 #include <gtest/gtest.h>
 

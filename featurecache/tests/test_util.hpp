@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "feature_set.hpp"
-#include "hpcml/featurecache/access.hpp"
+#include "access.hpp"
 #include "hpcml/featurecache/writer.hpp"
 
 namespace hpcml::featurecache::testing {

@@ -154,9 +154,5 @@ Result<std::vector<Result<ResolvedPath>>> CanonicalPathsAsUser(
   return out;
 }
 
-bool IsWithin(std::string_view path, std::string_view dir) {
-  return path == dir || dir == "/" ||
-         (path.starts_with(dir) && path.size() > dir.size() && path[dir.size()] == '/');
-}
 
 }  // namespace hpcml::guard

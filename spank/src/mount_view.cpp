@@ -17,6 +17,7 @@
 
 #include <fmt/format.h>
 
+#include "hpcml/common/strings.hpp"
 #include "hpcml/common/unique_fd.hpp"
 
 namespace hpcml::guard {

@@ -36,6 +36,7 @@
 #include <fmt/format.h>
 #include <slurm/slurm.h>
 
+#include "hpcml/common/strings.hpp"
 #include "hpcml/guard/mount_view.hpp"
 #include "job_environment.hpp"
 #include "plugin_parts.hpp"

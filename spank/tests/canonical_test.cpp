@@ -137,15 +137,5 @@ TEST_F(CanonicalTest, AsRootMatchesInProcess) {
   EXPECT_TRUE(empty->empty());
 }
 
-TEST(IsWithinTest, ComponentWise) {
-  EXPECT_TRUE(IsWithin("/data/ae", "/data/ae"));
-  EXPECT_TRUE(IsWithin("/data/ae/x.h5", "/data/ae"));
-  EXPECT_TRUE(IsWithin("/data/ae/x/y", "/data"));
-  EXPECT_FALSE(IsWithin("/data/aex", "/data/ae"));
-  EXPECT_FALSE(IsWithin("/data", "/data/ae"));
-  EXPECT_TRUE(IsWithin("/", "/"));
-  EXPECT_TRUE(IsWithin("/etc/shadow", "/"));
-}
-
 }  // namespace
 }  // namespace hpcml::guard

@@ -21,6 +21,11 @@ std::vector<std::string> SplitList(std::string_view s, char sep = ',');
 // {"a", "", "b"}; "" -> {""}). For formats where a field's position matters.
 std::vector<std::string_view> SplitFields(std::string_view s, char sep);
 
+// Whether the canonical path `path` is `dir` or below it, component-wise
+// ("/data/ae/x" is within "/data/ae", "/data/aex" is not; all is within "/").
+// The one rule the guard and the feature cache apply to approved datasets.
+bool IsWithin(std::string_view path, std::string_view dir);
+
 // Offset of the first byte of `s` that does not belong to a well-formed UTF-8
 // sequence (overlong forms, surrogates and code points above U+10FFFF count
 // as malformed); nullopt when all of `s` is valid UTF-8.

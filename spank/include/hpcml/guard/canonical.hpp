@@ -20,9 +20,7 @@ namespace hpcml::guard {
 // '..' resolved, /proc's magic links (/proc/self/fd/N and the like) refused.
 Result<std::string> CanonicalPath(const std::string& path);
 
-// Whether the canonical path `path` is `dir` or below it, component-wise
-// ("/data/ae/x" is within "/data/ae", "/data/aex" is not; all is within "/").
-bool IsWithin(std::string_view path, std::string_view dir);
+// IsWithin (path is dir or below it) is hpcml::IsWithin in common/strings.hpp.
 
 struct UserCredentials {
   uid_t uid = 0;

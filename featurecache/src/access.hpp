@@ -1,8 +1,9 @@
 // Access control inside a job the guard (spank/) has approved.
 //
-// The guard hands the task HPCML_ZONE, HPCML_ROLE and HPCML_DATASETS (canonical
-// paths, comma-separated; a directory covers everything below it), and
-// optionally HPCML_CLASSIFICATIONS (comma-separated allowed classifications).
+// The guard hands the task HPCML_ZONE, HPCML_ROLE, HPCML_DATASETS (canonical
+// paths, comma-separated; a directory covers everything below it) and
+// HPCML_CLASSIFICATIONS (the role's readable classifications); the contract is
+// common/job_env.hpp.
 // HPCML_ZONE being present at all means "inside a guarded job"; then every
 // feature set this library opens or writes, and every file it reads data from
 // or exports to, must be approved, in the job's zone and of an allowed
