@@ -23,19 +23,6 @@ void Place(const ParamInfo& p, const float* slice, std::vector<float>& full) {
   }
 }
 
-Status WriteAttrString(hid_t obj, const char* name, const std::string& value) {
-  HPCML_ASSIGN_OR_RETURN(hid_t t, h5::Check(H5Tcopy(H5T_C_S1), "H5Tcopy"));
-  h5::Datatype type(t);
-  HPCML_RETURN_IF_ERROR(h5::CheckErr(H5Tset_size(type.get(), value.size() + 1), "H5Tset_size"));
-  HPCML_ASSIGN_OR_RETURN(hid_t s, h5::Check(H5Screate(H5S_SCALAR), "H5Screate"));
-  h5::Dataspace space(s);
-  HPCML_ASSIGN_OR_RETURN(
-      hid_t a,
-      h5::Check(H5Acreate2(obj, name, type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT), name));
-  h5::Attribute attr(a);
-  return h5::CheckErr(H5Awrite(attr.get(), type.get(), value.c_str()), name);
-}
-
 }  // namespace
 
 Result<std::vector<FullTensor>> GatherModel(const Model& model, const ProcessGrid* grid,
@@ -121,24 +108,16 @@ Status SaveModelHdf5(const std::string& path, const ModelConfig& config,
         hid_t f, h5::Check(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT),
                            fmt::format("{}: cannot create", tmp)));
     h5::File file(f);
-    HPCML_RETURN_IF_ERROR(WriteAttrString(file.get(), "format", "hpcml-mlp-1"));
     HPCML_RETURN_IF_ERROR(
-        WriteAttrString(file.get(), "activation", std::string(Name(config.activation))));
-    HPCML_RETURN_IF_ERROR(WriteAttrString(file.get(), "loss", std::string(Name(config.loss))));
+        h5::WriteAttr(file.get(), "format", "hpcml-mlp-1", h5::StringStorage::kFixed));
+    HPCML_RETURN_IF_ERROR(h5::WriteAttr(file.get(), "activation", Name(config.activation),
+                                        h5::StringStorage::kFixed));
+    HPCML_RETURN_IF_ERROR(
+        h5::WriteAttr(file.get(), "loss", Name(config.loss), h5::StringStorage::kFixed));
     std::vector<std::int64_t> dims{config.input_dim};
     dims.insert(dims.end(), config.hidden.begin(), config.hidden.end());
     dims.push_back(config.output_dim);
-    {
-      hsize_t n = dims.size();
-      HPCML_ASSIGN_OR_RETURN(hid_t s, h5::Check(H5Screate_simple(1, &n, nullptr), "H5Screate"));
-      h5::Dataspace space(s);
-      HPCML_ASSIGN_OR_RETURN(hid_t a, h5::Check(H5Acreate2(file.get(), "dims", H5T_STD_I64LE,
-                                                           space.get(), H5P_DEFAULT, H5P_DEFAULT),
-                                                "dims"));
-      h5::Attribute attr(a);
-      HPCML_RETURN_IF_ERROR(
-          h5::CheckErr(H5Awrite(attr.get(), H5T_NATIVE_INT64, dims.data()), "dims"));
-    }
+    HPCML_RETURN_IF_ERROR(h5::WriteAttr(file.get(), "dims", dims));
     for (const FullTensor& t : tensors) {
       const auto dot = t.name.find('.');
       const std::string group = "/" + t.name.substr(0, dot);
