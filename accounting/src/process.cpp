@@ -55,14 +55,32 @@ Result<Pipe> MakePipe() {
   _exit(127);
 }
 
+// Starts argv with stdin from /dev/null, stdout to out_fd and stderr to
+// err_fd (-1: inherited). The argument array is built before fork, so the
+// child makes only async-signal-safe calls.
+Result<pid_t> Start(const std::vector<std::string>& argv, int out_fd, int err_fd) {
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = fork();
+  if (pid < 0) return ErrnoError("fork " + argv[0], errno);
+  if (pid == 0) ExecChild(args, out_fd, err_fd);
+  return pid;
+}
+
+// A child still running when its owner goes: close its output, ask it to
+// end, and reap it.
+void Terminate(pid_t pid, UniqueFd& out) {
+  if (pid <= 0) return;
+  out.reset();
+  kill(pid, SIGTERM);
+  Reap(pid);
+}
+
 }  // namespace
 
 ChildProcess::~ChildProcess() {
-  if (pid_ > 0) {
-    out_.reset();
-    kill(pid_, SIGTERM);
-    Reap(pid_);
-  }
+  Terminate(pid_, out_);
 }
 
 ChildProcess::ChildProcess(ChildProcess&& other) noexcept
@@ -72,11 +90,7 @@ ChildProcess::ChildProcess(ChildProcess&& other) noexcept
 
 ChildProcess& ChildProcess::operator=(ChildProcess&& other) noexcept {
   if (this != &other) {
-    if (pid_ > 0) {
-      out_.reset();
-      kill(pid_, SIGTERM);
-      Reap(pid_);
-    }
+    Terminate(pid_, out_);
     pid_ = std::exchange(other.pid_, -1);
     name_ = std::move(other.name_);
     out_ = std::move(other.out_);
@@ -87,12 +101,7 @@ ChildProcess& ChildProcess::operator=(ChildProcess&& other) noexcept {
 Result<ChildProcess> ChildProcess::Spawn(const std::vector<std::string>& argv) {
   if (argv.empty()) return InvalidArgument("empty command");
   HPCML_ASSIGN_OR_RETURN(Pipe out, MakePipe());
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  pid_t pid = fork();
-  if (pid < 0) return ErrnoError("fork " + argv[0], errno);
-  if (pid == 0) ExecChild(args, out.write.get(), -1);
+  HPCML_ASSIGN_OR_RETURN(pid_t pid, Start(argv, out.write.get(), -1));
   ChildProcess child;
   child.pid_ = pid;
   child.name_ = argv[0];
@@ -111,12 +120,7 @@ Result<std::string> RunAndCapture(const std::vector<std::string>& argv) {
   if (argv.empty()) return InvalidArgument("empty command");
   HPCML_ASSIGN_OR_RETURN(Pipe out, MakePipe());
   // stdout and stderr share one pipe: the message on failure shows both in order.
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  pid_t pid = fork();
-  if (pid < 0) return ErrnoError("fork " + argv[0], errno);
-  if (pid == 0) ExecChild(args, out.write.get(), out.write.get());
+  HPCML_ASSIGN_OR_RETURN(pid_t pid, Start(argv, out.write.get(), out.write.get()));
   out.write.reset();
   std::string text;
   char buf[4096];
