@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "hpcml/guard/options.hpp"
+#include "options.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   std::string_view in(reinterpret_cast<const char*>(data), size);

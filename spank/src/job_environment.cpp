@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include "hpcml/common/job_env.hpp"
-#include "hpcml/guard/options.hpp"
+#include "options.hpp"
 
 namespace hpcml::guard {
 

@@ -32,7 +32,7 @@ extern "C" {
 #include "hpcml/guard/audit.hpp"
 #include "hpcml/guard/canonical.hpp"
 #include "hpcml/guard/decision.hpp"
-#include "hpcml/guard/options.hpp"
+#include "options.hpp"
 #include "hpcml/guard/policy.hpp"
 #include "job_cache.hpp"
 

@@ -14,7 +14,7 @@
 
 #include "hpcml/common/strings.hpp"
 #include "hpcml/common/unique_fd.hpp"
-#include "hpcml/guard/options.hpp"
+#include "options.hpp"
 
 namespace hpcml::guard {
 namespace {

@@ -1,4 +1,4 @@
-#include "hpcml/guard/options.hpp"
+#include "options.hpp"
 
 #include <gtest/gtest.h>
 
