@@ -5,12 +5,12 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "access.hpp"
 #include "csv.hpp"
 #include "derive.hpp"
 #include "external_sort.hpp"
 #include "feature_set.hpp"
 #include "hpcml/common/json.hpp"
-#include "access.hpp"
 #include "hpcml/featurecache/writer.hpp"
 #include "timeutil.hpp"
 

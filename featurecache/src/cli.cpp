@@ -10,6 +10,7 @@
 #include <iostream>
 #include <memory>
 
+#include "access.hpp"
 #include "asof.hpp"
 #include "derive.hpp"
 #include "export.hpp"
@@ -17,7 +18,6 @@
 #include "hpcml/common/log.hpp"
 #include "hpcml/common/strings.hpp"
 #include "hpcml/common/unique_fd.hpp"
-#include "access.hpp"
 #include "hpcml/featurecache/ingest.hpp"
 #include "hpcml/featurecache/writer.hpp"
 #include "report.hpp"

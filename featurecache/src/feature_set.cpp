@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <vector>
 
-#include "hpcml/common/sha256.hpp"
 #include "access.hpp"
+#include "hpcml/common/sha256.hpp"
 
 namespace hpcml::featurecache {
 namespace {

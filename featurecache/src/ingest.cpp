@@ -5,9 +5,9 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "access.hpp"
 #include "csv.hpp"
 #include "hpcml/common/json.hpp"
-#include "access.hpp"
 #include "hpcml/featurecache/writer.hpp"
 #include "timeutil.hpp"
 

@@ -25,5 +25,4 @@ std::string FormatTimestamp(int64_t micros);
 // seconds; fractions allowed ("1.5h"). Returns microseconds; must be >= 0.
 Result<int64_t> ParseDuration(std::string_view text);
 
-
 }  // namespace hpcml::featurecache

@@ -20,13 +20,13 @@
 #include <set>
 #include <thread>
 
+#include "access.hpp"
 #include "hpcml/common/fs.hpp"
 #include "hpcml/common/h5.hpp"
 #include "hpcml/common/job_env.hpp"
 #include "hpcml/common/sha256.hpp"
 #include "hpcml/common/time.hpp"
 #include "hpcml/common/unique_fd.hpp"
-#include "access.hpp"
 #include "timeutil.hpp"
 
 #ifndef HPCML_VERSION

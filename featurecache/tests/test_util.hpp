@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "feature_set.hpp"
 #include "access.hpp"
+#include "feature_set.hpp"
 #include "hpcml/featurecache/writer.hpp"
 
 namespace hpcml::featurecache::testing {

@@ -8,9 +8,9 @@
 #include <cstdlib>
 #include <ctime>
 
+#include "featurecache_source.hpp"
 #include "hpcml/topology/binding.hpp"
 #include "hpcml/topology/planner.hpp"
-#include "featurecache_source.hpp"
 #include "model_io.hpp"
 #include "usage.hpp"
 

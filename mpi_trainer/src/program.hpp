@@ -11,9 +11,9 @@
 #include <memory>
 #include <optional>
 
+#include "checkpointing.hpp"
 #include "hpcml/common/log.hpp"
 #include "hpcml/trainer/backend.hpp"
-#include "checkpointing.hpp"
 #include "hpcml/trainer/data.hpp"
 #include "hpcml/trainer/grid.hpp"
 #include "hpcml/trainer/trainer.hpp"

@@ -29,9 +29,9 @@
 #include <vector>
 
 #include "../cuda/kernels.cuh"
+#include "checkpointing.hpp"
 #include "hpcml/common/log.hpp"
 #include "hpcml/trainer/backend.hpp"
-#include "checkpointing.hpp"
 #include "hpcml/trainer/random.hpp"
 #include "hpcml/trainer/trainer.hpp"
 

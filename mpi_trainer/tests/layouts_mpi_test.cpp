@@ -8,9 +8,9 @@
 #include <memory>
 #include <vector>
 
-#include "model_io.hpp"
 #include "hpcml/trainer/trainer.hpp"
 #include "layout_cases.hpp"
+#include "model_io.hpp"
 
 namespace hpcml::trainer {
 namespace {

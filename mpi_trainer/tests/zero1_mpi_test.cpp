@@ -13,11 +13,11 @@
 #include <string>
 #include <vector>
 
-#include "hpcml/common/log.hpp"
 #include "checkpointing.hpp"
-#include "model_io.hpp"
+#include "hpcml/common/log.hpp"
 #include "hpcml/trainer/trainer.hpp"
 #include "layout_cases.hpp"
+#include "model_io.hpp"
 
 namespace hpcml::trainer {
 namespace {

@@ -154,5 +154,4 @@ Result<std::vector<Result<ResolvedPath>>> CanonicalPathsAsUser(
   return out;
 }
 
-
 }  // namespace hpcml::guard

@@ -32,9 +32,9 @@ extern "C" {
 #include "hpcml/guard/audit.hpp"
 #include "hpcml/guard/canonical.hpp"
 #include "hpcml/guard/decision.hpp"
-#include "options.hpp"
 #include "hpcml/guard/policy.hpp"
 #include "job_cache.hpp"
+#include "options.hpp"
 
 namespace hpcml::guard::plugin {
 

@@ -48,8 +48,9 @@ struct Placement {
 class Model {
  public:
   // `backend` is borrowed and must outlive the model.
-  static Result<std::unique_ptr<Model>> Create(const ModelConfig& config, const ModelPartition& plan,
-                                               const Placement& where, Backend* backend);
+  static Result<std::unique_ptr<Model>> Create(const ModelConfig& config,
+                                               const ModelPartition& plan, const Placement& where,
+                                               Backend* backend);
 
   const ModelConfig& config() const { return config_; }
   const std::vector<ParamInfo>& params() const { return params_; }

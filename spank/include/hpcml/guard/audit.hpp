@@ -52,7 +52,6 @@ struct AuditRecord {
   std::string reason;
 };
 
-
 // The line (without newline) for `record` after a line whose hash is
 // `prev_hash` and sequence number `seq`. Time is now, UTC.
 std::string FormatAuditLine(const AuditRecord& record, std::uint64_t seq,
