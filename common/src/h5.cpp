@@ -78,6 +78,21 @@ Result<hssize_t> AttrPoints(hid_t attr, const char* name) {
   return n;
 }
 
+Result<Dataspace> ScalarSpace() {
+  return Own<Dataspace>(H5Screate(H5S_SCALAR), StatusCode::kInternal, "dataspace");
+}
+
+// Creates attribute `name` (replacing one of that name) of `file_type` over
+// `space`, writes `data` as `mem_type` (nothing when null) and closes it.
+Status WriteAttrData(hid_t obj, const char* name, hid_t file_type, hid_t mem_type,
+                     const Dataspace& space, const void* data) {
+  HPCML_ASSIGN_OR_RETURN(Attribute attr, CreateAttr(obj, name, file_type, space.get()));
+  if (data != nullptr && H5Awrite(attr.get(), mem_type, data) < 0) {
+    return Error(StatusCode::kIoError, fmt::format("write attribute {}", name));
+  }
+  return Close(attr, fmt::format("attribute {}", name));
+}
+
 }  // namespace
 
 void SilenceErrorPrinting() {
@@ -116,62 +131,39 @@ Status CheckErr(herr_t err, std::string_view what) {
 }
 
 Status WriteAttr(hid_t obj, const char* name, std::string_view value, StringStorage storage) {
-  HPCML_ASSIGN_OR_RETURN(Datatype t, storage == StringStorage::kFixed
-                                         ? FixedStringType(value.size())
-                                         : VlenStringType());
-  HPCML_ASSIGN_OR_RETURN(Dataspace space,
-                         Own<Dataspace>(H5Screate(H5S_SCALAR), StatusCode::kInternal, "dataspace"));
-  HPCML_ASSIGN_OR_RETURN(Attribute attr, CreateAttr(obj, name, t.get(), space.get()));
+  const bool fixed = storage == StringStorage::kFixed;
+  HPCML_ASSIGN_OR_RETURN(Datatype t, fixed ? FixedStringType(value.size()) : VlenStringType());
+  HPCML_ASSIGN_OR_RETURN(Dataspace space, ScalarSpace());
   std::string copy(value);
   const char* p = copy.c_str();
-  const void* buf = storage == StringStorage::kFixed ? static_cast<const void*>(p) : &p;
-  if (H5Awrite(attr.get(), t.get(), buf) < 0) {
-    return Error(StatusCode::kIoError, fmt::format("write attribute {}", name));
-  }
-  return Close(attr, fmt::format("attribute {}", name));
+  return WriteAttrData(obj, name, t.get(), t.get(), space,
+                       fixed ? static_cast<const void*>(p) : &p);
 }
 
 Status WriteAttr(hid_t obj, const char* name, const std::vector<std::string>& values) {
   HPCML_ASSIGN_OR_RETURN(Datatype t, VlenStringType());
   HPCML_ASSIGN_OR_RETURN(Dataspace space, SimpleSpace(values.size()));
-  HPCML_ASSIGN_OR_RETURN(Attribute attr, CreateAttr(obj, name, t.get(), space.get()));
-  if (!values.empty()) {
-    std::vector<const char*> ptrs;
-    ptrs.reserve(values.size());
-    for (const auto& v : values) ptrs.push_back(v.c_str());
-    if (H5Awrite(attr.get(), t.get(), ptrs.data()) < 0) {
-      return Error(StatusCode::kIoError, fmt::format("write attribute {}", name));
-    }
-  }
-  return Close(attr, fmt::format("attribute {}", name));
+  std::vector<const char*> ptrs;
+  ptrs.reserve(values.size());
+  for (const auto& v : values) ptrs.push_back(v.c_str());
+  return WriteAttrData(obj, name, t.get(), t.get(), space, values.empty() ? nullptr : ptrs.data());
 }
 
 Status WriteAttr(hid_t obj, const char* name, int64_t value) {
-  HPCML_ASSIGN_OR_RETURN(Dataspace space,
-                         Own<Dataspace>(H5Screate(H5S_SCALAR), StatusCode::kInternal, "dataspace"));
-  HPCML_ASSIGN_OR_RETURN(Attribute attr, CreateAttr(obj, name, H5T_STD_I64LE, space.get()));
-  if (H5Awrite(attr.get(), H5T_NATIVE_INT64, &value) < 0) {
-    return Error(StatusCode::kIoError, fmt::format("write attribute {}", name));
-  }
-  return Close(attr, fmt::format("attribute {}", name));
+  HPCML_ASSIGN_OR_RETURN(Dataspace space, ScalarSpace());
+  return WriteAttrData(obj, name, H5T_STD_I64LE, H5T_NATIVE_INT64, space, &value);
 }
 
 Status WriteAttr(hid_t obj, const char* name, const std::vector<int64_t>& values) {
   HPCML_ASSIGN_OR_RETURN(Dataspace space, SimpleSpace(values.size()));
-  HPCML_ASSIGN_OR_RETURN(Attribute attr, CreateAttr(obj, name, H5T_STD_I64LE, space.get()));
-  if (!values.empty() && H5Awrite(attr.get(), H5T_NATIVE_INT64, values.data()) < 0) {
-    return Error(StatusCode::kIoError, fmt::format("write attribute {}", name));
-  }
-  return Close(attr, fmt::format("attribute {}", name));
+  return WriteAttrData(obj, name, H5T_STD_I64LE, H5T_NATIVE_INT64, space,
+                       values.empty() ? nullptr : values.data());
 }
 
 Status WriteAttr(hid_t obj, const char* name, const std::vector<double>& values) {
   HPCML_ASSIGN_OR_RETURN(Dataspace space, SimpleSpace(values.size()));
-  HPCML_ASSIGN_OR_RETURN(Attribute attr, CreateAttr(obj, name, H5T_IEEE_F64LE, space.get()));
-  if (!values.empty() && H5Awrite(attr.get(), H5T_NATIVE_DOUBLE, values.data()) < 0) {
-    return Error(StatusCode::kIoError, fmt::format("write attribute {}", name));
-  }
-  return Close(attr, fmt::format("attribute {}", name));
+  return WriteAttrData(obj, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, space,
+                       values.empty() ? nullptr : values.data());
 }
 
 bool HasAttr(hid_t obj, const char* name) {
