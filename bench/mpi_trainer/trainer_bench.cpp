@@ -39,6 +39,7 @@
 #include <utility>
 #include <vector>
 
+#include "hpcml/topology/planner.hpp"
 #include "hpcml/trainer/random.hpp"
 #include "hpcml/trainer/trainer.hpp"
 
@@ -121,17 +122,6 @@ Run Make(const ht::ModelConfig& mc, const ht::TrainConfig& tc, const ht::Process
   }
   r.trainer = std::move(t).value();
   return r;
-}
-
-std::vector<std::int64_t> ParseWidths(const std::string& s) {
-  std::vector<std::int64_t> out;
-  std::size_t at = 0;
-  while (at < s.size()) {
-    const std::size_t comma = std::min(s.find(',', at), s.size());
-    out.push_back(std::stoll(s.substr(at, comma - at)));
-    at = comma + 1;
-  }
-  return out;
 }
 
 // One GEMM of a training step: C[m,n] = op(A) op(B).
@@ -268,7 +258,12 @@ bool ParseBenchArgs(int argc, char** argv, const char* mode, ht::ModelConfig* mc
     if (k == "--input") {
       mc->input_dim = std::stoll(v);
     } else if (k == "--hidden") {
-      mc->hidden = ParseWidths(v);
+      auto widths = hpcml::topology::ParseWidths(v, "--hidden");
+      if (!widths.ok()) {
+        std::fprintf(stderr, "trainer_bench %s: %s\n", mode, widths.status().message().c_str());
+        return false;
+      }
+      mc->hidden = *widths;
     } else if (k == "--outputs") {
       mc->output_dim = std::stoll(v);
     } else if (k == "--batch") {

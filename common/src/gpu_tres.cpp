@@ -1,5 +1,7 @@
 #include "hpcml/common/gpu_tres.hpp"
 
+#include "hpcml/common/strings.hpp"
+
 #include <algorithm>
 
 namespace hpcml {
@@ -38,10 +40,7 @@ Result<bool> GpuTres::Add(std::string_view name, double count) {
 
 Result<GpuTres> ParseGpuTres(std::string_view tres) {
   GpuTres out;
-  while (!tres.empty()) {
-    const std::size_t comma = tres.find(',');
-    const std::string_view entry = tres.substr(0, comma);
-    tres = comma == std::string_view::npos ? std::string_view() : tres.substr(comma + 1);
+  for (const std::string_view entry : SplitFields(tres, ',')) {
     const std::size_t eq = entry.find('=');
     const std::string_view name = entry.substr(0, eq);
     // Only gres/gpu and gres/gpu:TYPE (not, say, a later Slurm's gres/gpumem).

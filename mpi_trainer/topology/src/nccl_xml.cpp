@@ -7,6 +7,7 @@
 #include <map>
 
 #include "hpcml/common/fs.hpp"
+#include "hpcml/common/strings.hpp"
 #include "hpcml/topology/topology.hpp"
 #include "links.hpp"
 
@@ -16,13 +17,7 @@ namespace {
 // NCCL writes affinity as comma-separated 32-bit hex words, most
 // significant first: "ffffffff,00000000" = CPUs 32-63.
 Result<std::vector<int>> ParseAffinity(std::string_view mask) {
-  std::vector<std::string_view> words;
-  while (true) {
-    size_t c = mask.find(',');
-    words.push_back(mask.substr(0, c));
-    if (c == std::string_view::npos) break;
-    mask.remove_prefix(c + 1);
-  }
+  const std::vector<std::string_view> words = SplitFields(mask, ',');
   std::vector<int> cpus;
   int base = 0;
   for (auto it = words.rbegin(); it != words.rend(); ++it, base += 32) {
