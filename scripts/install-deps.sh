@@ -21,7 +21,7 @@ packages=(
   # numeric and I/O libraries
   libhdf5-dev hdf5-tools libhwloc-dev hwloc libopenblas-dev libdnnl-dev libboost-dev zlib1g-dev
   # small libraries
-  libtomlplusplus-dev libcli11-dev libfmt-dev nlohmann-json3-dev libssl-dev libpugixml-dev libxxhash-dev nettle-dev
+  libtomlplusplus-dev libcli11-dev libfmt-dev nlohmann-json3-dev libpugixml-dev libxxhash-dev nettle-dev
   # tests and benchmarks (numpy/h5py are used through /usr/bin/python3)
   libgtest-dev libgmock-dev libbenchmark-dev python3-numpy python3-h5py
   # misc tools used by scripts
