@@ -66,19 +66,25 @@ void MustOk(const Status& st) {
   if (!st.ok()) Die(st);
 }
 
-// Writes `rows` x `nf` features (+ labels): compressible values when level > 0.
-void MakeSet(const std::string& path, uint64_t rows, uint64_t nf, int level) {
-  std::filesystem::remove(path);
-  auto w = Must(FeatureSetWriter::Begin(path, WriterOptions{"bench", 60}));
+// A version of `nf` float features f0..f<nf-1>, as the benchmarks write them.
+NewVersion FloatVersion(uint64_t nf, std::string transform) {
   NewVersion s;
   for (uint64_t j = 0; j < nf; ++j) {
     s.feature_names.push_back("f" + std::to_string(j));
     s.feature_types.push_back("float");
   }
-  s.label_name = "y";
   s.operation = "ingest";
-  s.transform = "{\"op\":\"bench\"}";
+  s.transform = std::move(transform);
   s.classification = "internal";
+  return s;
+}
+
+// Writes `rows` x `nf` features (+ labels): compressible values when level > 0.
+void MakeSet(const std::string& path, uint64_t rows, uint64_t nf, int level) {
+  std::filesystem::remove(path);
+  auto w = Must(FeatureSetWriter::Begin(path, WriterOptions{"bench", 60}));
+  NewVersion s = FloatVersion(nf, "{\"op\":\"bench\"}");
+  s.label_name = "y";
   s.compression = level;
   MustOk(w.StartVersion(s).status());
   const uint64_t block = 16384;
@@ -285,15 +291,7 @@ void BenchAsof(const std::string& dir, uint64_t rows) {
   {
     std::filesystem::remove(h5);
     auto w = Must(FeatureSetWriter::Begin(h5, WriterOptions{"bench", 60}));
-    NewVersion s;
-    for (uint64_t j = 0; j < nf; ++j) {
-      s.feature_names.push_back("f" + std::to_string(j));
-      s.feature_types.push_back("float");
-    }
-    s.operation = "ingest";
-    s.transform = "{}";
-    s.classification = "internal";
-    MustOk(w.StartVersion(s).status());
+    MustOk(w.StartVersion(FloatVersion(nf, "{}")).status());
     const uint64_t block = 65536, entities = rows / 10 + 1;
     std::vector<float> x(block * nf);
     std::vector<int64_t> e(block), t(block);
