@@ -196,7 +196,7 @@ Status Trainer::RunBatch(double* loss_sum, double* busy_s, double* wall_s, bool 
   }
   backend_->Synchronize();
   const auto t0 = Clock::now();
-  RunSchedule(batch_.layer_done);
+  RunSchedule();
   *wall_s = Seconds(t0, Clock::now());
   if (allreduce) ReduceGradients(overlap);
   *loss_sum = batch_.loss;
@@ -245,7 +245,7 @@ void Trainer::RecvFilling(float* buf, std::size_t n, int peer, int tag) {
   backend_->Recv(buf, n, peer, tag);
 }
 
-void Trainer::RunSchedule(const std::function<void(int)>& layer_done) {
+void Trainer::RunSchedule() {
   const bool first = pp_idx_ == 0, last = pp_idx_ == shape_.pp - 1;
   const std::vector<PipeOp> ops =
       BuildSchedule(config_.schedule, shape_.pp, pp_idx_, config_.microbatches);
@@ -267,7 +267,7 @@ void Trainer::RunSchedule(const std::function<void(int)>& layer_done) {
   // previous stage waiting through them).
   backend_->FlushSends();
   const auto w0 = Clock::now();
-  model_->WeightGrads(layer_done);
+  model_->WeightGrads(batch_.layer_done);
   backend_->Synchronize();
   batch_.busy += Seconds(w0, Clock::now());
   backend_->WaitSends();

@@ -128,7 +128,7 @@ class Trainer {
   // RunBatch's steps: read (agreed over the world), the pipeline schedule
   // (its compute seconds into batch_), the data-parallel reduction.
   Status ReadBatch();
-  void RunSchedule(const std::function<void(int)>& layer_done);
+  void RunSchedule();
   void ForwardOp(int mb, bool flush);
   void BackwardOp(int mb, bool flush);
   // Receives into `buf`, filling the wait with pending weight gradients.
