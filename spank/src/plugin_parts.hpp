@@ -29,6 +29,7 @@ extern "C" {
 }
 
 #include "hpcml/common/status.hpp"
+#include "hpcml/common/strings.hpp"
 #include "hpcml/guard/audit.hpp"
 #include "hpcml/guard/canonical.hpp"
 #include "hpcml/guard/decision.hpp"
@@ -89,8 +90,9 @@ inline const std::string& PathOf(const ResolvedPath& resolved) {
 }
 
 // The resolved datasets, in request order, each once. A path that did not
-// resolve, or whose canonical form has a comma (HPCML_DATASETS is
-// comma-separated), is an error naming it.
+// resolve, or whose canonical form has a comma, a control character or a
+// blank at its end (HPCML_DATASETS is a comma list of exact paths), is an
+// error naming it.
 template <typename Resolved>
 Result<std::vector<std::string>> CanonicalDatasets(const std::vector<std::string>& requested,
                                                    const std::vector<Result<Resolved>>& resolved,
@@ -105,6 +107,14 @@ Result<std::vector<std::string>> CanonicalDatasets(const std::vector<std::string
     if (path.find(',') != std::string::npos)
       return InvalidArgument("dataset '{}' resolves to '{}', which contains a comma", requested[i],
                              path);
+    // The job environment's lists hold no blanks and no control characters
+    // (common/job_env.hpp): a reader that trims would see another path.
+    if (TrimBlanks(path) != path || std::any_of(path.begin(), path.end(), [](unsigned char c) {
+          return c < 0x20 || c == 0x7f;
+        }))
+      return InvalidArgument(
+          "dataset '{}' resolves to a path that has a control character or ends in a blank",
+          requested[i]);
     if (std::find(out.begin(), out.end(), path) == out.end()) out.push_back(path);
   }
   return out;

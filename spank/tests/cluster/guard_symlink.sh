@@ -21,6 +21,17 @@ expect_denied "symlinked directory into another zone (node)" "'$DATA/eu/b.h5' is
 run_as $ALICE env SLURM_CONF="$conf" ${opt}_dataset="$DATA/ae/public/../../eu/b.h5" timeout 60 srun -n1 true
 expect_denied "'..' out of the zone (node)" "'$DATA/eu/b.h5' is in zone 'eu'"
 
+# HPCML_DATASETS is a comma list with no blanks: a dataset whose canonical
+# path ends in a blank (here a tab, through a symlink to a directory so named)
+# would reach the feature cache trimmed, as a path that was never decided.
+tabdir=$DATA/ae/scratch/alice-tab$'\t'
+rm -rf "$tabdir" "$DATA/ae/scratch/alice-tablink"
+as $ALICE mkdir "$tabdir"
+as $ALICE ln -s "$tabdir" "$DATA/ae/scratch/alice-tablink"
+run_as $ALICE env SLURM_CONF="$conf" ${opt}_dataset="$DATA/ae/scratch/alice-tablink" timeout 60 srun -n1 true
+expect_denied "a dataset whose canonical path ends in a blank (node)" "ends in a blank"
+rm -rf "$tabdir" "$DATA/ae/scratch/alice-tablink"
+
 # ae/private is root-only (0700): listed in the policy, but alice cannot see it.
 run_as $ALICE env SLURM_CONF="$conf" ${opt}_dataset="$DATA/ae/private/p.h5" timeout 60 srun -n1 true
 expect_denied "a path the user cannot search (node)" "Permission denied"
