@@ -1,0 +1,95 @@
+// The trained model as a file: what hpcml-train writes, hpcml-infer scores
+// with and the ONNX export reads. docs/inference.md is the reference.
+//
+// HDF5 layout (all float32, row-major), readable with h5py:
+//   /layer<i>/weight [out, in]     /layer<i>/bias [out]
+//   root attributes:
+//     format      "hpcml-mlp-2" ("hpcml-mlp-1": the same without lineage)
+//     activation, loss, dims (int64 [layers + 1]: input, hidden..., output)
+//     lineage     JSON text, ModelLineage below (format 2 only)
+//
+// An auditor walks from a prediction to the model (the scoring version's
+// lineage names the model file's SHA-256) and from the model to the exact
+// training rows (lineage.data: feature set, version, data digest).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hpcml/common/status.hpp"
+#include "hpcml/trainer/partition.hpp"
+
+namespace hpcml::trainer {
+
+inline constexpr const char* kModelFormat = "hpcml-mlp-2";
+
+struct FullTensor {
+  std::string name;  // "layer0.weight", "layer0.bias"
+  std::vector<std::int64_t> shape;
+  std::vector<float> data;
+};
+
+// What the model's input columns are. Scoring input must have the same
+// feature names in the same order. A standardised column was fed to the
+// model as (raw - mean) / scale, computed in double and rounded to float (the
+// feature cache's derive); scale is the population standard deviation, or 1
+// for a constant column.
+struct InputSchema {
+  std::vector<std::string> feature_names;
+  std::string label_name;             // empty: unknown (synthetic data)
+  std::vector<bool> standardized;     // per feature; empty: none
+  std::vector<double> mean, scale;    // per feature; identity (0, 1) where not standardised
+  std::string standardized_by;        // the version whose derive recorded them ("v2")
+
+  bool any_standardized() const;
+};
+
+// Where the training rows came from. Empty path: synthetic data.
+struct TrainingData {
+  std::string path;  // canonical path of the feature set
+  std::string version;
+  std::string data_sha256;  // the version's digest (docs/featurecache.md)
+  std::string zone;
+  std::string classification;
+  std::uint64_t rows = 0;
+};
+
+struct ModelLineage {
+  TrainingData data;
+  InputSchema input;
+  std::string created_at;  // ISO 8601 UTC
+  std::string created_by;  // user@host
+  std::string job_id;      // SLURM_JOB_ID, empty outside Slurm
+  std::string attempt;     // SLURM_RESTART_COUNT ("0" for the first run)
+  std::string tool;        // "hpcml-train <version>"
+  std::string settings;    // JSON object: the training options that shaped the model
+  std::int64_t steps = 0;
+  double first_loss = 0, final_loss = 0;
+};
+
+struct ModelFile {
+  std::string path;
+  std::string format;  // kModelFormat or "hpcml-mlp-1"
+  ModelConfig config;  // seed is not stored (0)
+  std::vector<FullTensor> tensors;      // layer order, weight then bias
+  std::optional<ModelLineage> lineage;  // absent in format 1
+  std::string sha256;                   // of the file's bytes (sha256sum)
+};
+
+// Writes the tensors (from GatherModel) and the lineage to `path`: a
+// temporary file beside it, fsynced, renamed over `path`.
+Status SaveModelFile(const std::string& path, const ModelConfig& config,
+                     const std::vector<FullTensor>& tensors, const ModelLineage& lineage);
+
+// Reads and checks a model file: the format, the dims against every tensor's
+// shape, the lineage's JSON. Corrupt or InvalidArgument name the file and
+// what is wrong.
+Result<ModelFile> LoadModelFile(const std::string& path);
+
+// The lineage as JSON text and back (the `lineage` attribute).
+std::string LineageJson(const ModelLineage& lineage);
+Result<ModelLineage> ParseLineageJson(std::string_view text);
+
+}  // namespace hpcml::trainer

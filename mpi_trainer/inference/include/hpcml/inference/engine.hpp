@@ -1,0 +1,56 @@
+// Batch scoring of a trained MLP on the CPU (hpcml-infer's core).
+//
+//   auto model = trainer::LoadModelFile("run/model.h5");       // Result<ModelFile>
+//   auto engine = Engine::Create(*model, {.threads = 2});      // Result<unique_ptr<Engine>>
+//   engine->Score(x, rows, out, Input::kRaw);  // x [rows, inputs], out [rows, outputs]
+//
+// The math is the trainer's CPU backend (oneDNN matmuls with bias and
+// activation fused), so a model scores exactly the function it was trained
+// as. Cross-entropy models give softmax probabilities, MSE models their
+// values. Rows are scored independently: a row's result does not depend on
+// the other rows of its batch beyond float rounding of the GEMM kernels.
+//
+// Not thread-safe: one thread calls Score; it runs `threads` math threads.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "hpcml/common/status.hpp"
+#include "hpcml/trainer/backend.hpp"
+#include "hpcml/trainer/model_file.hpp"
+
+namespace hpcml::inference {
+
+struct EngineOptions {
+  int threads = 1;
+  // Rows per internal pass; larger inputs are scored in slices of this size.
+  std::int64_t max_batch = 4096;
+  trainer::GemmLibrary gemm = trainer::GemmLibrary::kOneDnn;
+};
+
+// What the input columns hold: raw values (the model's standardisation is
+// applied first, as the training derive did) or values already standardised
+// exactly as the model's training version was.
+enum class Input { kRaw, kStandardized };
+
+class Engine {
+ public:
+  static Result<std::unique_ptr<Engine>> Create(const trainer::ModelFile& model,
+                                                const EngineOptions& options);
+  virtual ~Engine() = default;
+
+  std::int64_t inputs() const { return inputs_; }
+  std::int64_t outputs() const { return outputs_; }
+
+  // x: rows x inputs(), row-major; out: rows x outputs().
+  virtual Status Score(const float* x, std::int64_t rows, float* out, Input input) = 0;
+
+ protected:
+  Engine(std::int64_t inputs, std::int64_t outputs) : inputs_(inputs), outputs_(outputs) {}
+
+ private:
+  std::int64_t inputs_, outputs_;
+};
+
+}  // namespace hpcml::inference
