@@ -162,6 +162,30 @@ std::string DeriveTransform(const VersionInfo& pi, const DeriveOptions& o, const
   return JsonText(tr);
 }
 
+}  // namespace
+
+Result<std::vector<ColumnScaling>> RecordedStandardization(const VersionInfo& info) {
+  const nlohmann::json tr = nlohmann::json::parse(info.transform, nullptr, false);
+  std::vector<ColumnScaling> out;
+  if (!tr.is_object() || !tr.contains("standardize")) return out;
+  try {
+    const nlohmann::json& st = tr.at("standardize");
+    const auto cols = st.at("columns").get<std::vector<std::string>>();
+    const auto mean = st.at("mean").get<std::vector<double>>();
+    const auto sd = st.at("std").get<std::vector<double>>();
+    if (mean.size() != cols.size() || sd.size() != cols.size()) {
+      return Corrupt("version {}: transform.standardize has {} columns, {} means, {} stds",
+                     info.name, cols.size(), mean.size(), sd.size());
+    }
+    for (size_t i = 0; i < cols.size(); ++i) out.push_back({cols[i], mean[i], sd[i]});
+  } catch (const nlohmann::json::exception& e) {
+    return Corrupt("version {}: transform.standardize: {}", info.name, e.what());
+  }
+  return out;
+}
+
+namespace {
+
 NewVersion DeriveSpec(const VersionInfo& pi, const DeriveOptions& o, const Selection& sel,
                       const ColumnStats& s, const std::string& classification) {
   NewVersion spec;

@@ -3,7 +3,6 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/fs.h>
-#include <pwd.h>
 #include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
@@ -23,15 +22,13 @@
 #include "access.hpp"
 #include "hpcml/common/fs.hpp"
 #include "hpcml/common/h5.hpp"
+#include "hpcml/common/identity.hpp"
 #include "hpcml/common/job_env.hpp"
 #include "hpcml/common/sha256.hpp"
 #include "hpcml/common/time.hpp"
 #include "hpcml/common/unique_fd.hpp"
 #include "timeutil.hpp"
 
-#ifndef HPCML_VERSION
-#define HPCML_VERSION "0.0.0"
-#endif
 
 namespace hpcml::featurecache {
 namespace {
@@ -112,25 +109,7 @@ std::string RandomSuffix() {
 }  // namespace
 
 std::string ToolString() {
-  return std::string("hpcml-fcache ") + HPCML_VERSION;
-}
-
-std::string CurrentPrincipal() {
-  std::string user;
-  struct passwd pw;
-  struct passwd* res = nullptr;
-  std::vector<char> buf(16384);
-  if (::getpwuid_r(::geteuid(), &pw, buf.data(), buf.size(), &res) == 0 && res != nullptr)
-    user = pw.pw_name;
-  if (user.empty()) user = fmt::format("uid{}", ::geteuid());
-  char host[256] = {0};
-  if (::gethostname(host, sizeof host - 1) != 0) std::strcpy(host, "unknown");
-  std::string out = fmt::format("{}@{}", user, host);
-  if (const char* job = std::getenv("SLURM_JOB_ID"); job != nullptr && *job != '\0')
-    out += fmt::format(" job {}", job);
-  if (const char* role = std::getenv(job_env::kRole); role != nullptr && *role != '\0')
-    out += fmt::format(" role {}", role);
-  return out;
+  return fmt::format("hpcml-fcache {}", Version());
 }
 
 struct FeatureSetWriter::Impl {

@@ -37,6 +37,12 @@ TEST(Derive, SelectStandardizeFilterAndRecord) {
   EXPECT_EQ(tr["standardize"]["columns"][0], "f2");
   double mean = tr["standardize"]["mean"][0];
   EXPECT_NEAR(mean, Value(100, 2) + (Value(899, 2) - Value(100, 2)) / 2, 1e-9);
+  auto scaling = RecordedStandardization(*v);
+  ASSERT_TRUE(scaling.ok()) << scaling.status().ToString();
+  ASSERT_EQ(scaling->size(), 1u);
+  EXPECT_EQ((*scaling)[0].column, "f2");
+  EXPECT_EQ((*scaling)[0].mean, mean);
+  EXPECT_EQ((*scaling)[0].scale, tr["standardize"]["std"][0].get<double>());
 
   auto fs = FeatureSet::Open(path);
   auto r = fs->OpenVersion("v2");
@@ -53,6 +59,24 @@ TEST(Derive, SelectStandardizeFilterAndRecord) {
   EXPECT_NEAR(sum / 800, 0.0, 1e-5);
   EXPECT_NEAR(sq / 800, 1.0, 1e-4);
   EXPECT_TRUE(VerifyVersion(*r).ok());
+}
+
+// What the inference engine reads back: nothing for a plain version, Corrupt
+// naming the version for a malformed block.
+TEST(Derive, RecordedStandardizationReadsBack) {
+  VersionInfo v;
+  v.name = "v7";
+  v.transform = R"({"op":"ingest"})";
+  auto none = RecordedStandardization(v);
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty());
+  v.transform = R"({"op":"derive","standardize":{"columns":["a","b"],"mean":[1],"std":[2,3]}})";
+  auto bad = RecordedStandardization(v);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kCorrupt);
+  EXPECT_NE(bad.status().message().find("version v7"), std::string::npos);
+  v.transform = R"({"op":"derive","standardize":{"columns":["a"],"mean":"x","std":[2]}})";
+  EXPECT_FALSE(RecordedStandardization(v).ok());
 }
 
 TEST(Derive, ErrorsAreClear) {

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "feature_set.hpp"
+#include "hpcml/common/identity.hpp"
 #include "test_util.hpp"
 
 namespace hpcml::featurecache {

@@ -1,7 +1,9 @@
 #include "featurecache_source.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 
 #include "hpcml/featurecache/loader.hpp"
 
@@ -59,6 +61,42 @@ class FeatureCacheSource final : public BatchSource {
   std::int64_t rows_;
 };
 
+// The version as the model file's lineage records it (from the loader's
+// info: the version that was opened and checked, not a fresh lookup).
+Status DescribeInput(const FeatureCacheConfig& config, const fc::Loader& loader,
+                     ModelLineage* lineage) {
+  const fc::VersionInfo& v = loader.info();
+  std::error_code ec;
+  const std::filesystem::path canonical = std::filesystem::canonical(config.path, ec);
+  lineage->data = {ec ? config.path : canonical.string(),
+                   v.name,
+                   v.data_sha256,
+                   v.zone,
+                   v.classification,
+                   v.rows};
+  InputSchema& in = lineage->input;
+  in.feature_names = v.feature_names;
+  in.label_name = v.label_name;
+  HPCML_ASSIGN_OR_RETURN(std::vector<fc::ColumnScaling> scaling, fc::RecordedStandardization(v));
+  if (scaling.empty()) return Status::Ok();
+  in.standardized.assign(v.features(), false);
+  in.mean.assign(v.features(), 0.0);
+  in.scale.assign(v.features(), 1.0);
+  in.standardized_by = v.name;
+  for (const fc::ColumnScaling& c : scaling) {
+    auto it = std::find(v.feature_names.begin(), v.feature_names.end(), c.column);
+    if (it == v.feature_names.end()) {
+      return Corrupt("{} {}: its transform standardised \"{}\", which is not one of its features",
+                     config.path, v.name, c.column);
+    }
+    const auto j = static_cast<size_t>(it - v.feature_names.begin());
+    in.standardized[j] = true;
+    in.mean[j] = c.mean;
+    in.scale[j] = c.scale;
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 bool FeatureCacheAvailable() {
@@ -67,7 +105,7 @@ bool FeatureCacheAvailable() {
 
 Result<std::unique_ptr<BatchSource>> OpenFeatureCache(const FeatureCacheConfig& config,
                                                       std::int64_t global_batch, int replica,
-                                                      int replicas) {
+                                                      int replicas, ModelLineage* lineage) {
   if (replicas < 1 || replica < 0 || replica >= replicas || global_batch % replicas != 0) {
     return InvalidArgument("--batch {} cannot be split over {} replicas", global_batch, replicas);
   }
@@ -90,6 +128,7 @@ Result<std::unique_ptr<BatchSource>> OpenFeatureCache(const FeatureCacheConfig& 
         "replicas",
         config.path, loader.info().name, loader.rows(), rows, replicas);
   }
+  if (lineage != nullptr) HPCML_RETURN_IF_ERROR(DescribeInput(config, loader, lineage));
   return std::unique_ptr<BatchSource>(
       std::make_unique<FeatureCacheSource>(config, std::move(loader), rows));
 }

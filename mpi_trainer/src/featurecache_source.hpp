@@ -16,6 +16,7 @@
 
 #include "hpcml/common/status.hpp"
 #include "hpcml/trainer/data.hpp"
+#include "hpcml/trainer/model_file.hpp"
 
 namespace hpcml::trainer {
 
@@ -29,8 +30,13 @@ struct FeatureCacheConfig {
 
 bool FeatureCacheAvailable();
 
+// `lineage` (optional) receives what the model file records about the
+// opened version: its data (canonical path, version, digest, zone,
+// classification, rows) and its input schema (feature names, label, and the
+// standardisation its derive recorded).
 Result<std::unique_ptr<BatchSource>> OpenFeatureCache(const FeatureCacheConfig& config,
                                                       std::int64_t global_batch, int replica,
-                                                      int replicas);
+                                                      int replicas,
+                                                      ModelLineage* lineage = nullptr);
 
 }  // namespace hpcml::trainer

@@ -3,8 +3,6 @@
 #include <hdf5.h>
 #include <mpi.h>
 
-#include <filesystem>
-
 #include "hpcml/common/h5.hpp"
 
 namespace hpcml::trainer {
@@ -95,94 +93,6 @@ Result<std::vector<FullTensor>> GatherModel(const Model& model, const ProcessGri
       out.push_back(std::move(t));
     }
   }
-  return out;
-}
-
-Status SaveModelHdf5(const std::string& path, const ModelConfig& config,
-                     const std::vector<FullTensor>& tensors) {
-  h5::SilenceErrorPrinting();
-  // Written beside the target and renamed, so a reader never sees half a model.
-  const std::string tmp = path + ".tmp";
-  {
-    HPCML_ASSIGN_OR_RETURN(
-        hid_t f, h5::Check(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT),
-                           fmt::format("{}: cannot create", tmp)));
-    h5::File file(f);
-    HPCML_RETURN_IF_ERROR(
-        h5::WriteAttr(file.get(), "format", "hpcml-mlp-1", h5::StringStorage::kFixed));
-    HPCML_RETURN_IF_ERROR(h5::WriteAttr(file.get(), "activation", Name(config.activation),
-                                        h5::StringStorage::kFixed));
-    HPCML_RETURN_IF_ERROR(
-        h5::WriteAttr(file.get(), "loss", Name(config.loss), h5::StringStorage::kFixed));
-    std::vector<std::int64_t> dims{config.input_dim};
-    dims.insert(dims.end(), config.hidden.begin(), config.hidden.end());
-    dims.push_back(config.output_dim);
-    HPCML_RETURN_IF_ERROR(h5::WriteAttr(file.get(), "dims", dims));
-    for (const FullTensor& t : tensors) {
-      const auto dot = t.name.find('.');
-      const std::string group = "/" + t.name.substr(0, dot);
-      const std::string dset = group + "/" + t.name.substr(dot + 1);
-      if (H5Lexists(file.get(), group.c_str(), H5P_DEFAULT) <= 0) {
-        HPCML_ASSIGN_OR_RETURN(hid_t g, h5::Check(H5Gcreate2(file.get(), group.c_str(), H5P_DEFAULT,
-                                                             H5P_DEFAULT, H5P_DEFAULT),
-                                                  group));
-        h5::Group owner(g);
-      }
-      std::vector<hsize_t> shape(t.shape.begin(), t.shape.end());
-      HPCML_ASSIGN_OR_RETURN(hid_t s, h5::Check(H5Screate_simple(static_cast<int>(shape.size()),
-                                                                 shape.data(), nullptr),
-                                                "H5Screate_simple"));
-      h5::Dataspace space(s);
-      HPCML_ASSIGN_OR_RETURN(
-          hid_t d, h5::Check(H5Dcreate2(file.get(), dset.c_str(), H5T_IEEE_F32LE, space.get(),
-                                        H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
-                             dset));
-      h5::Dataset ds(d);
-      HPCML_RETURN_IF_ERROR(h5::CheckErr(
-          H5Dwrite(ds.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, t.data.data()),
-          dset));
-    }
-    HPCML_RETURN_IF_ERROR(h5::CheckErr(H5Fflush(file.get(), H5F_SCOPE_GLOBAL), tmp));
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) return IoError("{}: cannot rename to {}: {}", tmp, path, ec.message());
-  return Status::Ok();
-}
-
-Result<std::vector<FullTensor>> LoadModelHdf5(const std::string& path) {
-  h5::SilenceErrorPrinting();
-  HPCML_ASSIGN_OR_RETURN(hid_t f, h5::Check(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT),
-                                            fmt::format("{}: cannot open", path)));
-  h5::File file(f);
-  std::vector<FullTensor> out;
-  for (int l = 0;; ++l) {
-    const std::string group = fmt::format("/layer{}", l);
-    if (H5Lexists(file.get(), group.c_str(), H5P_DEFAULT) <= 0) break;
-    for (const char* part : {"weight", "bias"}) {
-      const std::string dset = group + "/" + part;
-      HPCML_ASSIGN_OR_RETURN(hid_t d, h5::Check(H5Dopen2(file.get(), dset.c_str(), H5P_DEFAULT),
-                                                fmt::format("{}: {}", path, dset)));
-      h5::Dataset ds(d);
-      HPCML_ASSIGN_OR_RETURN(hid_t s, h5::Check(H5Dget_space(ds.get()), dset));
-      h5::Dataspace space(s);
-      hsize_t dims[2] = {0, 0};
-      const int rank = H5Sget_simple_extent_dims(space.get(), dims, nullptr);
-      if (rank < 1 || rank > 2) return Corrupt("{}: {} has rank {}", path, dset, rank);
-      FullTensor t;
-      t.name = fmt::format("layer{}.{}", l, part);
-      size_t n = 1;
-      for (int i = 0; i < rank; ++i) {
-        t.shape.push_back(static_cast<std::int64_t>(dims[i]));
-        n *= dims[i];
-      }
-      t.data.resize(n);
-      HPCML_RETURN_IF_ERROR(h5::CheckErr(
-          H5Dread(ds.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, t.data.data()), dset));
-      out.push_back(std::move(t));
-    }
-  }
-  if (out.empty()) return Corrupt("{}: no layers found", path);
   return out;
 }
 

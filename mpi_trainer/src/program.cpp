@@ -8,7 +8,12 @@
 #include <cstdlib>
 #include <ctime>
 
+#include <nlohmann/json.hpp>
+
 #include "featurecache_source.hpp"
+#include "hpcml/common/identity.hpp"
+#include "hpcml/common/json.hpp"
+#include "hpcml/common/time.hpp"
 #include "hpcml/topology/binding.hpp"
 #include "hpcml/topology/planner.hpp"
 #include "model_io.hpp"
@@ -106,7 +111,8 @@ Status Program::OpenInput() {
     fc.version = o_.data_version;
     fc.num_classes = classes ? o_.outputs : 0;
     fc.seed = o_.data_seed;
-    HPCML_ASSIGN_OR_RETURN(source_, OpenFeatureCache(fc, o_.batch, grid_->dp_idx(), o_.grid.dp));
+    HPCML_ASSIGN_OR_RETURN(
+        source_, OpenFeatureCache(fc, o_.batch, grid_->dp_idx(), o_.grid.dp, &input_lineage_));
     return Status::Ok();
   }
   if (!o_.synthetic) return InvalidArgument("no input: give --data <feature set> or --synthetic");
@@ -237,7 +243,7 @@ Status Program::Finish() {
   if (!o_.output.empty()) {
     auto gathered = GatherModel(trainer_->model(), grid_.get(), *backend_, WhichTensor::kParams);
     Status s = gathered.status();
-    if (s.ok() && rank0_) s = SaveModelHdf5(o_.output, mc_, *gathered);
+    if (s.ok() && rank0_) s = SaveModelFile(o_.output, mc_, *gathered, Lineage());
     HPCML_RETURN_IF_ERROR(Agree(s.ok() ? s : std::move(s).WithContext("--output " + o_.output)));
   }
   if (!rank0_) return Status::Ok();
@@ -282,6 +288,47 @@ void Program::PublishUsage(std::int64_t first_step, double wall_s, std::int64_t 
   } else {
     log_.warn("usage record not published: {}", written.status().message());
   }
+}
+
+// What the model file records: the training data (from the opened
+// version), the run, the settings that shaped the model and its losses.
+ModelLineage Program::Lineage() const {
+  ModelLineage l = input_lineage_;
+  l.created_at = UtcNow();
+  l.created_by = CurrentPrincipal();
+  const char* job = std::getenv("SLURM_JOB_ID");
+  const char* restarts = std::getenv("SLURM_RESTART_COUNT");
+  l.job_id = job ? job : "";
+  l.attempt = job ? (restarts ? restarts : "0") : "";
+  l.tool = fmt::format("hpcml-train {}", Version());
+  l.settings = SettingsJson();
+  l.steps = trainer_->step();
+  l.first_loss = fig_.first_loss;
+  l.final_loss = fig_.last_loss;
+  return l;
+}
+
+std::string Program::SettingsJson() const {
+  nlohmann::ordered_json j = {{"hidden", mc_.hidden},
+                              {"activation", o_.activation},
+                              {"loss", o_.loss},
+                              {"outputs", o_.outputs},
+                              {"seed", o_.seed},
+                              {"data_seed", o_.data_seed},
+                              {"synthetic", o_.synthetic},
+                              {"steps", o_.steps},
+                              {"batch", o_.batch},
+                              {"lr", o_.lr},
+                              {"min_lr", o_.min_lr},
+                              {"warmup", o_.warmup},
+                              {"weight_decay", o_.weight_decay},
+                              {"clip", o_.clip},
+                              {"grid", o_.grid.ToString()},
+                              {"microbatches", o_.microbatches},
+                              {"schedule", o_.schedule},
+                              {"zero1", o_.zero1},
+                              {"backend", o_.backend}};
+  return JsonText(j);
 }
 
 std::string Program::BubbleText(const Bubble& b) {

@@ -16,6 +16,7 @@
 #include "hpcml/trainer/backend.hpp"
 #include "hpcml/trainer/data.hpp"
 #include "hpcml/trainer/grid.hpp"
+#include "hpcml/trainer/model_file.hpp"
 #include "hpcml/trainer/trainer.hpp"
 #include "metrics_log.hpp"
 #include "train_options.hpp"
@@ -58,6 +59,8 @@ class Program {
   Status OnStep(const StepStats& st);
   void LogStep(const StepStats& st);
   Status Finish();
+  ModelLineage Lineage() const;
+  std::string SettingsJson() const;
   void PublishUsage(std::int64_t first_step, double wall_s, std::int64_t start_time);
 
   // With more ranks than cores, a stage's busy time includes waiting for a
@@ -73,6 +76,7 @@ class Program {
   ModelConfig mc_;
   TrainConfig tc_;
   std::unique_ptr<BatchSource> source_;
+  ModelLineage input_lineage_;  // rank 0: the training data and its schema
   std::unique_ptr<Trainer> trainer_;
   MetricsLog metrics_;
   Logger log_{"hpcml-train"};

@@ -41,25 +41,74 @@ TEST_F(ModelIoTest, GatherSaveLoadRoundTrip) {
   EXPECT_EQ((*full)[3].data, std::vector<float>(2, 0.25f));
 
   const std::string path = (dir_ / "model.h5").string();
-  ASSERT_TRUE(SaveModelHdf5(path, c, *full).ok());
+  ModelLineage lin;
+  lin.data = {"/data/ae/churn.h5", "v2", std::string(64, 'a'), "ae", "internal", 1000};
+  lin.input.feature_names = {"age", "tenure", "spend"};
+  lin.input.label_name = "churned";
+  lin.input.standardized = {true, false, true};
+  lin.input.mean = {40.5, 0, 12.25};
+  lin.input.scale = {9.75, 1, 3.5};
+  lin.input.standardized_by = "v2";
+  lin.job_id = "42";
+  lin.attempt = "1";
+  lin.settings = R"({"lr":0.003,"steps":10})";
+  lin.steps = 10;
+  lin.first_loss = 0.75;
+  lin.final_loss = 0.5;
+  ASSERT_TRUE(SaveModelFile(path, c, *full, lin).ok());
   EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
-  auto back = LoadModelHdf5(path);
+  auto back = LoadModelFile(path);
   ASSERT_TRUE(back.ok()) << back.status().ToString();
-  ASSERT_EQ(back->size(), full->size());
+  EXPECT_EQ(back->format, kModelFormat);
+  EXPECT_EQ(back->config.hidden, c.hidden);
+  EXPECT_EQ(back->config.activation, c.activation);
+  EXPECT_EQ(back->sha256.size(), 64u);
+  ASSERT_EQ(back->tensors.size(), full->size());
   for (size_t i = 0; i < full->size(); ++i) {
-    EXPECT_EQ((*back)[i].name, (*full)[i].name);
-    EXPECT_EQ((*back)[i].shape, (*full)[i].shape);
-    EXPECT_EQ((*back)[i].data, (*full)[i].data);
+    EXPECT_EQ(back->tensors[i].name, (*full)[i].name);
+    EXPECT_EQ(back->tensors[i].shape, (*full)[i].shape);
+    EXPECT_EQ(back->tensors[i].data, (*full)[i].data);
   }
+  ASSERT_TRUE(back->lineage.has_value());
+  EXPECT_EQ(LineageJson(*back->lineage), LineageJson(lin));
+  EXPECT_EQ(back->lineage->input.scale[2], 3.5);
+}
+
+// A model file whose dims disagree with a tensor, or whose lineage names a
+// different number of features, is refused with the file and the cause.
+TEST_F(ModelIoTest, InconsistentFilesAreCorrupt) {
+  ModelConfig c;
+  c.input_dim = 2;
+  c.output_dim = 1;
+  c.loss = LossKind::kMse;
+  std::vector<FullTensor> t{{"layer0.weight", {1, 3}, std::vector<float>(3, 1.0f)},
+                            {"layer0.bias", {1}, {0.0f}}};
+  const std::string path = (dir_ / "bad.h5").string();
+  ASSERT_TRUE(SaveModelFile(path, c, t, ModelLineage{}).ok());
+  auto r = LoadModelFile(path);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kCorrupt);
+  EXPECT_NE(r.status().message().find("/layer0/weight has shape [1, 3]"), std::string::npos)
+      << r.status().message();
+
+  t[0] = {"layer0.weight", {1, 2}, {1.0f, 2.0f}};
+  ModelLineage lin;
+  lin.input.feature_names = {"only_one"};
+  ASSERT_TRUE(SaveModelFile(path, c, t, lin).ok());
+  r = LoadModelFile(path);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("lineage names 1 input features, the model has 2"),
+            std::string::npos)
+      << r.status().message();
 }
 
 TEST_F(ModelIoTest, ErrorsNameThePath) {
   std::vector<FullTensor> none;
   ModelConfig c;
-  Status s = SaveModelHdf5((dir_ / "missing" / "m.h5").string(), c, none);
+  Status s = SaveModelFile((dir_ / "missing" / "m.h5").string(), c, none, ModelLineage{});
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("missing/m.h5"), std::string::npos) << s.message();
-  auto r = LoadModelHdf5((dir_ / "nope.h5").string());
+  auto r = LoadModelFile((dir_ / "nope.h5").string());
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("nope.h5"), std::string::npos);
 }

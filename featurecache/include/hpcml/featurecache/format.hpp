@@ -83,6 +83,18 @@ struct VersionInfo {
   bool has_labels() const { return !label_name.empty(); }
 };
 
+// One column's standardisation as a derive recorded it in its transform:
+// the stored value is float((raw - mean) / scale), computed in double.
+struct ColumnScaling {
+  std::string column;
+  double mean = 0, scale = 1;
+};
+
+// The columns that `info`'s own transform standardised, in its order (empty
+// when it standardised none). Corrupt, naming the version, when the
+// transform's standardize block is malformed.
+Result<std::vector<ColumnScaling>> RecordedStandardization(const VersionInfo& info);
+
 // The version digest: SHA-256 of this text (labels line only with labels):
 //   hpcml-featurecache-v1\nrows=<N>\nfeatures=<F>\nfeatures:<hex>\n
 //   labels:<hex>\nentity_ids:<hex>\ntimestamps:<hex>\n

@@ -92,9 +92,6 @@ class FeatureSetWriter {
   std::unique_ptr<Impl> impl_;
 };
 
-// user@host, plus " job <SLURM_JOB_ID>" and " role <HPCML_ROLE>" when set.
-std::string CurrentPrincipal();
-
 // The tool string recorded in every version ("hpcml-fcache 0.1.0").
 std::string ToolString();
 

@@ -1,0 +1,16 @@
+// Who and what made a record: the principal and the project's version, as
+// written into feature-set versions, model files and audit lines.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace hpcml {
+
+// user@host, plus " job <SLURM_JOB_ID>" and " role <HPCML_ROLE>" when set.
+std::string CurrentPrincipal();
+
+// The project's version ("0.1.0"), from CMake's project().
+std::string_view Version();
+
+}  // namespace hpcml

@@ -1,0 +1,236 @@
+#include "hpcml/trainer/model_file.hpp"
+
+#include <hdf5.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "hpcml/common/fs.hpp"
+#include "hpcml/common/h5.hpp"
+#include "hpcml/common/json.hpp"
+#include "hpcml/common/sha256.hpp"
+
+namespace hpcml::trainer {
+namespace {
+
+using nlohmann::json;
+
+Status WriteTensor(hid_t file, const FullTensor& t) {
+  const auto dot = t.name.find('.');
+  const std::string group = "/" + t.name.substr(0, dot);
+  const std::string dset = group + "/" + t.name.substr(dot + 1);
+  if (H5Lexists(file, group.c_str(), H5P_DEFAULT) <= 0) {
+    HPCML_ASSIGN_OR_RETURN(
+        hid_t g,
+        h5::Check(H5Gcreate2(file, group.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), group));
+    h5::Group owner(g);
+  }
+  std::vector<hsize_t> shape(t.shape.begin(), t.shape.end());
+  HPCML_ASSIGN_OR_RETURN(
+      hid_t s, h5::Check(H5Screate_simple(static_cast<int>(shape.size()), shape.data(), nullptr),
+                         "H5Screate_simple"));
+  h5::Dataspace space(s);
+  HPCML_ASSIGN_OR_RETURN(
+      hid_t d, h5::Check(H5Dcreate2(file, dset.c_str(), H5T_IEEE_F32LE, space.get(), H5P_DEFAULT,
+                                    H5P_DEFAULT, H5P_DEFAULT),
+                         dset));
+  h5::Dataset ds(d);
+  return h5::CheckErr(
+      H5Dwrite(ds.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, t.data.data()), dset);
+}
+
+// Reads /layer<l>/<part> and checks its shape against the dims attribute.
+Result<FullTensor> ReadTensor(hid_t file, const std::string& path, int l, const char* part,
+                              std::vector<std::int64_t> want) {
+  const std::string dset = fmt::format("/layer{}/{}", l, part);
+  HPCML_ASSIGN_OR_RETURN(hid_t d, h5::Check(H5Dopen2(file, dset.c_str(), H5P_DEFAULT),
+                                            fmt::format("{}: {}", path, dset)));
+  h5::Dataset ds(d);
+  HPCML_ASSIGN_OR_RETURN(std::vector<hsize_t> dims, h5::DatasetDims(ds.get(), dset));
+  if (!std::equal(dims.begin(), dims.end(), want.begin(), want.end())) {
+    return Corrupt("{}: {} has shape [{}], the dims attribute says [{}]", path, dset,
+                   fmt::join(dims, ", "), fmt::join(want, ", "));
+  }
+  FullTensor t{fmt::format("layer{}.{}", l, part), std::move(want), {}};
+  std::size_t n = 1;
+  for (std::int64_t x : t.shape) n *= static_cast<std::size_t>(x);
+  t.data.resize(n);
+  HPCML_RETURN_IF_ERROR(h5::CheckErr(
+      H5Dread(ds.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, t.data.data()), dset));
+  return t;
+}
+
+// activation, loss, dims -> the config; every width positive.
+Result<ModelConfig> ReadConfig(hid_t file, const std::string& path) {
+  ModelConfig c;
+  c.seed = 0;
+  HPCML_ASSIGN_OR_RETURN(std::string act, h5::ReadStringAttr(file, "activation"));
+  HPCML_ASSIGN_OR_RETURN(c.activation, ParseActivation(act));
+  HPCML_ASSIGN_OR_RETURN(std::string loss, h5::ReadStringAttr(file, "loss"));
+  HPCML_ASSIGN_OR_RETURN(c.loss, ParseLoss(loss));
+  HPCML_ASSIGN_OR_RETURN(std::vector<double> dims, h5::ReadDoubleListAttr(file, "dims"));
+  if (dims.size() < 2)
+    return Corrupt("{}: dims has {} entries, at least 2 needed", path, dims.size());
+  for (double d : dims) {
+    if (!(d >= 1 && d <= 1e9) || d != static_cast<double>(static_cast<std::int64_t>(d))) {
+      return Corrupt("{}: dims holds {}, not a positive width", path, d);
+    }
+  }
+  c.input_dim = static_cast<std::int64_t>(dims.front());
+  c.output_dim = static_cast<std::int64_t>(dims.back());
+  for (size_t i = 1; i + 1 < dims.size(); ++i)
+    c.hidden.push_back(static_cast<std::int64_t>(dims[i]));
+  return c;
+}
+
+template <class T>
+T Get(const json& j, const char* key, T fallback) {
+  auto it = j.find(key);
+  return it == j.end() || it->is_null() ? fallback : it->get<T>();
+}
+
+}  // namespace
+
+bool InputSchema::any_standardized() const {
+  return std::find(standardized.begin(), standardized.end(), true) != standardized.end();
+}
+
+std::string LineageJson(const ModelLineage& l) {
+  nlohmann::ordered_json j;
+  j["data"] = {{"path", l.data.path},
+               {"version", l.data.version},
+               {"data_sha256", l.data.data_sha256},
+               {"zone", l.data.zone},
+               {"classification", l.data.classification},
+               {"rows", l.data.rows}};
+  j["input"] = {{"features", l.input.feature_names},
+                {"label", l.input.label_name},
+                {"standardized", l.input.standardized},
+                {"mean", l.input.mean},
+                {"scale", l.input.scale},
+                {"standardized_by", l.input.standardized_by}};
+  j["created_at"] = l.created_at;
+  j["created_by"] = l.created_by;
+  j["job_id"] = l.job_id;
+  j["attempt"] = l.attempt;
+  j["tool"] = l.tool;
+  j["settings"] = l.settings.empty() ? nlohmann::ordered_json::object()
+                                     : nlohmann::ordered_json::parse(l.settings, nullptr, false);
+  j["steps"] = l.steps;
+  j["first_loss"] = l.first_loss;
+  j["final_loss"] = l.final_loss;
+  return JsonText(j);
+}
+
+Result<ModelLineage> ParseLineageJson(std::string_view text) {
+  const json j = json::parse(text, nullptr, false);
+  if (!j.is_object()) return Corrupt("lineage is not a JSON object");
+  try {
+    ModelLineage l;
+    const json& d = j.at("data");
+    l.data = {d.at("path"),
+              d.at("version"),
+              d.at("data_sha256"),
+              Get<std::string>(d, "zone", ""),
+              Get<std::string>(d, "classification", ""),
+              Get<std::uint64_t>(d, "rows", 0)};
+    const json& in = j.at("input");
+    l.input.feature_names = in.at("features").get<std::vector<std::string>>();
+    l.input.label_name = Get<std::string>(in, "label", "");
+    l.input.standardized = Get<std::vector<bool>>(in, "standardized", {});
+    l.input.mean = Get<std::vector<double>>(in, "mean", {});
+    l.input.scale = Get<std::vector<double>>(in, "scale", {});
+    l.input.standardized_by = Get<std::string>(in, "standardized_by", "");
+    l.created_at = Get<std::string>(j, "created_at", "");
+    l.created_by = Get<std::string>(j, "created_by", "");
+    l.job_id = Get<std::string>(j, "job_id", "");
+    l.attempt = Get<std::string>(j, "attempt", "");
+    l.tool = Get<std::string>(j, "tool", "");
+    l.settings = j.contains("settings") ? j["settings"].dump() : "{}";
+    l.steps = Get<std::int64_t>(j, "steps", 0);
+    l.first_loss = Get<double>(j, "first_loss", 0.0);
+    l.final_loss = Get<double>(j, "final_loss", 0.0);
+    const size_t n = l.input.standardized.size();
+    if (n != 0 && (n != l.input.feature_names.size() || l.input.mean.size() != n ||
+                   l.input.scale.size() != n)) {
+      return Corrupt("lineage: input.standardized, mean and scale must have one entry per feature");
+    }
+    return l;
+  } catch (const json::exception& e) {
+    return Corrupt("lineage: {}", e.what());
+  }
+}
+
+Status SaveModelFile(const std::string& path, const ModelConfig& config,
+                     const std::vector<FullTensor>& tensors, const ModelLineage& lineage) {
+  h5::SilenceErrorPrinting();
+  // Written beside the target and renamed, so a reader never sees half a model.
+  const std::string tmp = path + ".tmp";
+  {
+    HPCML_ASSIGN_OR_RETURN(
+        hid_t f, h5::Check(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT),
+                           fmt::format("{}: cannot create", tmp)));
+    h5::File file(f);
+    HPCML_RETURN_IF_ERROR(
+        h5::WriteAttr(file.get(), "format", kModelFormat, h5::StringStorage::kFixed));
+    HPCML_RETURN_IF_ERROR(h5::WriteAttr(file.get(), "activation", Name(config.activation),
+                                        h5::StringStorage::kFixed));
+    HPCML_RETURN_IF_ERROR(
+        h5::WriteAttr(file.get(), "loss", Name(config.loss), h5::StringStorage::kFixed));
+    std::vector<std::int64_t> dims{config.input_dim};
+    dims.insert(dims.end(), config.hidden.begin(), config.hidden.end());
+    dims.push_back(config.output_dim);
+    HPCML_RETURN_IF_ERROR(h5::WriteAttr(file.get(), "dims", dims));
+    HPCML_RETURN_IF_ERROR(h5::WriteAttr(file.get(), "lineage", LineageJson(lineage)));
+    for (const FullTensor& t : tensors) HPCML_RETURN_IF_ERROR(WriteTensor(file.get(), t));
+    HPCML_RETURN_IF_ERROR(h5::CheckErr(H5Fflush(file.get(), H5F_SCOPE_GLOBAL), tmp));
+  }
+  HPCML_RETURN_IF_ERROR(SyncFile(tmp));
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) return IoError("{}: cannot rename to {}: {}", tmp, path, ec.message());
+  return SyncDirectory(std::filesystem::path(path).parent_path().empty()
+                           ? "."
+                           : std::filesystem::path(path).parent_path().string());
+}
+
+Result<ModelFile> LoadModelFile(const std::string& path) {
+  h5::SilenceErrorPrinting();
+  HPCML_ASSIGN_OR_RETURN(hid_t f, h5::Check(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT),
+                                            fmt::format("{}: cannot open", path)));
+  h5::File file(f);
+  ModelFile m;
+  m.path = path;
+  auto format = h5::ReadStringAttr(file.get(), "format");
+  if (!format.ok()) return Corrupt("{}: not an hpcml model file (no format attribute)", path);
+  m.format = *format;
+  if (m.format != kModelFormat && m.format != "hpcml-mlp-1") {
+    return InvalidArgument("{}: format \"{}\" is not one this build reads ({} or hpcml-mlp-1)",
+                           path, m.format, kModelFormat);
+  }
+  auto config = ReadConfig(file.get(), path);
+  if (!config.ok()) return config.status().WithContext(path);
+  m.config = *config;
+  for (int l = 0; l < m.config.num_layers(); ++l) {
+    const std::int64_t in = m.config.in_dim(l), out = m.config.out_dim(l);
+    HPCML_ASSIGN_OR_RETURN(FullTensor w, ReadTensor(file.get(), path, l, "weight", {out, in}));
+    HPCML_ASSIGN_OR_RETURN(FullTensor b, ReadTensor(file.get(), path, l, "bias", {out}));
+    m.tensors.push_back(std::move(w));
+    m.tensors.push_back(std::move(b));
+  }
+  if (m.format == kModelFormat) {
+    HPCML_ASSIGN_OR_RETURN(std::string text, h5::ReadStringAttr(file.get(), "lineage"));
+    auto lineage = ParseLineageJson(text);
+    if (!lineage.ok()) return lineage.status().WithContext(path);
+    const size_t names = lineage->input.feature_names.size();
+    if (names != 0 && names != static_cast<size_t>(m.config.input_dim)) {
+      return Corrupt("{}: lineage names {} input features, the model has {}", path, names,
+                     m.config.input_dim);
+    }
+    m.lineage = std::move(*lineage);
+  }
+  HPCML_ASSIGN_OR_RETURN(m.sha256, Sha256File(path));
+  return m;
+}
+
+}  // namespace hpcml::trainer
