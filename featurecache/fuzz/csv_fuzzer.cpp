@@ -11,9 +11,9 @@
 #include <cstdlib>
 #include <string>
 
-#include "csv.hpp"
 #include "hpcml/common/strings.hpp"
-#include "timeutil.hpp"
+#include "hpcml/featurecache/csv.hpp"
+#include "hpcml/featurecache/timeutil.hpp"
 
 namespace {
 

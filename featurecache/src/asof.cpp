@@ -5,14 +5,14 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
-#include "access.hpp"
-#include "csv.hpp"
 #include "derive.hpp"
 #include "external_sort.hpp"
-#include "feature_set.hpp"
 #include "hpcml/common/json.hpp"
+#include "hpcml/featurecache/access.hpp"
+#include "hpcml/featurecache/csv.hpp"
+#include "hpcml/featurecache/feature_set.hpp"
+#include "hpcml/featurecache/timeutil.hpp"
 #include "hpcml/featurecache/writer.hpp"
-#include "timeutil.hpp"
 
 namespace hpcml::featurecache {
 namespace {

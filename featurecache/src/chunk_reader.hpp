@@ -21,9 +21,9 @@
 #include <string>
 #include <vector>
 
-#include "feature_set.hpp"
 #include "hpcml/common/status.hpp"
 #include "hpcml/common/unique_fd.hpp"
+#include "hpcml/featurecache/feature_set.hpp"
 
 namespace hpcml::featurecache {
 

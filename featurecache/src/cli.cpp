@@ -10,18 +10,18 @@
 #include <iostream>
 #include <memory>
 
-#include "access.hpp"
 #include "asof.hpp"
 #include "derive.hpp"
 #include "export.hpp"
-#include "feature_set.hpp"
 #include "hpcml/common/log.hpp"
 #include "hpcml/common/strings.hpp"
 #include "hpcml/common/unique_fd.hpp"
+#include "hpcml/featurecache/access.hpp"
+#include "hpcml/featurecache/feature_set.hpp"
 #include "hpcml/featurecache/ingest.hpp"
+#include "hpcml/featurecache/timeutil.hpp"
 #include "hpcml/featurecache/writer.hpp"
 #include "report.hpp"
-#include "timeutil.hpp"
 
 namespace hpcml::featurecache {
 namespace {

@@ -1,4 +1,4 @@
-#include "csv.hpp"
+#include "hpcml/featurecache/csv.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>

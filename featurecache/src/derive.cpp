@@ -6,9 +6,9 @@
 
 #include "hpcml/common/json.hpp"
 
-#include "feature_set.hpp"
+#include "hpcml/featurecache/feature_set.hpp"
+#include "hpcml/featurecache/timeutil.hpp"
 #include "hpcml/featurecache/writer.hpp"
-#include "timeutil.hpp"
 
 namespace hpcml::featurecache {
 

@@ -6,7 +6,7 @@
 #include <charconv>
 #include <cmath>
 
-#include "timeutil.hpp"
+#include "hpcml/featurecache/timeutil.hpp"
 
 namespace hpcml::featurecache {
 namespace {

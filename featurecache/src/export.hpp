@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <string>
 
-#include "feature_set.hpp"
 #include "hpcml/common/status.hpp"
+#include "hpcml/featurecache/feature_set.hpp"
 
 namespace hpcml::featurecache {
 

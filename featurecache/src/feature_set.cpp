@@ -1,10 +1,10 @@
-#include "feature_set.hpp"
+#include "hpcml/featurecache/feature_set.hpp"
 
 #include <algorithm>
 #include <vector>
 
-#include "access.hpp"
 #include "hpcml/common/sha256.hpp"
+#include "hpcml/featurecache/access.hpp"
 
 namespace hpcml::featurecache {
 namespace {

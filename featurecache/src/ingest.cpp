@@ -5,11 +5,11 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
-#include "access.hpp"
-#include "csv.hpp"
 #include "hpcml/common/json.hpp"
+#include "hpcml/featurecache/access.hpp"
+#include "hpcml/featurecache/csv.hpp"
+#include "hpcml/featurecache/timeutil.hpp"
 #include "hpcml/featurecache/writer.hpp"
-#include "timeutil.hpp"
 
 namespace hpcml::featurecache {
 namespace {

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "chunk_reader.hpp"
-#include "feature_set.hpp"
+#include "hpcml/featurecache/feature_set.hpp"
 
 namespace hpcml::featurecache {
 namespace {

@@ -1,4 +1,4 @@
-#include "timeutil.hpp"
+#include "hpcml/featurecache/timeutil.hpp"
 
 #include <charconv>
 #include <chrono>

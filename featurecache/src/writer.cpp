@@ -19,7 +19,6 @@
 #include <set>
 #include <thread>
 
-#include "access.hpp"
 #include "hpcml/common/fs.hpp"
 #include "hpcml/common/h5.hpp"
 #include "hpcml/common/identity.hpp"
@@ -27,8 +26,8 @@
 #include "hpcml/common/sha256.hpp"
 #include "hpcml/common/time.hpp"
 #include "hpcml/common/unique_fd.hpp"
-#include "timeutil.hpp"
-
+#include "hpcml/featurecache/access.hpp"
+#include "hpcml/featurecache/timeutil.hpp"
 
 namespace hpcml::featurecache {
 namespace {

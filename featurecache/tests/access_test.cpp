@@ -1,4 +1,4 @@
-#include "access.hpp"
+#include "hpcml/featurecache/access.hpp"
 
 #include <gtest/gtest.h>
 

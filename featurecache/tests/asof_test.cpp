@@ -7,7 +7,7 @@
 #include <map>
 #include <random>
 
-#include "feature_set.hpp"
+#include "hpcml/featurecache/feature_set.hpp"
 #include "hpcml/featurecache/writer.hpp"
 #include "test_util.hpp"
 

@@ -11,7 +11,7 @@
 #include <random>
 #include <thread>
 
-#include "feature_set.hpp"
+#include "hpcml/featurecache/feature_set.hpp"
 #include "test_util.hpp"
 
 namespace hpcml::featurecache {

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
-#include "feature_set.hpp"
+#include "hpcml/featurecache/feature_set.hpp"
 #include "test_util.hpp"
 
 namespace hpcml::featurecache {

@@ -1,4 +1,4 @@
-#include "feature_set.hpp"
+#include "hpcml/featurecache/feature_set.hpp"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

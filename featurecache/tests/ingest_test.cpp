@@ -4,8 +4,8 @@
 
 #include <cmath>
 
-#include "feature_set.hpp"
 #include "hpcml/common/sha256.hpp"
+#include "hpcml/featurecache/feature_set.hpp"
 #include "test_util.hpp"
 
 namespace hpcml::featurecache {

@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "access.hpp"
-#include "feature_set.hpp"
+#include "hpcml/featurecache/access.hpp"
+#include "hpcml/featurecache/feature_set.hpp"
 #include "hpcml/featurecache/writer.hpp"
 
 namespace hpcml::featurecache::testing {

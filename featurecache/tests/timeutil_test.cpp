@@ -1,4 +1,4 @@
-#include "timeutil.hpp"
+#include "hpcml/featurecache/timeutil.hpp"
 
 #include "hpcml/common/time.hpp"
 

@@ -4,8 +4,8 @@
 
 #include <thread>
 
-#include "feature_set.hpp"
 #include "hpcml/common/identity.hpp"
+#include "hpcml/featurecache/feature_set.hpp"
 #include "test_util.hpp"
 
 namespace hpcml::featurecache {
