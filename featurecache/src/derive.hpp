@@ -30,8 +30,4 @@ struct DeriveOptions {
 
 Result<VersionInfo> Derive(const std::string& feature_set_path, const DeriveOptions& options);
 
-// Shared with asof: the classification of a child, which may not be below
-// its parent's. Empty `requested` means the parent's.
-Result<std::string> ChildClassification(const std::string& parent, const std::string& requested);
-
 }  // namespace hpcml::featurecache

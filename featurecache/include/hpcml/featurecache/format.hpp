@@ -31,6 +31,11 @@ inline constexpr const char* kTimestamps = "timestamps";
 Result<int> ClassificationLevel(std::string_view name);
 const std::vector<std::string>& ClassificationNames();
 
+// The classification of data derived from `parent` (derive, asof, scoring
+// output), which may not be below the parent's. Empty `requested` means the
+// parent's.
+Result<std::string> ChildClassification(const std::string& parent, const std::string& requested);
+
 // A zone is a short token: letters, digits, '-', '_' (1 to 64 characters).
 Status ValidateZone(std::string_view zone);
 

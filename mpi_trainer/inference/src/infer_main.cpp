@@ -1,0 +1,105 @@
+// hpcml-infer: batch scoring on CPU nodes, model inspection and ONNX export
+// (docs/inference.md).
+//
+//   srun -n 4 hpcml-infer score --model m.h5 --data /data/ae/x.h5 --data-version v3
+//       --output /data/ae/scores.h5
+//   hpcml-infer inspect m.h5 [--json]
+//   hpcml-infer export-onnx m.h5 -o m.onnx
+//
+// Exit codes: 0 success, 2 usage error, 1 anything else; with several ranks
+// every rank exits with the same code and rank 0 prints the one message.
+#include <mpi.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+
+#include "hpcml/common/identity.hpp"
+#include "hpcml/common/log.hpp"
+#include "hpcml/common/mpi.hpp"
+#include "inspect.hpp"
+#include "score.hpp"
+
+namespace {
+
+namespace hi = hpcml::inference;
+
+struct Args {
+  hi::ScoreOptions score;
+  std::string model, onnx;
+  bool json = false;
+};
+
+void AddScore(CLI::App& app, Args& a) {
+  CLI::App* s = app.add_subcommand("score", "score a feature-cache version or a CSV");
+  hi::ScoreOptions& o = a.score;
+  s->add_option("--model", o.model, "model file written by hpcml-train")->required();
+  s->add_option("--data", o.data, "feature set (.h5) to score");
+  s->add_option("--data-version", o.data_version, "its version (default: latest)");
+  s->add_option("--csv", o.csv, "or a CSV with a header row naming the model's features");
+  s->add_option("--keep", o.keep, "CSV input: columns copied to the output (e.g. an id)")
+      ->delimiter(',');
+  s->add_option("--output,-o", o.output,
+                "where the predictions go: a .csv file, or a feature set (a new version)")
+      ->required();
+  s->add_option("--classification", o.classification,
+                "of the output version (default, and minimum: the input's)");
+  s->add_option("--batch", o.batch, "rows per block (scored together, sharded over ranks)")
+      ->capture_default_str();
+  s->add_option("--threads", o.threads,
+                "math threads per rank (default: OMP_NUM_THREADS, SLURM_CPUS_PER_TASK or the "
+                "rank's cores)");
+}
+
+void AddInspect(CLI::App& app, Args& a) {
+  CLI::App* s = app.add_subcommand("inspect", "print a model's architecture and lineage");
+  s->add_option("model", a.model, "model file")->required();
+  s->add_flag("--json", a.json, "as JSON");
+}
+
+int Inspect(const Args& a, int rank) {
+  auto m = hpcml::trainer::LoadModelFile(a.model);
+  if (!m.ok()) {
+    if (rank == 0) hpcml::Logger("hpcml-infer").error("{}", m.status().message());
+    return 1;
+  }
+  if (rank == 0) {
+    const std::string text = a.json ? hi::InspectJson(*m) : hi::InspectText(*m);
+    std::fwrite(text.data(), 1, text.size(), stdout);
+  }
+  return 0;
+}
+
+int Score(const Args& a, int rank) {
+  hpcml::Logger log("hpcml-infer");
+  hpcml::Status s = hi::RunScore(a.score, MPI_COMM_WORLD, log);
+  if (!s.ok() && rank == 0) log.error("{}", s.message());
+  return s.ok() ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  Args a;
+  CLI::App app{"hpcml-infer: batch scoring, model lineage and ONNX export", "hpcml-infer"};
+  app.set_version_flag("--version", "hpcml-infer " + std::string(hpcml::Version()));
+  app.require_subcommand(1);
+  AddScore(app, a);
+  AddInspect(app, a);
+  int code = -1;
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // Every rank parses the same argv and fails the same way.
+    code = (rank == 0 ? app.exit(e) : e.get_exit_code()) == 0 ? 0 : 2;
+  }
+  if (code < 0) {
+    const std::string cmd = app.get_subcommands().front()->get_name();
+    code = cmd == "score" ? Score(a, rank) : Inspect(a, rank);
+    code = hpcml::AgreeOnExitCode(MPI_COMM_WORLD, code);
+  }
+  MPI_Finalize();
+  return code;
+}

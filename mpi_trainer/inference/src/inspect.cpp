@@ -1,0 +1,80 @@
+#include "inspect.hpp"
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "hpcml/common/json.hpp"
+
+namespace hpcml::inference {
+namespace {
+
+std::string Architecture(const trainer::ModelConfig& c) {
+  std::string s = std::to_string(c.input_dim);
+  for (std::int64_t h : c.hidden) s += fmt::format(" -> {}", h);
+  return s + fmt::format(" -> {}", c.output_dim);
+}
+
+std::int64_t Parameters(const trainer::ModelFile& m) {
+  std::int64_t n = 0;
+  for (const auto& t : m.tensors) n += static_cast<std::int64_t>(t.data.size());
+  return n;
+}
+
+std::string InputText(const trainer::InputSchema& in) {
+  std::string s;
+  for (size_t j = 0; j < in.feature_names.size(); ++j) {
+    s += fmt::format("    {:>3}  {}", j + 1, in.feature_names[j]);
+    if (!in.standardized.empty() && in.standardized[j]) {
+      s += fmt::format("  (standardised: mean {:.9g}, scale {:.9g})", in.mean[j], in.scale[j]);
+    }
+    s += '\n';
+  }
+  return s;
+}
+
+}  // namespace
+
+std::string InspectText(const trainer::ModelFile& m) {
+  std::string s = fmt::format(
+      "model       {}\nsha256      {}\nformat      {}\narchitecture {} ({}, {} loss), {} "
+      "parameters\n",
+      m.path, m.sha256, m.format, Architecture(m.config), Name(m.config.activation),
+      Name(m.config.loss), Parameters(m));
+  if (!m.lineage) return s + "lineage     none (format hpcml-mlp-1 records none)\n";
+  const trainer::ModelLineage& l = *m.lineage;
+  if (l.data.path.empty()) {
+    s += "trained on  synthetic data (no feature set)\n";
+  } else {
+    s += fmt::format(
+        "trained on  {} {} ({} rows, zone {}, classification {})\n            data_sha256 {}\n",
+        l.data.path, l.data.version, l.data.rows, l.data.zone, l.data.classification,
+        l.data.data_sha256);
+  }
+  s += fmt::format("created     {} by {} with {}\n", l.created_at, l.created_by, l.tool);
+  if (!l.job_id.empty()) s += fmt::format("slurm job   {} (attempt {})\n", l.job_id, l.attempt);
+  s += fmt::format("training    {} steps, loss {:.6f} -> {:.6f}\nsettings    {}\n", l.steps,
+                   l.first_loss, l.final_loss, l.settings);
+  if (!l.input.feature_names.empty()) {
+    s += fmt::format("input       {} features{}{}:\n", l.input.feature_names.size(),
+                     l.input.label_name.empty() ? "" : ", label " + l.input.label_name,
+                     l.input.any_standardized()
+                         ? ", standardisation recorded by " + l.input.standardized_by
+                         : "");
+    s += InputText(l.input);
+  }
+  return s;
+}
+
+std::string InspectJson(const trainer::ModelFile& m) {
+  nlohmann::ordered_json j = {{"path", m.path}, {"sha256", m.sha256}, {"format", m.format}};
+  j["architecture"] = {{"dims", Architecture(m.config)},
+                       {"activation", Name(m.config.activation)},
+                       {"loss", Name(m.config.loss)},
+                       {"parameters", Parameters(m)}};
+  j["lineage"] = m.lineage ? nlohmann::ordered_json::parse(trainer::LineageJson(*m.lineage))
+                           : nlohmann::ordered_json(nullptr);
+  return JsonText(j, 2) + "\n";
+}
+
+}  // namespace hpcml::inference

@@ -1,0 +1,212 @@
+#include "outputs.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "hpcml/common/fs.hpp"
+#include "hpcml/common/json.hpp"
+#include "hpcml/featurecache/access.hpp"
+#include "hpcml/featurecache/writer.hpp"
+
+namespace hpcml::inference {
+namespace {
+
+namespace fc = hpcml::featurecache;
+
+bool Classifier(const trainer::ModelFile& m) {
+  return m.config.loss == trainer::LossKind::kCrossEntropy;
+}
+
+// One output row: the predictions, and for a classifier the argmax class.
+void OutputRow(const trainer::ModelFile& m, const float* p, float* row) {
+  const auto k = static_cast<size_t>(m.config.output_dim);
+  std::copy_n(p, k, row);
+  if (Classifier(m)) row[k] = static_cast<float>(std::max_element(p, p + k) - p);
+}
+
+std::string Canonical(const std::string& path) {
+  std::error_code ec;
+  auto c = std::filesystem::canonical(path, ec);
+  return ec ? path : c.string();
+}
+
+// What the new version records: the input version and its digest, the model
+// and its digest, and the model's own training data.
+std::string InferTransform(const fc::VersionReader& in, const std::string& in_path,
+                           const trainer::ModelFile& m) {
+  nlohmann::ordered_json j = {{"op", "infer"}};
+  j["input"] = {
+      {"path", in_path}, {"version", in.info().name}, {"data_sha256", in.info().data_sha256}};
+  j["model"] = {{"path", Canonical(m.path)}, {"sha256", m.sha256}, {"format", m.format}};
+  if (m.lineage) {
+    j["model"]["trained_on"] = {{"path", m.lineage->data.path},
+                                {"version", m.lineage->data.version},
+                                {"data_sha256", m.lineage->data.data_sha256}};
+    j["model"]["job_id"] = m.lineage->job_id;
+  }
+  return JsonText(j);
+}
+
+class VersionOutput final : public Output {
+ public:
+  VersionOutput(fc::FeatureSetWriter w, const fc::VersionReader& in, const trainer::ModelFile& m)
+      : writer_(std::move(w)), in_(in), m_(m) {}
+
+  Status Start(const std::string& classification) {
+    const fc::VersionInfo& vi = in_.info();
+    const std::string in_path = Canonical(in_.path());
+    fc::NewVersion spec;
+    spec.feature_names = OutputNames(m_);
+    spec.feature_types.assign(spec.feature_names.size(), "float");
+    if (Classifier(m_)) spec.feature_types.back() = "int";
+    spec.label_name = vi.label_name;
+    spec.entity_name = vi.entity_name;
+    spec.timestamp_name = vi.timestamp_name;
+    spec.operation = "infer";
+    spec.transform = InferTransform(in_, in_path, m_);
+    spec.sources = {{fmt::format("file://{}#{}", in_path, vi.name), vi.data_sha256},
+                    {fmt::format("file://{}", Canonical(m_.path)), m_.sha256}};
+    spec.classification = classification;
+    spec.expected_rows = vi.rows;
+    return writer_.StartVersion(spec).status();
+  }
+
+  Status Append(std::uint64_t first, std::uint64_t n, const float* p) override {
+    const size_t width = OutputNames(m_).size(), k = static_cast<size_t>(m_.config.output_dim);
+    std::vector<float> x(n * width), y(in_.info().has_labels() ? n : 0);
+    std::vector<std::int64_t> e(n), t(n);
+    HPCML_RETURN_IF_ERROR(
+        in_.Read(first, n, nullptr, y.empty() ? nullptr : y.data(), e.data(), t.data()));
+    for (std::uint64_t r = 0; r < n; ++r) OutputRow(m_, p + r * k, x.data() + r * width);
+    return writer_.Append(x.data(), y.empty() ? nullptr : y.data(), e.data(), t.data(), n);
+  }
+
+  Result<std::string> Finish() override {
+    HPCML_ASSIGN_OR_RETURN(fc::VersionInfo v, writer_.Commit());
+    return fmt::format("{} {}", writer_.path(), v.name);
+  }
+
+ private:
+  fc::FeatureSetWriter writer_;
+  const fc::VersionReader& in_;
+  const trainer::ModelFile& m_;
+};
+
+class CsvOutput final : public Output {
+ public:
+  CsvOutput(std::string path, const InputData& in, const trainer::ModelFile& m)
+      : path_(std::move(path)), in_(in), m_(m) {
+    tmp_ = fmt::format("{}.tmp-{}", path_, ::getpid());
+  }
+  ~CsvOutput() override {
+    if (f_ != nullptr) std::fclose(f_);
+    if (!done_) std::remove(tmp_.c_str());
+  }
+
+  Status Start() {
+    f_ = std::fopen(tmp_.c_str(), "w");
+    if (f_ == nullptr) return ErrnoError(fmt::format("{}: cannot create", tmp_), errno);
+    std::vector<std::string> header = in_.id_names();
+    for (const std::string& n : OutputNames(m_)) header.push_back(n);
+    return Write(fmt::format("{}\n", fmt::join(header, ",")));
+  }
+
+  Status Append(std::uint64_t first, std::uint64_t n, const float* p) override {
+    std::vector<std::string> ids;
+    HPCML_RETURN_IF_ERROR(in_.Ids(first, n, &ids));
+    const size_t width = OutputNames(m_).size(), k = static_cast<size_t>(m_.config.output_dim);
+    const size_t id_cols = in_.id_names().size();
+    std::vector<float> row(width);
+    std::string text;
+    for (std::uint64_t r = 0; r < n; ++r) {
+      OutputRow(m_, p + r * k, row.data());
+      for (size_t c = 0; c < id_cols; ++c) text += ids[r * id_cols + c] + ",";
+      for (size_t c = 0; c < width; ++c) {
+        text += Classifier(m_) && c + 1 == width ? fmt::format("{}", static_cast<int>(row[c]))
+                                                 : fmt::format("{:.9g}", row[c]);
+        text += c + 1 == width ? '\n' : ',';
+      }
+    }
+    return Write(text);
+  }
+
+  Result<std::string> Finish() override {
+    if (std::fflush(f_) != 0) return ErrnoError(fmt::format("{}: write", tmp_), errno);
+    HPCML_RETURN_IF_ERROR(SyncFile(tmp_));
+    std::fclose(f_);
+    f_ = nullptr;
+    std::error_code ec;
+    std::filesystem::rename(tmp_, path_, ec);
+    if (ec) return IoError("{}: cannot rename to {}: {}", tmp_, path_, ec.message());
+    done_ = true;
+    const auto dir = std::filesystem::path(path_).parent_path();
+    HPCML_RETURN_IF_ERROR(SyncDirectory(dir.empty() ? "." : dir.string()));
+    return path_;
+  }
+
+ private:
+  Status Write(const std::string& text) {
+    if (std::fwrite(text.data(), 1, text.size(), f_) != text.size()) {
+      return ErrnoError(fmt::format("{}: write", tmp_), errno);
+    }
+    return Status::Ok();
+  }
+
+  std::string path_, tmp_;
+  const InputData& in_;
+  const trainer::ModelFile& m_;
+  std::FILE* f_ = nullptr;
+  bool done_ = false;
+};
+
+}  // namespace
+
+std::vector<std::string> OutputNames(const trainer::ModelFile& m) {
+  std::vector<std::string> names;
+  const std::int64_t k = m.config.output_dim;
+  const std::string label = m.lineage ? m.lineage->input.label_name : "";
+  for (std::int64_t i = 0; i < k; ++i) {
+    if (Classifier(m)) {
+      names.push_back(fmt::format("p_{}", i));
+    } else {
+      names.push_back(k == 1 && !label.empty() ? label + "_pred" : fmt::format("pred_{}", i));
+    }
+  }
+  if (Classifier(m)) names.push_back("class");
+  return names;
+}
+
+Result<std::unique_ptr<Output>> OpenOutput(const std::string& path, const InputData& input,
+                                           const trainer::ModelFile& model,
+                                           const std::string& classification) {
+  if (path.size() >= 4 && path.compare(path.size() - 4, 4, ".csv") == 0) {
+    const fc::AccessContext ctx = fc::AccessContext::FromEnvironment();
+    HPCML_ASSIGN_OR_RETURN(std::string canonical, fc::CanonicalPath(path, /*must_exist=*/false));
+    HPCML_RETURN_IF_ERROR(fc::CheckPath(ctx, canonical, "write predictions"));
+    auto out = std::make_unique<CsvOutput>(canonical, input, model);
+    HPCML_RETURN_IF_ERROR(out->Start());
+    return std::unique_ptr<Output>(std::move(out));
+  }
+  const fc::VersionReader* in = input.version();
+  if (in == nullptr) {
+    return InvalidArgument(
+        "--output {}: a feature-set output needs a feature-set input (entity ids and timestamps); "
+        "ingest {} first with hpcml-fcache ingest, or write a .csv",
+        path, input.what());
+  }
+  HPCML_ASSIGN_OR_RETURN(std::string cls,
+                         fc::ChildClassification(in->info().classification, classification));
+  HPCML_ASSIGN_OR_RETURN(fc::FeatureSetWriter w,
+                         fc::FeatureSetWriter::Begin(path, fc::WriterOptions{in->info().zone}));
+  auto out = std::make_unique<VersionOutput>(std::move(w), *in, model);
+  HPCML_RETURN_IF_ERROR(out->Start(cls));
+  return std::unique_ptr<Output>(std::move(out));
+}
+
+}  // namespace hpcml::inference
