@@ -1,0 +1,162 @@
+#include "hpcml/inference/engine.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+namespace hpcml::inference {
+namespace {
+
+using trainer::Activation;
+using trainer::LossKind;
+
+trainer::ModelFile RandomModel(std::int64_t in, std::vector<std::int64_t> hidden, std::int64_t out,
+                               Activation act, LossKind loss, unsigned seed) {
+  trainer::ModelFile m;
+  m.path = "test.h5";
+  m.config.input_dim = in;
+  m.config.hidden = std::move(hidden);
+  m.config.output_dim = out;
+  m.config.activation = act;
+  m.config.loss = loss;
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (int l = 0; l < m.config.num_layers(); ++l) {
+    const std::int64_t i = m.config.in_dim(l), o = m.config.out_dim(l);
+    trainer::FullTensor w{fmt::format("layer{}.weight", l), {o, i}, {}};
+    trainer::FullTensor b{fmt::format("layer{}.bias", l), {o}, {}};
+    for (std::int64_t k = 0; k < o * i; ++k)
+      w.data.push_back(nd(gen) / std::sqrt(static_cast<float>(i)));
+    for (std::int64_t k = 0; k < o; ++k) b.data.push_back(0.1f * nd(gen));
+    m.tensors.push_back(std::move(w));
+    m.tensors.push_back(std::move(b));
+  }
+  return m;
+}
+
+double Act(Activation a, double z) {
+  switch (a) {
+    case Activation::kRelu:
+      return z > 0 ? z : 0;
+    case Activation::kTanh:
+      return std::tanh(z);
+    case Activation::kGelu:
+      return 0.5 * z * (1 + std::tanh(std::sqrt(2 / M_PI) * (z + 0.044715 * z * z * z)));
+  }
+  return z;
+}
+
+// The same function in double with plain loops: the independent reference.
+std::vector<double> Reference(const trainer::ModelFile& m, const float* x, std::int64_t rows) {
+  const trainer::ModelConfig& c = m.config;
+  std::vector<double> out;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    std::vector<double> cur(x + r * c.input_dim, x + (r + 1) * c.input_dim);
+    if (m.lineage && m.lineage->input.any_standardized()) {
+      const auto& in = m.lineage->input;
+      for (size_t j = 0; j < cur.size(); ++j)
+        if (in.standardized[j]) cur[j] = (cur[j] - in.mean[j]) / in.scale[j];
+    }
+    for (int l = 0; l < c.num_layers(); ++l) {
+      const auto& w = m.tensors[static_cast<size_t>(2 * l)].data;
+      const auto& b = m.tensors[static_cast<size_t>(2 * l + 1)].data;
+      std::vector<double> next(static_cast<size_t>(c.out_dim(l)));
+      for (size_t o = 0; o < next.size(); ++o) {
+        double z = b[o];
+        for (size_t i = 0; i < cur.size(); ++i) z += w[o * cur.size() + i] * cur[i];
+        next[o] = l + 1 < c.num_layers() ? Act(c.activation, z) : z;
+      }
+      cur = std::move(next);
+    }
+    if (c.loss == LossKind::kCrossEntropy) {
+      double mx = cur[0], sum = 0;
+      for (double v : cur) mx = std::max(mx, v);
+      for (double& v : cur) sum += (v = std::exp(v - mx));
+      for (double& v : cur) v /= sum;
+    }
+    out.insert(out.end(), cur.begin(), cur.end());
+  }
+  return out;
+}
+
+std::vector<float> RandomRows(std::int64_t rows, std::int64_t cols, float scale, float shift) {
+  std::mt19937 gen(7);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(rows * cols));
+  for (float& v : x) v = shift + scale * nd(gen);
+  return x;
+}
+
+struct Case {
+  Activation act;
+  LossKind loss;
+  std::vector<std::int64_t> hidden;
+};
+
+class EngineMatchesReference : public ::testing::TestWithParam<Case> {};
+
+TEST_P(EngineMatchesReference, OnOddBatchesAndSlices) {
+  const Case& c = GetParam();
+  trainer::ModelFile m =
+      RandomModel(13, c.hidden, c.loss == LossKind::kMse ? 3 : 5, c.act, c.loss, 3);
+  const std::int64_t rows = 301;
+  const std::vector<float> x = RandomRows(rows, 13, 1.0f, 0.0f);
+  const std::vector<double> want = Reference(m, x.data(), rows);
+  for (std::int64_t max_batch : {1, 64, 4096}) {
+    auto e = Engine::Create(m, {2, max_batch});
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    std::vector<float> got(want.size());
+    ASSERT_TRUE((*e)->Score(x.data(), rows, got.data(), Input::kRaw).ok());
+    double worst = 0;
+    for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::abs(got[i] - want[i]));
+    EXPECT_LT(worst, 2e-5) << "max_batch " << max_batch;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Models, EngineMatchesReference,
+    ::testing::Values(Case{Activation::kRelu, LossKind::kCrossEntropy, {32, 16}},
+                      Case{Activation::kGelu, LossKind::kCrossEntropy, {24}},
+                      Case{Activation::kTanh, LossKind::kMse, {8, 8, 8}},
+                      Case{Activation::kRelu, LossKind::kMse, {}}));
+
+// Raw input with the model's standardisation equals input standardised
+// beforehand as the derive does it (double, then rounded to float): bitwise.
+TEST(Engine, StandardisesRawInputAsTheDeriveDid) {
+  trainer::ModelFile m = RandomModel(4, {16}, 2, Activation::kRelu, LossKind::kCrossEntropy, 5);
+  trainer::ModelLineage lin;
+  lin.input.feature_names = {"a", "b", "c", "d"};
+  lin.input.standardized = {true, false, true, true};
+  lin.input.mean = {100.25, 0, -3.5, 7};
+  lin.input.scale = {20.5, 1, 0.75, 1};
+  m.lineage = lin;
+  const std::int64_t rows = 50;
+  const std::vector<float> raw = RandomRows(rows, 4, 20.0f, 100.0f);
+  std::vector<float> pre = raw;
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (size_t j = 0; j < 4; ++j)
+      if (lin.input.standardized[j]) {
+        float& v = pre[static_cast<size_t>(r) * 4 + j];
+        v = static_cast<float>((v - lin.input.mean[j]) / lin.input.scale[j]);
+      }
+  auto e = Engine::Create(m, {1, 4096});
+  ASSERT_TRUE(e.ok());
+  std::vector<float> a(rows * 2), b(rows * 2);
+  ASSERT_TRUE((*e)->Score(raw.data(), rows, a.data(), Input::kRaw).ok());
+  ASSERT_TRUE((*e)->Score(pre.data(), rows, b.data(), Input::kStandardized).ok());
+  EXPECT_EQ(a, b);
+  const std::vector<double> want = Reference(m, raw.data(), rows);
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], want[i], 2e-5);
+}
+
+TEST(Engine, RefusesTensorsThatDoNotFitTheConfig) {
+  trainer::ModelFile m = RandomModel(4, {8}, 2, Activation::kRelu, LossKind::kCrossEntropy, 1);
+  m.tensors[2].data.pop_back();
+  auto e = Engine::Create(m, {});
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("layer 1"), std::string::npos) << e.status().message();
+}
+
+}  // namespace
+}  // namespace hpcml::inference
