@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# score_e2e.sh <mpiexec> <hpcml-fcache> <hpcml-train> <hpcml-infer>
+# A newcomer's path end to end: ingest a CSV, derive a standardised version,
+# train on it, then score with hpcml-infer on 1, 2 and 3 ranks:
+#  - the raw version (the model applies its recorded standardisation) and
+#    the standardised one give the same predictions, on any number of ranks;
+#  - a feature-set output keeps entity, timestamp and label, and its lineage
+#    names the input version's digest and the model file's SHA-256, whose
+#    own lineage names the training version's digest (an auditor's walk);
+#  - a CSV input with its columns in another order scores the same;
+#  - a different schema, a bad CSV cell and a missing model fail clearly.
+set -eu
+mpiexec=$1 fcache=$2 train=$3 infer=$4
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+unset HPCML_ZONE
+cd "$tmp"
+fail() { echo "FAIL: $*"; exit 1; }
+run() { timeout 120 "$@" 2>&1 || { echo "FAIL: $*"; exit 1; }; }
+
+/usr/bin/python3 - <<'PY'
+import numpy as np
+rng = np.random.default_rng(3)
+n = 3000
+x = np.column_stack([rng.uniform(18, 80, n), rng.uniform(10, 500, n), rng.integers(0, 10, n)])
+y = ((x[:, 2] * 3 - x[:, 0] * 0.1 + x[:, 1] * 0.01 + rng.normal(0, 1, n)) > 4).astype(int)
+with open("train.csv", "w") as f:
+    f.write("customer,event_time,churned,age,spend,calls\n")
+    for i in range(n):
+        f.write(f"{1000 + i},{1700000000 + 60 * i},{y[i]},{x[i, 0]:.3f},{x[i, 1]:.2f},{int(x[i, 2])}\n")
+# The same rows for CSV scoring, columns in another order, with an id column.
+with open("score.csv", "w") as f:
+    f.write("calls,id,spend,age\n")
+    for i in range(n):
+        f.write(f"{int(x[i, 2])},{1000 + i},{x[i, 1]:.2f},{x[i, 0]:.3f}\n")
+PY
+run "$fcache" ingest set.h5 --csv train.csv --entity customer --timestamp event_time \
+  --label churned --zone ae --classification internal >/dev/null
+run "$fcache" derive set.h5 --standardize >/dev/null                            # v2
+run "$fcache" derive set.h5 --from v1 --select spend,age,calls >/dev/null       # v3: other order
+run "$train" --data set.h5 --data-version v2 --outputs 2 --hidden 16,16 --batch 100 --steps 300 \
+  --lr 1e-2 --log-interval 300 --output model.h5 >/dev/null
+
+# The model's lineage names the training version and its digest.
+inspect=$(run "$infer" inspect model.h5 --json)
+/usr/bin/python3 - "$inspect" <<'PY' || fail "model lineage"
+import json, sys, h5py
+m = json.loads(sys.argv[1])
+v2 = h5py.File("set.h5", "r")["versions/v2"].attrs
+d = m["lineage"]["data"]
+assert d["version"] == "v2" and d["data_sha256"] == v2["data_sha256"], d
+assert m["lineage"]["input"]["features"] == ["age", "spend", "calls"], m["lineage"]["input"]
+assert m["lineage"]["input"]["standardized"] == [True, True, True]
+assert m["lineage"]["steps"] == 300 and m["lineage"]["final_loss"] < m["lineage"]["first_loss"]
+print("lineage ok:", d["path"], d["version"], d["data_sha256"][:12])
+PY
+
+for np in 1 2 3; do
+  run "$mpiexec" --oversubscribe -n $np "$infer" score --model model.h5 --data set.h5 \
+    --data-version v1 --batch 128 --threads 1 --output raw$np.csv >/dev/null
+done
+run "$infer" score --model model.h5 --data set.h5 --data-version v2 --output std.csv >/dev/null
+for f in raw2.csv raw3.csv std.csv; do
+  cmp -s raw1.csv $f || fail "$f differs from raw1.csv"
+done
+[ "$(head -1 raw1.csv)" = "customer,event_time,p_0,p_1,class" ] || fail "header: $(head -1 raw1.csv)"
+echo "1, 2 and 3 ranks and the standardised version: identical predictions"
+
+run "$mpiexec" --oversubscribe -n 2 "$infer" score --model model.h5 --data set.h5 \
+  --data-version v1 --output scores.h5 >/dev/null
+model_sha=$(sha256sum model.h5 | cut -d' ' -f1)
+/usr/bin/python3 - "$model_sha" <<'PY' || fail "scores.h5"
+import json, sys, h5py, numpy as np
+src = h5py.File("set.h5", "r")["versions/v1"]
+out = h5py.File("scores.h5", "r")["versions/v1"]
+a = out.attrs
+assert a["operation"] == "infer", a["operation"]
+assert a["zone"] == "ae" and a["classification"] == "internal"
+t = json.loads(a["transform"])
+assert t["input"]["version"] == "v1" and t["input"]["data_sha256"] == src.attrs["data_sha256"]
+assert t["model"]["sha256"] == sys.argv[1], (t["model"], sys.argv[1])
+assert t["model"]["trained_on"]["version"] == "v2"
+assert (out["entity_ids"][:] == src["entity_ids"][:]).all()
+assert (out["timestamps"][:] == src["timestamps"][:]).all()
+assert (out["labels"][:] == src["labels"][:]).all()
+p = out["features"][:]
+assert np.abs(p[:, 0] + p[:, 1] - 1).max() < 1e-6
+assert (p[:, 2] == p[:, :2].argmax(1)).all()
+acc = (p[:, 2] == out["labels"][:]).mean()
+assert acc > 0.85, acc
+print(f"scores.h5 v1: lineage ok, accuracy {acc:.3f}")
+PY
+
+# CSV input, columns in another order, an id column kept.
+run "$infer" score --model model.h5 --csv score.csv --keep id --output fromcsv.csv >/dev/null
+/usr/bin/python3 - <<'PY' || fail "CSV input"
+import numpy as np
+a = np.loadtxt("raw1.csv", delimiter=",", skiprows=1, usecols=(0, 2, 3, 4))
+b = np.loadtxt("fromcsv.csv", delimiter=",", skiprows=1)
+assert (a[:, 0] == b[:, 0]).all() and np.abs(a[:, 1:] - b[:, 1:]).max() < 1e-6
+print("CSV input: same predictions")
+PY
+
+expect_error() {  # <pattern> <command...>
+  local pat=$1 out
+  shift
+  if out=$(timeout 60 "$@" 2>&1); then fail "accepted: $*"; fi
+  grep -q -- "$pat" <<<"$out" || { echo "$out"; fail "no '$pat' from: $*"; }
+  echo "refused: $(grep -m1 -- "$pat" <<<"$out")"
+}
+expect_error 'feature 1 is "spend", but the model model.h5 was trained with "age"' \
+  "$mpiexec" --oversubscribe -n 2 "$infer" score --model model.h5 --data set.h5 \
+  --data-version v3 --output x.csv
+[ ! -e x.csv ] || fail "a refused run left x.csv"
+printf 'calls,id,spend,age\n1,7,oops,30\n' >bad.csv
+expect_error 'bad.csv: line 2, column 3: "oops" is not a finite number' \
+  "$infer" score --model model.h5 --csv bad.csv --output x.csv
+expect_error 'nope.h5: cannot open' "$infer" score --model nope.h5 --data set.h5 --output x.csv
+expect_error 'a feature-set output needs a feature-set input' \
+  "$infer" score --model model.h5 --csv score.csv --output x.h5
+expect_error 'exactly one of --data and --csv' "$infer" score --model model.h5 --output x.csv
+echo "PASS: hpcml-infer end to end"
