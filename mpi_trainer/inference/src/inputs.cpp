@@ -21,6 +21,7 @@ class VersionInput final : public InputData {
   VersionInput(fc::FeatureSet fs, fc::VersionReader reader, std::vector<fc::ColumnScaling> scaling)
       : fs_(std::move(fs)), reader_(std::move(reader)), scaling_(std::move(scaling)) {
     what_ = fmt::format("{} {}", fs_.path(), reader_.info().name);
+    uri_ = fmt::format("file://{}#{}", fs_.canonical_path(), reader_.info().name);
   }
 
   const std::string& what() const override { return what_; }
@@ -44,12 +45,14 @@ class VersionInput final : public InputData {
     return Status::Ok();
   }
   const fc::VersionReader* version() const override { return &reader_; }
+  const std::string& uri() const override { return uri_; }
+  const std::string& digest() const override { return reader_.info().data_sha256; }
 
  private:
   fc::FeatureSet fs_;
   fc::VersionReader reader_;
   std::vector<fc::ColumnScaling> scaling_;
-  std::string what_;
+  std::string what_, uri_;
 };
 
 class CsvInput final : public InputData {
@@ -67,6 +70,8 @@ class CsvInput final : public InputData {
     return Status::Ok();
   }
   std::vector<std::string> id_names() const override { return keep_; }
+  const std::string& uri() const override { return uri_; }
+  const std::string& digest() const override { return sha256_; }
   Status Ids(std::uint64_t first, std::uint64_t n, std::vector<std::string>* cells) const override {
     const size_t k = keep_.size();
     cells->assign(ids_.begin() + static_cast<std::ptrdiff_t>(first * k),
@@ -79,7 +84,7 @@ class CsvInput final : public InputData {
  private:
   Status FindColumns(const fc::CsvReader& csv, const trainer::ModelFile& model);
 
-  std::string path_;
+  std::string path_, uri_, sha256_;
   std::vector<std::string> keep_;
   std::vector<std::string> names_;
   std::vector<size_t> feature_col_, keep_col_;
@@ -141,6 +146,8 @@ Status CsvInput::Load(fc::CsvReader& csv, const trainer::ModelFile& model) {
     ++rows_;
   }
   if (rows_ == 0) return InvalidArgument("{}: no rows to score", path_);
+  uri_ = "file://" + csv.path();
+  HPCML_ASSIGN_OR_RETURN(sha256_, csv.Sha256Hex());
   return Status::Ok();
 }
 

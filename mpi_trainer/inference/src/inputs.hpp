@@ -29,6 +29,10 @@ class InputData {
   virtual std::vector<std::string> id_names() const = 0;
   virtual Status Ids(std::uint64_t first, std::uint64_t n,
                      std::vector<std::string>* cells) const = 0;
+  // What a prediction's lineage names: "file:///abs/x.h5#v3" and the
+  // version's data digest, or "file:///abs/in.csv" and the file's SHA-256.
+  virtual const std::string& uri() const = 0;
+  virtual const std::string& digest() const = 0;
   // The version, when the input is one (a feature-set output needs it).
   virtual const featurecache::VersionReader* version() const { return nullptr; }
 };

@@ -10,7 +10,10 @@
 #include <nlohmann/json.hpp>
 
 #include "hpcml/common/fs.hpp"
+#include "hpcml/common/identity.hpp"
 #include "hpcml/common/json.hpp"
+#include "hpcml/common/sha256.hpp"
+#include "hpcml/common/time.hpp"
 #include "hpcml/featurecache/access.hpp"
 #include "hpcml/featurecache/writer.hpp"
 
@@ -36,13 +39,11 @@ std::string Canonical(const std::string& path) {
   return ec ? path : c.string();
 }
 
-// What the new version records: the input version and its digest, the model
-// and its digest, and the model's own training data.
-std::string InferTransform(const fc::VersionReader& in, const std::string& in_path,
-                           const trainer::ModelFile& m) {
+// What an output records: the input and its digest, the model and its
+// digest, and the model's own training data.
+nlohmann::ordered_json InferTransform(const InputData& in, const trainer::ModelFile& m) {
   nlohmann::ordered_json j = {{"op", "infer"}};
-  j["input"] = {
-      {"path", in_path}, {"version", in.info().name}, {"data_sha256", in.info().data_sha256}};
+  j["input"] = {{"uri", in.uri()}, {"sha256", in.digest()}};
   j["model"] = {{"path", Canonical(m.path)}, {"sha256", m.sha256}, {"format", m.format}};
   if (m.lineage) {
     j["model"]["trained_on"] = {{"path", m.lineage->data.path},
@@ -50,17 +51,16 @@ std::string InferTransform(const fc::VersionReader& in, const std::string& in_pa
                                 {"data_sha256", m.lineage->data.data_sha256}};
     j["model"]["job_id"] = m.lineage->job_id;
   }
-  return JsonText(j);
+  return j;
 }
 
 class VersionOutput final : public Output {
  public:
-  VersionOutput(fc::FeatureSetWriter w, const fc::VersionReader& in, const trainer::ModelFile& m)
-      : writer_(std::move(w)), in_(in), m_(m) {}
+  VersionOutput(fc::FeatureSetWriter w, const InputData& input, const trainer::ModelFile& m)
+      : writer_(std::move(w)), input_(input), in_(*input.version()), m_(m) {}
 
   Status Start(const std::string& classification) {
     const fc::VersionInfo& vi = in_.info();
-    const std::string in_path = Canonical(in_.path());
     fc::NewVersion spec;
     spec.feature_names = OutputNames(m_);
     spec.feature_types.assign(spec.feature_names.size(), "float");
@@ -69,8 +69,8 @@ class VersionOutput final : public Output {
     spec.entity_name = vi.entity_name;
     spec.timestamp_name = vi.timestamp_name;
     spec.operation = "infer";
-    spec.transform = InferTransform(in_, in_path, m_);
-    spec.sources = {{fmt::format("file://{}#{}", in_path, vi.name), vi.data_sha256},
+    spec.transform = JsonText(InferTransform(input_, m_));
+    spec.sources = {{input_.uri(), input_.digest()},
                     {fmt::format("file://{}", Canonical(m_.path)), m_.sha256}};
     spec.classification = classification;
     spec.expected_rows = vi.rows;
@@ -94,6 +94,7 @@ class VersionOutput final : public Output {
 
  private:
   fc::FeatureSetWriter writer_;
+  const InputData& input_;
   const fc::VersionReader& in_;
   const trainer::ModelFile& m_;
 };
@@ -133,9 +134,12 @@ class CsvOutput final : public Output {
         text += c + 1 == width ? '\n' : ',';
       }
     }
+    rows_ += n;
     return Write(text);
   }
 
+  // The CSV, then "<csv>.lineage.json" beside it: the transform, the
+  // CSV's SHA-256 and its rows (a CSV has no attributes of its own).
   Result<std::string> Finish() override {
     if (std::fflush(f_) != 0) return ErrnoError(fmt::format("{}: write", tmp_), errno);
     HPCML_RETURN_IF_ERROR(SyncFile(tmp_));
@@ -145,9 +149,17 @@ class CsvOutput final : public Output {
     std::filesystem::rename(tmp_, path_, ec);
     if (ec) return IoError("{}: cannot rename to {}: {}", tmp_, path_, ec.message());
     done_ = true;
-    const auto dir = std::filesystem::path(path_).parent_path();
-    HPCML_RETURN_IF_ERROR(SyncDirectory(dir.empty() ? "." : dir.string()));
-    return path_;
+    nlohmann::ordered_json j = {{"output",
+                                 {{"uri", "file://" + path_},
+                                  {"sha256", digest_.FinishHex()},
+                                  {"rows", rows_},
+                                  {"columns", OutputNames(m_)}}}};
+    j.update(InferTransform(in_, m_));
+    j["created_at"] = UtcNow();
+    j["created_by"] = CurrentPrincipal();
+    j["tool"] = fmt::format("hpcml-infer {}", Version());
+    HPCML_RETURN_IF_ERROR(WriteFileAtomic(path_ + ".lineage.json", JsonText(j, 2) + "\n"));
+    return path_ + " (lineage in " + path_ + ".lineage.json)";
   }
 
  private:
@@ -155,6 +167,7 @@ class CsvOutput final : public Output {
     if (std::fwrite(text.data(), 1, text.size(), f_) != text.size()) {
       return ErrnoError(fmt::format("{}: write", tmp_), errno);
     }
+    digest_.Update(text);
     return Status::Ok();
   }
 
@@ -162,6 +175,8 @@ class CsvOutput final : public Output {
   const InputData& in_;
   const trainer::ModelFile& m_;
   std::FILE* f_ = nullptr;
+  Sha256 digest_;
+  std::uint64_t rows_ = 0;
   bool done_ = false;
 };
 
@@ -186,9 +201,10 @@ Result<std::unique_ptr<Output>> OpenOutput(const std::string& path, const InputD
                                            const trainer::ModelFile& model,
                                            const std::string& classification) {
   if (path.size() >= 4 && path.compare(path.size() - 4, 4, ".csv") == 0) {
-    const fc::AccessContext ctx = fc::AccessContext::FromEnvironment();
+    // Like the trainer's checkpoints and model: in a guarded job the data
+    // roots are read-only in the step's view, so predictions go to the
+    // job's own directories, and no approval applies to them.
     HPCML_ASSIGN_OR_RETURN(std::string canonical, fc::CanonicalPath(path, /*must_exist=*/false));
-    HPCML_RETURN_IF_ERROR(fc::CheckPath(ctx, canonical, "write predictions"));
     auto out = std::make_unique<CsvOutput>(canonical, input, model);
     HPCML_RETURN_IF_ERROR(out->Start());
     return std::unique_ptr<Output>(std::move(out));
@@ -204,7 +220,7 @@ Result<std::unique_ptr<Output>> OpenOutput(const std::string& path, const InputD
                          fc::ChildClassification(in->info().classification, classification));
   HPCML_ASSIGN_OR_RETURN(fc::FeatureSetWriter w,
                          fc::FeatureSetWriter::Begin(path, fc::WriterOptions{in->info().zone}));
-  auto out = std::make_unique<VersionOutput>(std::move(w), *in, model);
+  auto out = std::make_unique<VersionOutput>(std::move(w), input, model);
   HPCML_RETURN_IF_ERROR(out->Start(cls));
   return std::unique_ptr<Output>(std::move(out));
 }

@@ -64,6 +64,13 @@ for f in raw2.csv raw3.csv std.csv; do
   cmp -s raw1.csv $f || fail "$f differs from raw1.csv"
 done
 [ "$(head -1 raw1.csv)" = "customer,event_time,p_0,p_1,class" ] || fail "header: $(head -1 raw1.csv)"
+/usr/bin/python3 - "$(sha256sum raw1.csv | cut -d' ' -f1)" <<'PY' || fail "raw1.csv.lineage.json"
+import json, sys, h5py
+j = json.load(open("raw1.csv.lineage.json"))
+assert j["output"]["sha256"] == sys.argv[1] and j["output"]["rows"] == 3000, j["output"]
+assert j["input"]["sha256"] == h5py.File("set.h5", "r")["versions/v1"].attrs["data_sha256"]
+print("CSV lineage ok")
+PY
 echo "1, 2 and 3 ranks and the standardised version: identical predictions"
 
 run "$mpiexec" --oversubscribe -n 2 "$infer" score --model model.h5 --data set.h5 \
@@ -77,7 +84,7 @@ a = out.attrs
 assert a["operation"] == "infer", a["operation"]
 assert a["zone"] == "ae" and a["classification"] == "internal"
 t = json.loads(a["transform"])
-assert t["input"]["version"] == "v1" and t["input"]["data_sha256"] == src.attrs["data_sha256"]
+assert t["input"]["uri"].endswith("/set.h5#v1") and t["input"]["sha256"] == src.attrs["data_sha256"]
 assert t["model"]["sha256"] == sys.argv[1], (t["model"], sys.argv[1])
 assert t["model"]["trained_on"]["version"] == "v2"
 assert (out["entity_ids"][:] == src["entity_ids"][:]).all()
