@@ -39,20 +39,21 @@
 #include <utility>
 #include <vector>
 
+#include "../common/gemm_peak.hpp"
 #include "hpcml/topology/planner.hpp"
 #include "hpcml/trainer/random.hpp"
 #include "hpcml/trainer/trainer.hpp"
 
 namespace ht = hpcml::trainer;
+using hpcml::bench::CpuPeak;
+using hpcml::bench::MeasureCpuPeak;
+using hpcml::bench::Now;
+using hpcml::bench::Shape;
 using Clock = std::chrono::steady_clock;
 
 namespace {
 
 int g_rank = 0;
-
-double Now() {
-  return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
-}
 
 // A ReLU MLP with cross-entropy loss.
 ht::ModelConfig Mlp(std::int64_t input, std::vector<std::int64_t> hidden, std::int64_t outputs) {
@@ -124,16 +125,6 @@ Run Make(const ht::ModelConfig& mc, const ht::TrainConfig& tc, const ht::Process
   return r;
 }
 
-// One GEMM of a training step: C[m,n] = op(A) op(B).
-struct Shape {
-  bool ta, tb;
-  std::int64_t m, n, k;
-  std::string Text() const {
-    return std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + " " +
-           (ta ? "T" : "N") + (tb ? "T" : "N");
-  }
-};
-
 // The step's GEMMs in order: per layer the forward (NT), the weight gradient
 // (TN) and the input gradient (NN; not for the first layer, as the trainer).
 std::vector<Shape> StepShapes(const ht::ModelConfig& mc, std::int64_t b) {
@@ -147,70 +138,9 @@ std::vector<Shape> StepShapes(const ht::ModelConfig& mc, std::int64_t b) {
   return out;
 }
 
-using GemmFn = void (*)(const Shape&, const float*, std::int64_t, const float*, std::int64_t,
-                        float*, void*);
-
-// Best GEMM rate (GFLOP/s) of `gemm` on `s`, operands hot in cache: the
-// hardware's speed on that shape, not the step's.
-double BestRate(const Shape& s, GemmFn gemm, void* ctx) {
-  std::vector<float> a(static_cast<size_t>(s.m * s.k), 0.5f);
-  std::vector<float> b(static_cast<size_t>(s.k * s.n), 0.25f);
-  std::vector<float> c(static_cast<size_t>(s.m * s.n));
-  const std::int64_t lda = s.ta ? s.m : s.k, ldb = s.tb ? s.k : s.n;
-  gemm(s, a.data(), lda, b.data(), ldb, c.data(), ctx);
-  const double flops = 2.0 * static_cast<double>(s.m * s.n * s.k);
-  const int reps = std::max(2, static_cast<int>(2e9 / flops));
-  double best = 1e30;
-  for (int round = 0; round < 5; ++round) {
-    const double t0 = Now();
-    for (int i = 0; i < reps; ++i) gemm(s, a.data(), lda, b.data(), ldb, c.data(), ctx);
-    best = std::min(best, (Now() - t0) / reps);
-  }
-  return flops / best * 1e-9;
-}
-
-void OneDnnMatmul(const Shape& x, const float* a, std::int64_t lda, const float* b,
-                  std::int64_t ldb, float* c, void* backend) {
-  static_cast<ht::Backend*>(backend)->Gemm(x.ta, x.tb, x.m, x.n, x.k, 1.0f, a, lda, b, ldb, 0.0f, c,
-                                           x.n);
-}
-
-void OneDnnSgemm(const Shape& x, const float* a, std::int64_t lda, const float* b, std::int64_t ldb,
-                 float* c, void*) {
-  dnnl_sgemm(x.ta ? 'T' : 'N', x.tb ? 'T' : 'N', x.m, x.n, x.k, 1.0f, a, lda, b, ldb, 0.0f, c, x.n);
-}
-
-void OpenBlasSgemm(const Shape& x, const float* a, std::int64_t lda, const float* b,
-                   std::int64_t ldb, float* c, void*) {
-  cblas_sgemm(CblasRowMajor, x.ta ? CblasTrans : CblasNoTrans, x.tb ? CblasTrans : CblasNoTrans,
-              static_cast<blasint>(x.m), static_cast<blasint>(x.n), static_cast<blasint>(x.k), 1.0f,
-              a, static_cast<blasint>(lda), b, static_cast<blasint>(ldb), 0.0f, c,
-              static_cast<blasint>(x.n));
-}
-
-struct CpuPeak {
-  double gflops = 0;
-  std::string where;  // library and shape
-};
-
-// The machine's peak on the step's shapes: for every shape the best of
-// oneDNN (as the backend runs it: matmul or dnnl_sgemm by shape; and
-// dnnl_sgemm on every shape) and OpenBLAS
-// (with the kernel OPENBLAS_CORETYPE selects: run.sh gives it the best one
-// this CPU has), then the best over the shapes.
+// The machine's peak on the step's shapes (bench/common/gemm_peak.hpp).
 CpuPeak MeasurePeak(const ht::ModelConfig& mc, std::int64_t b, ht::Backend& onednn) {
-  CpuPeak p;
-  const std::string openblas = std::string("OpenBLAS ") + openblas_get_corename();
-  const std::pair<GemmFn, std::string> libs[] = {{OneDnnMatmul, "oneDNN as the backend runs it"},
-                                                 {OneDnnSgemm, "dnnl_sgemm"},
-                                                 {OpenBlasSgemm, openblas}};
-  for (const Shape& s : StepShapes(mc, b)) {
-    for (const auto& [fn, name] : libs) {
-      const double r = BestRate(s, fn, &onednn);
-      if (r > p.gflops) p = {r, name + " " + s.Text()};
-    }
-  }
-  return p;
+  return MeasureCpuPeak(StepShapes(mc, b), onednn);
 }
 
 // The step's GEMMs alone, in step order on separate buffers (as cold or warm
