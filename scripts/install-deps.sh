@@ -1,8 +1,15 @@
 #!/usr/bin/env bash
 # Installs every Debian package hpcml needs to build, test and run its local
-# Slurm cluster. Idempotent: packages already present are skipped by apt-get.
-# Only Debian's archive is used; nothing else is downloaded.
+# Slurm cluster, then ONNX Runtime for the ONNX tests and benchmarks.
+# Idempotent and quick when everything is present.
+# Debian's archive is used for everything but one npm package:
+# onnxruntime-node (no Debian package exists), pinned with its dependencies
+# in mpi_trainer/inference/ort/package-lock.json and installed with
+# `npm ci --ignore-scripts` into build/ort/ (git-ignored): its Linux x64 CPU
+# library is inside the package; its install script would only fetch GPU parts.
 set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
 
 if [ "$(id -u)" -ne 0 ]; then
   echo "install-deps: must run as root (apt-get installs system packages); try: sudo $0" >&2
@@ -24,34 +31,65 @@ packages=(
   libtomlplusplus-dev libcli11-dev libfmt-dev nlohmann-json3-dev libpugixml-dev libxxhash-dev nettle-dev
   # tests and benchmarks (numpy/h5py are used through /usr/bin/python3)
   libgtest-dev libgmock-dev libbenchmark-dev python3-numpy python3-h5py
+  # ONNX export (protobuf and the checker) and its tests
+  libonnx-dev libprotobuf-dev python3-onnx
   # misc tools used by scripts
   procps passwd curl time
   # the local cluster's nodes: network namespaces, veths, a bridge (ip); nsenter, unshare
   iproute2 util-linux
 )
 
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-
-if [ ${#missing[@]} -eq 0 ]; then
-  echo "install-deps: all ${#packages[@]} packages present"
-  exit 0
+# node and npm run ONNX Runtime. A machine with another npm on PATH (say
+# nodesource's node, which bundles npm) keeps it: Debian's npm would conflict.
+if ! command -v npm >/dev/null 2>&1; then
+  packages+=(nodejs npm)
 fi
 
-echo "install-deps: installing ${#missing[@]} packages: ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-# Package scripts must not start services: the project's own scripts start
-# munge, MariaDB and the Slurm daemons privately.
-policy=/usr/sbin/policy-rc.d
-created_policy=0
-if [ ! -e "$policy" ]; then
-  printf '#!/bin/sh\nexit 101\n' >"$policy"
-  chmod 755 "$policy"
-  created_policy=1
-fi
-trap '[ "$created_policy" = 1 ] && rm -f "$policy"' EXIT
-apt-get update -q
-apt-get install -y -q --no-install-recommends "${missing[@]}"
+install_debian_packages() {
+  local missing=() p
+  for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if [ ${#missing[@]} -eq 0 ]; then
+    echo "install-deps: all ${#packages[@]} packages present"
+    return 0
+  fi
+  echo "install-deps: installing ${#missing[@]} packages: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  # Package scripts must not start services: the project's own scripts start
+  # munge, MariaDB and the Slurm daemons privately.
+  policy=/usr/sbin/policy-rc.d
+  created_policy=0
+  if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\nexit 101\n' >"$policy"
+    chmod 755 "$policy"
+    created_policy=1
+  fi
+  trap '[ "$created_policy" = 1 ] && rm -f "$policy"' EXIT
+  apt-get update -q
+  apt-get install -y -q --no-install-recommends "${missing[@]}"
+}
+
+# onnxruntime-node at the version of the committed lock file. Skipped when
+# build/ort holds that lock and the package's CPU library.
+install_onnxruntime() {
+  local src=$root/mpi_trainer/inference/ort dst=$root/build/ort
+  local lib=$dst/node_modules/onnxruntime-node/bin/napi-v6/linux/x64/libonnxruntime.so.1
+  if cmp -s "$src/package.json" "$dst/package.json" &&
+    cmp -s "$src/package-lock.json" "$dst/package-lock.json" && [ -f "$lib" ]; then
+    echo "install-deps: onnxruntime-node present in $dst"
+    return 0
+  fi
+  echo "install-deps: installing onnxruntime-node (npm ci --ignore-scripts) into $dst"
+  mkdir -p "$dst"
+  cp "$src/package.json" "$src/package-lock.json" "$dst/"
+  (cd "$dst" && npm ci --ignore-scripts --no-audit --no-fund)
+  if [ ! -f "$lib" ]; then
+    echo "install-deps: $lib is missing after npm ci" >&2
+    exit 1
+  fi
+}
+
+install_debian_packages
+install_onnxruntime
 echo "install-deps: done"
