@@ -17,6 +17,7 @@
 #include "hpcml/common/log.hpp"
 #include "hpcml/common/mpi.hpp"
 #include "inspect.hpp"
+#include "onnx_export.hpp"
 #include "score.hpp"
 
 namespace {
@@ -56,16 +57,35 @@ void AddInspect(CLI::App& app, Args& a) {
   s->add_flag("--json", a.json, "as JSON");
 }
 
-int Inspect(const Args& a, int rank) {
+void AddExport(CLI::App& app, Args& a) {
+  CLI::App* s = app.add_subcommand(
+      "export-onnx",
+      "write the model as ONNX (standardisation included) for ONNX Runtime/OpenVINO");
+  s->add_option("model", a.model, "model file")->required();
+  s->add_option("--output,-o", a.onnx, "the .onnx file to write")->required();
+}
+
+// inspect and export-onnx: rank 0 does the work.
+int ModelCommand(const std::string& cmd, const Args& a, int rank) {
+  if (rank != 0) return 0;
+  hpcml::Logger log("hpcml-infer");
   auto m = hpcml::trainer::LoadModelFile(a.model);
   if (!m.ok()) {
-    if (rank == 0) hpcml::Logger("hpcml-infer").error("{}", m.status().message());
+    log.error("{}", m.status().message());
     return 1;
   }
-  if (rank == 0) {
-    const std::string text = a.json ? hi::InspectJson(*m) : hi::InspectText(*m);
-    std::fwrite(text.data(), 1, text.size(), stdout);
+  if (cmd == "export-onnx") {
+    hpcml::Status s = hi::ExportOnnx(*m, a.onnx);
+    if (!s.ok()) {
+      log.error("{}", s.message());
+      return 1;
+    }
+    log.info("wrote {} (opset {}) from {} (sha256 {})", a.onnx, hi::kOnnxOpset, a.model,
+             m->sha256.substr(0, 12));
+    return 0;
   }
+  const std::string text = a.json ? hi::InspectJson(*m) : hi::InspectText(*m);
+  std::fwrite(text.data(), 1, text.size(), stdout);
   return 0;
 }
 
@@ -88,6 +108,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   AddScore(app, a);
   AddInspect(app, a);
+  AddExport(app, a);
   int code = -1;
   try {
     app.parse(argc, argv);
@@ -97,7 +118,7 @@ int main(int argc, char** argv) {
   }
   if (code < 0) {
     const std::string cmd = app.get_subcommands().front()->get_name();
-    code = cmd == "score" ? Score(a, rank) : Inspect(a, rank);
+    code = cmd == "score" ? Score(a, rank) : ModelCommand(cmd, a, rank);
     code = hpcml::AgreeOnExitCode(MPI_COMM_WORLD, code);
   }
   MPI_Finalize();
