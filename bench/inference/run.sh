@@ -60,7 +60,8 @@ for m in small wide; do
       if [ $m = small ]; then iters=2000; else iters=40; fi
       [ $b -lt 4096 ] || { [ $m = small ] && iters=200 || iters=2; }
       # Twice each, alternating, the better run of each counted: the memory
-      # bandwidth here varies by 10-20% from one second to the next.
+      # bandwidth here varies by up to 40% between minutes (ORT's one-row
+      # time on the wide model, 2 threads: 1.6 and 2.6 ms in one session).
       h=$(pin $t "$bench" run "$tmp/$m.h5" --batch $b --threads $t --seconds 1)
       o=$(ort $m $b $t $iters)
       h2=$(pin $t "$bench" run "$tmp/$m.h5" --batch $b --threads $t --seconds 1)

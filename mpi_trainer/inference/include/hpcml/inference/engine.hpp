@@ -4,20 +4,23 @@
 //   auto engine = Engine::Create(*model, {.threads = 2});      // Result<unique_ptr<Engine>>
 //   engine->Score(x, rows, out, Input::kRaw);  // x [rows, inputs], out [rows, outputs]
 //
-// The math is the trainer's CPU backend (oneDNN matmuls with bias and
-// activation fused), so a model scores exactly the function it was trained
-// as. Cross-entropy models give softmax probabilities, MSE models their
-// values. Rows are scored independently: a row's result does not depend on
-// the other rows of its batch beyond float rounding of the GEMM kernels.
+// One oneDNN matmul per layer with bias and activation fused, as the
+// trainer's CPU backend runs the forward pass, but with the weights
+// reordered once into oneDNN's blocked layout at creation (inference never
+// changes them). Cross-entropy models give softmax probabilities, MSE models
+// their values. Rows are scored independently: a row's result does not
+// depend on the other rows of its batch beyond float rounding of the GEMM
+// kernels. Memory: the packed weights (about the model's size) and two
+// activation buffers of max_batch x the widest layer.
 //
-// Not thread-safe: one thread calls Score; it runs `threads` math threads.
+// Not thread-safe: one thread calls Score; it runs `threads` OpenMP threads
+// (set for the process when Score runs).
 #pragma once
 
 #include <cstdint>
 #include <memory>
 
 #include "hpcml/common/status.hpp"
-#include "hpcml/trainer/backend.hpp"
 #include "hpcml/trainer/model_file.hpp"
 
 namespace hpcml::inference {
@@ -26,7 +29,6 @@ struct EngineOptions {
   int threads = 1;
   // Rows per internal pass; larger inputs are scored in slices of this size.
   std::int64_t max_batch = 4096;
-  trainer::GemmLibrary gemm = trainer::GemmLibrary::kOneDnn;
 };
 
 // What the input columns hold: raw values (the model's standardisation is
