@@ -1,5 +1,5 @@
 // ONNX export of a trained MLP, for scoring outside hpcml (ONNX Runtime,
-// OpenVINO). mpi_trainer/inference/ONNX.md describes the graph.
+// OpenVINO). docs/inference.md describes the graph.
 //
 // The graph takes raw feature rows, "features" float [batch, inputs]: when
 // the model's lineage standardised columns, (x - mean) / scale comes first,

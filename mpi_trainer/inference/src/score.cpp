@@ -47,6 +47,7 @@ class Scoring {
   Status MakeEngine();
   Status ScoreMyBlocks();
   Status WriteInOrder();
+  void LogRun(double seconds) const;
   std::uint64_t blocks() const {
     const auto b = static_cast<std::uint64_t>(o_.batch);
     return (input_->rows() + b - 1) / b;
@@ -160,21 +161,30 @@ Status Scoring::WriteInOrder() {
   return Status::Ok();
 }
 
+// Rank 0: what was scored, with what, and the model's own lineage.
+void Scoring::LogRun(double seconds) const {
+  const auto rows = input_->rows();
+  log_.info(
+      "scored {} rows of {} with {} (sha256 {}) on {} rank(s) x {} thread(s) in {:.3f} s "
+      "({:.0f} rows/s), {} input",
+      rows, input_->what(), model_->path, model_->sha256.substr(0, 12), ranks_, threads_, seconds,
+      seconds > 0 ? static_cast<double>(rows) / seconds : 0.0,
+      mode_ == Input::kRaw ? "raw" : "already standardised");
+  if (model_->lineage && !model_->lineage->data.path.empty()) {
+    const trainer::TrainingData& d = model_->lineage->data;
+    log_.info("the model was trained on {} {} (data_sha256 {}){}", d.path, d.version,
+              d.data_sha256.substr(0, 12),
+              model_->lineage->job_id.empty() ? "" : " in job " + model_->lineage->job_id);
+  }
+}
+
 Status Scoring::Run() {
   HPCML_RETURN_IF_ERROR(Agree(Open()));
   HPCML_RETURN_IF_ERROR(MakeEngine());
   HPCML_RETURN_IF_ERROR(Agree(ScoreMyBlocks()));
   double slowest = seconds_;
   MPI_Allreduce(MPI_IN_PLACE, &slowest, 1, MPI_DOUBLE, MPI_MAX, world_);
-  if (rank_ == 0) {
-    const auto rows = input_->rows();
-    log_.info(
-        "scored {} rows of {} with {} (sha256 {}) on {} rank(s) x {} thread(s) in {:.3f} s "
-        "({:.0f} rows/s), {} input",
-        rows, input_->what(), model_->path, model_->sha256.substr(0, 12), ranks_, threads_, slowest,
-        slowest > 0 ? static_cast<double>(rows) / slowest : 0.0,
-        mode_ == Input::kRaw ? "raw" : "already standardised");
-  }
+  if (rank_ == 0) LogRun(slowest);
   return Agree(WriteInOrder());
 }
 
