@@ -8,6 +8,11 @@
 //                                hpcml's engine on one fixed batch of B rows,
 //                                called repeatedly for S seconds (at least 3
 //                                calls): rows/s and per-call p50/p99
+//   infer_bench run ... --precision int8
+//                                the same with int8 weights and activations
+//   infer_bench int8-error MODEL the int8 engine against float32 on 4096
+//                                random rows: max and mean |p - p_fp32|, and
+//                                the share of rows with the same class
 //   infer_bench peak --threads T the machine's GEMM peak (oneDNN, dnnl_sgemm,
 //                                OpenBLAS) on the wide model's forward GEMMs
 //                                at batch 4096, T threads
@@ -75,25 +80,75 @@ double Quantile(std::vector<double> v, double q) {
   return v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())))];
 }
 
-int Run(const std::string& model, std::int64_t batch, int threads, double seconds) {
-  auto m = ht::LoadModelFile(model);
-  if (!m.ok()) {
-    std::fprintf(stderr, "infer_bench: %s\n", m.status().ToString().c_str());
-    return 1;
-  }
-  auto e = hpcml::inference::Engine::Create(*m, {threads, std::max<std::int64_t>(batch, 1)});
+using hpcml::inference::Engine;
+using hpcml::inference::Precision;
+
+std::unique_ptr<Engine> MakeEngine(const ht::ModelFile& m, int threads, std::int64_t batch,
+                                   Precision precision) {
+  auto e = Engine::Create(m, {threads, std::max<std::int64_t>(batch, 1), precision});
   if (!e.ok()) {
     std::fprintf(stderr, "infer_bench: %s\n", e.status().ToString().c_str());
-    return 1;
+    std::exit(1);
   }
+  return std::move(e).value();
+}
+
+ht::ModelFile Load(const std::string& path) {
+  auto m = ht::LoadModelFile(path);
+  if (!m.ok()) {
+    std::fprintf(stderr, "infer_bench: %s\n", m.status().ToString().c_str());
+    std::exit(1);
+  }
+  return std::move(m).value();
+}
+
+std::vector<float> Rows(std::int64_t rows, std::int64_t cols) {
   std::mt19937 gen(7);
   std::normal_distribution<float> nd(0.0f, 1.0f);
-  std::vector<float> x(static_cast<size_t>(batch * m->config.input_dim));
+  std::vector<float> x(static_cast<size_t>(rows * cols));
   for (float& v : x) v = nd(gen);
-  std::vector<float> out(static_cast<size_t>(batch * m->config.output_dim));
+  return x;
+}
+
+int Int8Error(const std::string& model) {
+  const ht::ModelFile m = Load(model);
+  const std::int64_t rows = 4096, k = m.config.output_dim;
+  const std::vector<float> x = Rows(rows, m.config.input_dim);
+  std::vector<float> f(static_cast<size_t>(rows * k)), q(f.size());
+  if (!MakeEngine(m, 1, rows, Precision::kFloat32)
+           ->Score(x.data(), rows, f.data(), hpcml::inference::Input::kRaw)
+           .ok() ||
+      !MakeEngine(m, 1, rows, Precision::kInt8)
+           ->Score(x.data(), rows, q.data(), hpcml::inference::Input::kRaw)
+           .ok()) {
+    return 1;
+  }
+  double worst = 0, sum = 0;
+  std::int64_t same = 0;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* a = f.data() + r * k;
+    const float* b = q.data() + r * k;
+    for (std::int64_t c = 0; c < k; ++c) {
+      worst = std::max(worst, static_cast<double>(std::abs(a[c] - b[c])));
+      sum += std::abs(a[c] - b[c]);
+    }
+    same += std::max_element(a, a + k) - a == std::max_element(b, b + k) - b;
+  }
+  std::printf("rows=%lld max_abs=%.4g mean_abs=%.4g same_class=%.4f\n",
+              static_cast<long long>(rows), worst, sum / static_cast<double>(rows * k),
+              static_cast<double>(same) / static_cast<double>(rows));
+  return 0;
+}
+
+int Run(const std::string& model, std::int64_t batch, int threads, double seconds,
+        Precision precision) {
+  const ht::ModelFile m = Load(model);
+  std::unique_ptr<Engine> e = MakeEngine(m, threads, batch, precision);
+  const std::vector<float> x = Rows(batch, m.config.input_dim);
+  std::vector<float> out(static_cast<size_t>(batch * m.config.output_dim));
   auto call = [&] {
     const double t0 = Now();
-    hpcml::Status s = (*e)->Score(x.data(), batch, out.data(), hpcml::inference::Input::kRaw);
+    hpcml::Status s = e->Score(x.data(), batch, out.data(), hpcml::inference::Input::kRaw);
     if (!s.ok()) std::abort();
     return Now() - t0;
   };
@@ -129,20 +184,25 @@ int main(int argc, char** argv) {
   std::int64_t batch = 1;
   int threads = 1;
   double seconds = 1.0;
+  Precision precision = Precision::kFloat32;
   for (int i = 2; i + 1 < argc; ++i) {
     const std::string k = argv[i];
-    if (k == "--batch")
+    if (k == "--batch") {
       batch = std::atoll(argv[++i]);
-    else if (k == "--threads")
+    } else if (k == "--threads") {
       threads = std::atoi(argv[++i]);
-    else if (k == "--seconds")
+    } else if (k == "--seconds") {
       seconds = std::atof(argv[++i]);
+    } else if (k == "--precision") {
+      precision = std::string(argv[++i]) == "int8" ? Precision::kInt8 : Precision::kFloat32;
+    }
   }
   if (mode == "models" && argc == 3) return WriteModels(argv[2]);
-  if (mode == "run" && argc >= 3) return Run(argv[2], batch, threads, seconds);
+  if (mode == "run" && argc >= 3) return Run(argv[2], batch, threads, seconds, precision);
+  if (mode == "int8-error" && argc == 3) return Int8Error(argv[2]);
   if (mode == "peak") return Peak(threads);
   std::fprintf(stderr,
-               "usage: infer_bench models DIR | run MODEL --batch B --threads T [--seconds S] | "
-               "peak --threads T\n");
+               "usage: infer_bench models DIR | run MODEL --batch B --threads T [--seconds S] "
+               "[--precision int8] | int8-error MODEL | peak --threads T\n");
   return 2;
 }

@@ -12,7 +12,8 @@
 # session.run as node sees it, and ORT's own time per run from its profiler
 # ("model_run" events), which leaves out the JS/N-API call. The ratios use the
 # latter, the stricter baseline. Each engine runs twice per line, alternating,
-# and its better run counts. Takes about 4 minutes on 2 cores.
+# and its better run counts. Then int8 against float32 in the engine. Takes
+# about 6 minutes on 2 cores.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:?usage: run.sh <build dir>}" && pwd)
@@ -91,4 +92,22 @@ for l in "${lat[@]}"; do
   read -r m t hp50 hp99 op50 op99 wp50 wp99 <<<"$l"
   printf '%-6s %2d thread(s)         %6.3g %6.3g | %6.3g %6.3g | %6.3g %6.3g\n' $m $t $hp50 $hp99 \
     $op50 $op99 $wp50 $wp99
+done
+
+# int8 (weights per output channel, activations per call; int32 accumulation,
+# AVX-512 VNNI here) against float32, same engine, same run: rows/s and how far
+# the probabilities move (4096 random rows).
+printf '\nint8 against float32 (hpcml engine)\n'
+for m in small wide; do
+  err=$("$bench" int8-error "$tmp/$m.h5")
+  echo "$m ${dims[$m]}: max |p - p_fp32| $(field max_abs "$err"), mean $(field mean_abs "$err"), same class $(field same_class "$err")"
+  for t in 1 $all; do
+    for b in 1 64 4096; do
+      f=$(pin $t "$bench" run "$tmp/$m.h5" --batch $b --threads $t --seconds 1)
+      q=$(pin $t "$bench" run "$tmp/$m.h5" --batch $b --threads $t --seconds 1 --precision int8)
+      printf '  batch %4d, %d thread(s): fp32 %10.4g rows/s, int8 %10.4g rows/s, ratio %s\n' $b $t \
+        "$(field rows_per_s "$f")" "$(field rows_per_s "$q")" \
+        "$(/usr/bin/python3 -c "print(f'{$(field rows_per_s "$q") / $(field rows_per_s "$f"):.2f}')")"
+    done
+  done
 done

@@ -2,6 +2,7 @@
 
 #include <hdf5.h>
 
+#include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -154,6 +155,15 @@ Result<ModelLineage> ParseLineageJson(std::string_view text) {
     if (n != 0 && (n != l.input.feature_names.size() || l.input.mean.size() != n ||
                    l.input.scale.size() != n)) {
       return Corrupt("lineage: input.standardized, mean and scale must have one entry per feature");
+    }
+    for (size_t f = 0; f < n; ++f) {
+      if (l.input.standardized[f] && (!std::isfinite(l.input.mean[f]) || !(l.input.scale[f] > 0) ||
+                                      !std::isfinite(l.input.scale[f]))) {
+        return Corrupt(
+            "lineage: feature {} has mean {} and scale {} (a finite mean and a positive "
+            "scale are needed)",
+            f + 1, l.input.mean[f], l.input.scale[f]);
+      }
     }
     return l;
   } catch (const json::exception& e) {

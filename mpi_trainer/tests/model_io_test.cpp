@@ -100,6 +100,16 @@ TEST_F(ModelIoTest, InconsistentFilesAreCorrupt) {
   EXPECT_NE(r.status().message().find("lineage names 1 input features, the model has 2"),
             std::string::npos)
       << r.status().message();
+
+  lin.input.feature_names = {"a", "b"};
+  lin.input.standardized = {false, true};
+  lin.input.mean = {0, 3};
+  lin.input.scale = {1, 0};
+  ASSERT_TRUE(SaveModelFile(path, c, t, lin).ok());
+  r = LoadModelFile(path);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("feature 2 has mean 3 and scale 0"), std::string::npos)
+      << r.status().message();
 }
 
 TEST_F(ModelIoTest, ErrorsNameThePath) {

@@ -46,6 +46,11 @@ void AddScore(CLI::App& app, Args& a) {
                 "of the output version (default, and minimum: the input's)");
   s->add_option("--batch", o.batch, "rows per block (scored together, sharded over ranks)")
       ->capture_default_str();
+  s->add_option("--precision", o.precision,
+                "fp32, or int8: weights and activations quantised, int32 accumulation "
+                "(docs/inference.md has the accuracy change)")
+      ->check(CLI::IsMember({"fp32", "int8"}))
+      ->capture_default_str();
   s->add_option("--threads", o.threads,
                 "math threads per rank (default: OMP_NUM_THREADS, SLURM_CPUS_PER_TASK or the "
                 "rank's cores)");

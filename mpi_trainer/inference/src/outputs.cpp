@@ -41,8 +41,9 @@ std::string Canonical(const std::string& path) {
 
 // What an output records: the input and its digest, the model and its
 // digest, and the model's own training data.
-nlohmann::ordered_json InferTransform(const InputData& in, const trainer::ModelFile& m) {
-  nlohmann::ordered_json j = {{"op", "infer"}};
+nlohmann::ordered_json InferTransform(const InputData& in, const trainer::ModelFile& m,
+                                      const OutputOptions& o) {
+  nlohmann::ordered_json j = {{"op", "infer"}, {"precision", o.precision}};
   j["input"] = {{"uri", in.uri()}, {"sha256", in.digest()}};
   j["model"] = {{"path", Canonical(m.path)}, {"sha256", m.sha256}, {"format", m.format}};
   if (m.lineage) {
@@ -56,8 +57,9 @@ nlohmann::ordered_json InferTransform(const InputData& in, const trainer::ModelF
 
 class VersionOutput final : public Output {
  public:
-  VersionOutput(fc::FeatureSetWriter w, const InputData& input, const trainer::ModelFile& m)
-      : writer_(std::move(w)), input_(input), in_(*input.version()), m_(m) {}
+  VersionOutput(fc::FeatureSetWriter w, const InputData& input, const trainer::ModelFile& m,
+                const OutputOptions& o)
+      : writer_(std::move(w)), input_(input), in_(*input.version()), m_(m), o_(o) {}
 
   Status Start(const std::string& classification) {
     const fc::VersionInfo& vi = in_.info();
@@ -69,7 +71,7 @@ class VersionOutput final : public Output {
     spec.entity_name = vi.entity_name;
     spec.timestamp_name = vi.timestamp_name;
     spec.operation = "infer";
-    spec.transform = JsonText(InferTransform(input_, m_));
+    spec.transform = JsonText(InferTransform(input_, m_, o_));
     spec.sources = {{input_.uri(), input_.digest()},
                     {fmt::format("file://{}", Canonical(m_.path)), m_.sha256}};
     spec.classification = classification;
@@ -97,12 +99,14 @@ class VersionOutput final : public Output {
   const InputData& input_;
   const fc::VersionReader& in_;
   const trainer::ModelFile& m_;
+  OutputOptions o_;
 };
 
 class CsvOutput final : public Output {
  public:
-  CsvOutput(std::string path, const InputData& in, const trainer::ModelFile& m)
-      : path_(std::move(path)), in_(in), m_(m) {
+  CsvOutput(std::string path, const InputData& in, const trainer::ModelFile& m,
+            const OutputOptions& o)
+      : path_(std::move(path)), in_(in), m_(m), o_(o) {
     tmp_ = fmt::format("{}.tmp-{}", path_, ::getpid());
   }
   ~CsvOutput() override {
@@ -154,7 +158,7 @@ class CsvOutput final : public Output {
                                   {"sha256", digest_.FinishHex()},
                                   {"rows", rows_},
                                   {"columns", OutputNames(m_)}}}};
-    j.update(InferTransform(in_, m_));
+    j.update(InferTransform(in_, m_, o_));
     j["created_at"] = UtcNow();
     j["created_by"] = CurrentPrincipal();
     j["tool"] = fmt::format("hpcml-infer {}", Version());
@@ -174,6 +178,7 @@ class CsvOutput final : public Output {
   std::string path_, tmp_;
   const InputData& in_;
   const trainer::ModelFile& m_;
+  OutputOptions o_;
   std::FILE* f_ = nullptr;
   Sha256 digest_;
   std::uint64_t rows_ = 0;
@@ -199,13 +204,13 @@ std::vector<std::string> OutputNames(const trainer::ModelFile& m) {
 
 Result<std::unique_ptr<Output>> OpenOutput(const std::string& path, const InputData& input,
                                            const trainer::ModelFile& model,
-                                           const std::string& classification) {
+                                           const OutputOptions& options) {
   if (path.size() >= 4 && path.compare(path.size() - 4, 4, ".csv") == 0) {
     // Like the trainer's checkpoints and model: in a guarded job the data
     // roots are read-only in the step's view, so predictions go to the
     // job's own directories, and no approval applies to them.
     HPCML_ASSIGN_OR_RETURN(std::string canonical, fc::CanonicalPath(path, /*must_exist=*/false));
-    auto out = std::make_unique<CsvOutput>(canonical, input, model);
+    auto out = std::make_unique<CsvOutput>(canonical, input, model, options);
     HPCML_RETURN_IF_ERROR(out->Start());
     return std::unique_ptr<Output>(std::move(out));
   }
@@ -216,11 +221,11 @@ Result<std::unique_ptr<Output>> OpenOutput(const std::string& path, const InputD
         "ingest {} first with hpcml-fcache ingest, or write a .csv",
         path, input.what());
   }
-  HPCML_ASSIGN_OR_RETURN(std::string cls,
-                         fc::ChildClassification(in->info().classification, classification));
+  HPCML_ASSIGN_OR_RETURN(
+      std::string cls, fc::ChildClassification(in->info().classification, options.classification));
   HPCML_ASSIGN_OR_RETURN(fc::FeatureSetWriter w,
                          fc::FeatureSetWriter::Begin(path, fc::WriterOptions{in->info().zone}));
-  auto out = std::make_unique<VersionOutput>(std::move(w), input, model);
+  auto out = std::make_unique<VersionOutput>(std::move(w), input, model, options);
   HPCML_RETURN_IF_ERROR(out->Start(cls));
   return std::unique_ptr<Output>(std::move(out));
 }

@@ -28,11 +28,15 @@ class Output {
 // (one target with a known label) or pred_<i> for an mse model.
 std::vector<std::string> OutputNames(const trainer::ModelFile& model);
 
+struct OutputOptions {
+  std::string classification;      // of a new version: may raise the input's, never lower it
+  std::string precision = "fp32";  // recorded in the lineage
+};
+
 // `path` ending in ".csv" gives a CSV, anything else a feature set (which
-// needs a feature-set input). `classification` (optional) may raise the
-// input's, never lower it.
+// needs a feature-set input).
 Result<std::unique_ptr<Output>> OpenOutput(const std::string& path, const InputData& input,
                                            const trainer::ModelFile& model,
-                                           const std::string& classification);
+                                           const OutputOptions& options);
 
 }  // namespace hpcml::inference

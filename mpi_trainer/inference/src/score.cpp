@@ -85,7 +85,8 @@ Status Scoring::Open() {
       mode_, MatchSchema(*model_, input_->what(), input_->features(), input_->scaling()));
   if (rank_ != 0) return Status::Ok();
   // Rank 0 opens the output before any scoring: a refused output fails fast.
-  HPCML_ASSIGN_OR_RETURN(output_, OpenOutput(o_.output, *input_, *model_, o_.classification));
+  HPCML_ASSIGN_OR_RETURN(output_, OpenOutput(o_.output, *input_, *model_,
+                                             OutputOptions{o_.classification, o_.precision}));
   return Status::Ok();
 }
 
@@ -102,6 +103,7 @@ Status Scoring::MakeEngine() {
   EngineOptions eo;
   eo.threads = threads_;
   eo.max_batch = o_.batch;
+  eo.precision = o_.precision == "int8" ? Precision::kInt8 : Precision::kFloat32;
   auto e = Engine::Create(*model_, eo);
   HPCML_RETURN_IF_ERROR(Agree(e.status()));
   engine_ = std::move(e).value();
@@ -166,10 +168,10 @@ void Scoring::LogRun(double seconds) const {
   const auto rows = input_->rows();
   log_.info(
       "scored {} rows of {} with {} (sha256 {}) on {} rank(s) x {} thread(s) in {:.3f} s "
-      "({:.0f} rows/s), {} input",
+      "({:.0f} rows/s), {} input, {}",
       rows, input_->what(), model_->path, model_->sha256.substr(0, 12), ranks_, threads_, seconds,
       seconds > 0 ? static_cast<double>(rows) / seconds : 0.0,
-      mode_ == Input::kRaw ? "raw" : "already standardised");
+      mode_ == Input::kRaw ? "raw" : "already standardised", o_.precision);
   if (model_->lineage && !model_->lineage->data.path.empty()) {
     const trainer::TrainingData& d = model_->lineage->data;
     log_.info("the model was trained on {} {} (data_sha256 {}){}", d.path, d.version,

@@ -32,7 +32,8 @@ struct ScoreOptions {
   std::string output;             // ".csv": a CSV; else a feature set (a new version)
   std::string classification;     // of a new output set; default: the input's
   std::int64_t batch = 4096;
-  int threads = 0;  // 0: OMP_NUM_THREADS, SLURM_CPUS_PER_TASK or this rank's cores
+  std::string precision = "fp32";  // or int8 (engine.hpp)
+  int threads = 0;                 // 0: OMP_NUM_THREADS, SLURM_CPUS_PER_TASK or this rank's cores
 };
 
 // Collective over `world`: every rank returns the same status.

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <random>
 
 namespace hpcml::inference {
@@ -148,6 +149,34 @@ TEST(Engine, StandardisesRawInputAsTheDeriveDid) {
   EXPECT_EQ(a, b);
   const std::vector<double> want = Reference(m, raw.data(), rows);
   for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], want[i], 2e-5);
+}
+
+// int8 against the double reference: probabilities within 0.03, and the
+// same class for nearly every row (random inputs, so some rows sit on a
+// class boundary). The figures print, as the bench reports them.
+TEST(Engine, Int8StaysCloseToFloat) {
+  for (Activation act : {Activation::kRelu, Activation::kGelu, Activation::kTanh}) {
+    trainer::ModelFile m = RandomModel(64, {256, 256}, 8, act, LossKind::kCrossEntropy, 11);
+    const std::int64_t rows = 2000;
+    const std::vector<float> x = RandomRows(rows, 64, 1.0f, 0.0f);
+    const std::vector<double> want = Reference(m, x.data(), rows);
+    auto e = Engine::Create(m, {1, 512, Precision::kInt8});
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    std::vector<float> got(want.size());
+    ASSERT_TRUE((*e)->Score(x.data(), rows, got.data(), Input::kRaw).ok());
+    double worst = 0;
+    int same = 0;
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const auto* g = got.data() + r * 8;
+      const auto* w = want.data() + r * 8;
+      for (int c = 0; c < 8; ++c) worst = std::max(worst, std::abs(g[c] - w[c]));
+      same += std::max_element(g, g + 8) - g == std::max_element(w, w + 8) - w;
+    }
+    std::printf("int8 %s: max |p - p_ref| %.4f, same class %.4f\n", std::string(Name(act)).c_str(),
+                worst, static_cast<double>(same) / rows);
+    EXPECT_LT(worst, 0.03);
+    EXPECT_GT(same, rows * 97 / 100);
+  }
 }
 
 TEST(Engine, RefusesTensorsThatDoNotFitTheConfig) {

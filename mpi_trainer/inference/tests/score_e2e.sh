@@ -98,6 +98,21 @@ assert acc > 0.85, acc
 print(f"scores.h5 v1: lineage ok, accuracy {acc:.3f}")
 PY
 
+# int8: the accuracy on the labels moves by at most 0.02; the lineage says int8.
+run "$infer" score --model model.h5 --data set.h5 --data-version v1 --precision int8 \
+  --output int8.csv >/dev/null
+/usr/bin/python3 - <<'PY' || fail "int8"
+import json, h5py, numpy as np
+y = h5py.File("set.h5", "r")["versions/v1/labels"][:]
+f = np.loadtxt("raw1.csv", delimiter=",", skiprows=1, usecols=(2, 3, 4))
+q = np.loadtxt("int8.csv", delimiter=",", skiprows=1, usecols=(2, 3, 4))
+af, aq = (f[:, 2] == y).mean(), (q[:, 2] == y).mean()
+print(f"int8: accuracy {aq:.4f} (fp32 {af:.4f}), max |p - p_fp32| {np.abs(q[:, :2] - f[:, :2]).max():.4f}, "
+      f"same class {(q[:, 2] == f[:, 2]).mean():.4f}")
+assert aq >= af - 0.02
+assert json.load(open("int8.csv.lineage.json"))["precision"] == "int8"
+PY
+
 # CSV input, columns in another order, an id column kept.
 run "$infer" score --model model.h5 --csv score.csv --keep id --output fromcsv.csv >/dev/null
 /usr/bin/python3 - <<'PY' || fail "CSV input"

@@ -25,10 +25,16 @@
 
 namespace hpcml::inference {
 
+// kInt8: weights quantised per output channel and activations per call to
+// int8, int32 accumulation (engine.cpp); about 1e-2 from float32 on
+// probabilities (docs/inference.md has the measured change).
+enum class Precision { kFloat32, kInt8 };
+
 struct EngineOptions {
   int threads = 1;
   // Rows per internal pass; larger inputs are scored in slices of this size.
   std::int64_t max_batch = 4096;
+  Precision precision = Precision::kFloat32;
 };
 
 // What the input columns hold: raw values (the model's standardisation is
