@@ -6,6 +6,7 @@
 #include <cmath>
 #include <dnnl.hpp>
 #include <map>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -51,16 +52,18 @@ dnnl::algorithm Eltwise(trainer::Activation a) {
 //
 // int8 (Precision::kInt8): weights quantised per output channel (symmetric,
 // scale = max |w| / 127), activations per call over the whole slice (scale
-// = max |x| / 127), s8 x s8 products accumulated in int32 (AVX-512 VNNI where
-// the CPU has it), dequantised by per-channel output scales. oneDNN 2.6 scales
-// the bias with the product (dst = scale * (acc + bias)), so the bias is
-// divided by the scale on every call.
+// s_x = max |x| / 127), s8 x s8 products accumulated in int32 by oneDNN's
+// VNNI kernel on packed weights. That kernel takes only constant output
+// scales (with run-time ones oneDNN 2.6 falls back to a GEMM that repacks
+// the weights on every call, slower than float32), so the matmul applies
+// the weight scales and the bias divided by s_x (oneDNN scales the bias with
+// the product), and a second pass multiplies by s_x and applies the
+// activation (a oneDNN eltwise primitive, in place).
 struct Layer {
   std::int64_t in = 0, out = 0;
   bool activation = false;
   dnnl::memory weights, bias;
   std::vector<float> model_bias, weight_scale;  // int8 only
-  dnnl::memory scales;                          // int8: this call's output scales
 };
 
 // Symmetric int8: q = round(x / scale), scale = max |x| / 127 (1 for all
@@ -77,6 +80,7 @@ float Quantize(const float* x, std::size_t n, std::int8_t* q) {
 struct Pass {
   std::vector<dnnl::matmul> prims;
   std::vector<dnnl::memory> src, dst;
+  std::vector<std::optional<dnnl::eltwise_forward>> acts;   // int8: the activation pass
   std::vector<std::unordered_map<int, dnnl::memory>> args;  // per layer, over the handles
 };
 
@@ -136,7 +140,6 @@ class CpuEngine final : public Engine {
       }
       plain_data = wq.data();
       L.model_bias = b;
-      L.scales = dnnl::memory({{L.out}, dt::f32, dnnl::memory::format_tag::x}, engine_);
     }
     const dnnl::memory::desc plain({L.in, L.out}, type, dnnl::memory::format_tag::ba);
     const auto pd = Describe(
@@ -157,8 +160,8 @@ class CpuEngine final : public Engine {
     const dnnl::memory::desc bias({1, L.out}, dt::f32, dnnl::memory::format_tag::ab);
     const dnnl::memory::desc dst({rows, L.out}, dt::f32, dnnl::memory::format_tag::ab);
     dnnl::primitive_attr attr;
-    if (int8_) attr.set_output_scales(1 << 1, {DNNL_RUNTIME_F32_VAL});  // per output channel
-    if (L.activation) {
+    if (int8_) attr.set_output_scales(1 << 1, L.weight_scale);  // per output channel
+    if (L.activation && !int8_) {
       dnnl::post_ops ops;
       ops.append_eltwise(1.0f, Eltwise(config_.activation), 0.0f, 0.0f);
       attr.set_post_ops(ops);
@@ -179,7 +182,12 @@ class CpuEngine final : public Engine {
                         {DNNL_ARG_WEIGHTS, L.weights},
                         {DNNL_ARG_BIAS, L.bias},
                         {DNNL_ARG_DST, p.dst.back()}});
-      if (int8_) p.args.back().emplace(DNNL_ARG_ATTR_OUTPUT_SCALES, L.scales);
+      p.acts.emplace_back();
+      if (int8_ && L.activation) {
+        const dnnl::eltwise_forward::desc d(dnnl::prop_kind::forward_inference,
+                                            Eltwise(config_.activation), pd.dst_desc(), 0.0f, 0.0f);
+        p.acts.back().emplace(dnnl::eltwise_forward::primitive_desc(d, engine_));
+      }
     }
     return passes_.emplace(rows, std::move(p)).first->second;
   }
@@ -206,33 +214,38 @@ class CpuEngine final : public Engine {
         input == Input::kRaw && scaling_.any_standardized() ? Standardize(x, rows) : x;
     Pass& p = PassFor(rows);
     for (size_t l = 0; l < layers_.size(); ++l) {
-      Layer& L = layers_[l];
+      const Layer& L = layers_[l];
       // The last layer writes the caller's buffer directly.
       float* next = l + 1 == layers_.size() ? out : act_[l % 2].data();
-      if (int8_) {
-        QuantizeInput(L, cur, rows);
-        p.src[l].set_data_handle(quantized_.data());
-      } else {
-        p.src[l].set_data_handle(const_cast<float*>(cur));
-      }
+      const float sx = int8_ ? QuantizeInput(L, cur, rows) : 1.0f;
+      p.src[l].set_data_handle(int8_ ? static_cast<void*>(quantized_.data())
+                                     : const_cast<float*>(cur));
       p.dst[l].set_data_handle(next);
       p.prims[l].execute(stream_, p.args[l]);
+      if (int8_) {
+        stream_.wait();
+        const std::int64_t n = rows * L.out;
+        for (std::int64_t i = 0; i < n; ++i) next[i] *= sx;
+        if (p.acts[l]) {
+          p.acts[l]->execute(stream_, {{DNNL_ARG_SRC, p.dst[l]}, {DNNL_ARG_DST, p.dst[l]}});
+        }
+      }
       cur = next;
     }
     stream_.wait();
     if (config_.loss == trainer::LossKind::kCrossEntropy) Softmax(out, rows, outputs());
   }
 
-  // int8: the layer's input into quantized_, this call's output scales and
-  // the bias divided by them (oneDNN scales the bias with the product).
-  void QuantizeInput(Layer& L, const float* x, std::int64_t rows) {
+  // int8: the layer's input into quantized_ and the bias the matmul needs
+  // (bias / (s_x * w_scale), as oneDNN multiplies it by w_scale and the
+  // second pass by s_x). Returns s_x.
+  float QuantizeInput(const Layer& L, const float* x, std::int64_t rows) {
     const float sx = Quantize(x, static_cast<size_t>(rows * L.in), quantized_.data());
-    auto* scales = static_cast<float*>(L.scales.get_data_handle());
     auto* bias = static_cast<float*>(L.bias.get_data_handle());
-    for (std::int64_t o = 0; o < L.out; ++o) {
-      scales[o] = sx * L.weight_scale[static_cast<size_t>(o)];
-      bias[o] = L.model_bias[static_cast<size_t>(o)] / scales[o];
+    for (size_t o = 0; o < static_cast<size_t>(L.out); ++o) {
+      bias[o] = L.model_bias[o] / (sx * L.weight_scale[o]);
     }
+    return sx;
   }
 
   trainer::ModelConfig config_;
