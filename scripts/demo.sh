@@ -9,6 +9,9 @@
 #  5. a job in the higher-priority partition preempts it; it resumes from its
 #     checkpoint and finishes;
 #  6. sacct, the cost report, the feature set's lineage;
+#  6b. the user scores the feature set with the model as a guarded CPU job on
+#     both ae nodes (examples/inference/score.sbatch), inspects the model's
+#     lineage, exports it to ONNX and gets the same numbers from ONNX Runtime;
 #  7. the same user tries to read zone eu's data from an ae node: denied,
 #     and audited; hpcml-audit verify checks the audit chain, also against
 #     the head a collector off the node recorded.
@@ -107,6 +110,39 @@ sacct -D -j "$job" -o JobID,JobName,User,Account,Partition,NodeList,AllocTRES%50
   --usage-dir "$run/ckpt"
 "$fc" lineage "$data/ae/churn.h5"
 
+say "6b. $user scores the feature set with the model, then exports it to ONNX"
+infer=$bin/mpi_trainer/inference/hpcml-infer
+job2=$(as_user sbatch --parsable --dataset="$data/ae/churn.h5" --ml-role=ml-engineer \
+  --output="$run/score-%j.out" \
+  --export=ALL,HPCML_INFER="$infer",MODEL="$run/model.h5",OUT="$run/scores.csv" \
+  "$top/examples/inference/score.sbatch")
+state=$(wait_job "$job2" 300)
+cat "$run/score-$job2.out"
+[ "$state" = COMPLETED ] || fail "scoring job $job2 ended $state"
+head -n 4 "$run/scores.csv"
+"$infer" inspect "$run/model.h5"
+"$infer" export-onnx "$run/model.h5" -o "$run/model.onnx"
+# The same rows through ONNX Runtime (onnxruntime-node, installed by
+# install-deps), against the job's CSV.
+python3 - "$data/ae/churn.h5" "$run" <<'PY'
+import h5py, sys
+f = h5py.File(sys.argv[1], "r")
+latest = f.attrs["latest"]
+latest = latest.decode() if isinstance(latest, bytes) else str(latest)
+f["versions"][latest]["features"][:].astype("<f4").tofile(sys.argv[2] + "/rows.f32")
+PY
+node "$top/mpi_trainer/inference/ort/ort_score.mjs" score --model "$run/model.onnx" \
+  --input "$run/rows.f32" --output "$run/ort.f32" --ort-dir "$top/build/ort"
+python3 - "$run" <<'PY'
+import numpy as np, sys
+run = sys.argv[1]
+hpcml = np.loadtxt(run + "/scores.csv", delimiter=",", skiprows=1, usecols=(2, 3))
+ort = np.fromfile(run + "/ort.f32", dtype="<f4").reshape(hpcml.shape)
+d = np.abs(hpcml - ort).max()
+print(f"demo: {len(ort)} rows, hpcml-infer (the job's CSV) against ONNX Runtime: max |diff| {d:.2e}")
+sys.exit(0 if d <= 1e-5 else 1)
+PY
+
 say "7. $user tries to read zone eu's data from an ae node"
 eu_file=$data/eu/sales.csv
 echo "--- sbatch --constraint=zone-ae --dataset=$eu_file: refused at submission"
@@ -135,5 +171,5 @@ grep '"decision":"deny"' "$audit" | grep -F "$eu_file" | tail -n1 || fail "the d
 "$bin/spank/hpcml-audit" witness --node node1 --head "$audit.head" "$guard/witness"
 "$bin/spank/hpcml-audit" verify --witness "$guard/witness" --node node1 "$audit"
 echo
-echo "demo: ok. Model: $run/model.h5. Audit log: $audit."
+echo "demo: ok. Model: $run/model.h5 (ONNX: $run/model.onnx), scores: $run/scores.csv. Audit log: $audit."
 echo "demo: the cluster is still up: eval \"\$(tests/cluster/hpcml-cluster env)\"; stop it with tests/cluster/hpcml-cluster down"
