@@ -124,7 +124,7 @@ head -n 4 "$run/scores.csv"
 "$infer" export-onnx "$run/model.h5" -o "$run/model.onnx"
 # The same rows through ONNX Runtime (onnxruntime-node, installed by
 # install-deps), against the job's CSV.
-python3 - "$data/ae/churn.h5" "$run" <<'PY'
+/usr/bin/python3 - "$data/ae/churn.h5" "$run" <<'PY'
 import h5py, sys
 f = h5py.File(sys.argv[1], "r")
 latest = f.attrs["latest"]
@@ -133,7 +133,7 @@ f["versions"][latest]["features"][:].astype("<f4").tofile(sys.argv[2] + "/rows.f
 PY
 node "$top/mpi_trainer/inference/ort/ort_score.mjs" score --model "$run/model.onnx" \
   --input "$run/rows.f32" --output "$run/ort.f32" --ort-dir "$top/build/ort"
-python3 - "$run" <<'PY'
+/usr/bin/python3 - "$run" <<'PY'
 import numpy as np, sys
 run = sys.argv[1]
 hpcml = np.loadtxt(run + "/scores.csv", delimiter=",", skiprows=1, usecols=(2, 3))

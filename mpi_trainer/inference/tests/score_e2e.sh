@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# score_e2e.sh <mpiexec> <hpcml-fcache> <hpcml-train> <hpcml-infer>
+# score_e2e.sh <mpiexec> <hpcml-fcache> <hpcml-train> <hpcml-infer> <node> <ort_score.mjs> <ort dir>
 # A newcomer's path end to end: ingest a CSV, derive a standardised version,
 # train on it, then score with hpcml-infer on 1, 2 and 3 ranks:
 #  - the raw version (the model applies its recorded standardisation) and
@@ -8,9 +8,10 @@
 #    names the input version's digest and the model file's SHA-256, whose
 #    own lineage names the training version's digest (an auditor's walk);
 #  - a CSV input with its columns in another order scores the same;
+#  - the model exported to ONNX gives hpcml-infer's numbers in ONNX Runtime;
 #  - a different schema, a bad CSV cell and a missing model fail clearly.
 set -eu
-mpiexec=$1 fcache=$2 train=$3 infer=$4
+mpiexec=$1 fcache=$2 train=$3 infer=$4 node=$5 ort_runner=$6 ort_dir=$7
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 unset HPCML_ZONE
@@ -96,6 +97,22 @@ assert (p[:, 2] == p[:, :2].argmax(1)).all()
 acc = (p[:, 2] == out["labels"][:]).mean()
 assert acc > 0.85, acc
 print(f"scores.h5 v1: lineage ok, accuracy {acc:.3f}")
+PY
+
+# The exported model in ONNX Runtime on the same rows as hpcml-infer's raw1.csv.
+run "$infer" export-onnx model.h5 -o model.onnx >/dev/null
+/usr/bin/python3 -c '
+import h5py
+h5py.File("set.h5", "r")["versions/v1/features"][:].astype("<f4").tofile("rows.f32")'
+run "$node" "$ort_runner" score --model model.onnx --input rows.f32 --output ort.f32 \
+  --ort-dir "$ort_dir" >/dev/null
+/usr/bin/python3 - <<'PY' || fail "ONNX Runtime against hpcml-infer"
+import numpy as np
+h = np.loadtxt("raw1.csv", delimiter=",", skiprows=1, usecols=(2, 3))
+o = np.fromfile("ort.f32", dtype="<f4").reshape(h.shape)
+d = np.abs(h - o).max()
+print(f"ONNX Runtime against hpcml-infer on {len(h)} rows: max |diff| {d:.2e}")
+assert d <= 1e-5
 PY
 
 # int8: the accuracy on the labels moves by at most 0.02; the lineage says int8.
