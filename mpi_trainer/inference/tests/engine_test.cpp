@@ -156,12 +156,14 @@ TEST(Engine, StandardisesRawInputAsTheDeriveDid) {
 // class boundary). The figures print, as the bench reports them.
 TEST(Engine, Int8StaysCloseToFloat) {
   for (Activation act : {Activation::kRelu, Activation::kGelu, Activation::kTanh}) {
-    trainer::ModelFile m = RandomModel(64, {256, 256}, 8, act, LossKind::kCrossEntropy, 11);
+    // Layers 0 and 1 have 128k and 256k weights (int8); the last 4k (fp32).
+    trainer::ModelFile m = RandomModel(256, {512, 512}, 8, act, LossKind::kCrossEntropy, 11);
     const std::int64_t rows = 2000;
-    const std::vector<float> x = RandomRows(rows, 64, 1.0f, 0.0f);
+    const std::vector<float> x = RandomRows(rows, 256, 1.0f, 0.0f);
     const std::vector<double> want = Reference(m, x.data(), rows);
     auto e = Engine::Create(m, {1, 512, Precision::kInt8});
     ASSERT_TRUE(e.ok()) << e.status().ToString();
+    EXPECT_EQ((*e)->int8_layers(), 2);
     std::vector<float> got(want.size());
     ASSERT_TRUE((*e)->Score(x.data(), rows, got.data(), Input::kRaw).ok());
     double worst = 0;

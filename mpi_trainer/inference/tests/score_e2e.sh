@@ -39,7 +39,8 @@ run "$fcache" ingest set.h5 --csv train.csv --entity customer --timestamp event_
   --label churned --zone ae --classification internal >/dev/null
 run "$fcache" derive set.h5 --standardize >/dev/null                            # v2
 run "$fcache" derive set.h5 --from v1 --select spend,age,calls >/dev/null       # v3: other order
-run "$train" --data set.h5 --data-version v2 --outputs 2 --hidden 16,16 --batch 100 --steps 300 \
+# 256 x 256 in the middle: a layer large enough to run in int8 below.
+run "$train" --data set.h5 --data-version v2 --outputs 2 --hidden 256,256 --batch 100 --steps 300 \
   --lr 1e-2 --log-interval 300 --output model.h5 >/dev/null
 
 # The model's lineage names the training version and its digest.
@@ -116,8 +117,9 @@ assert d <= 1e-5
 PY
 
 # int8: the accuracy on the labels moves by at most 0.02; the lineage says int8.
-run "$infer" score --model model.h5 --data set.h5 --data-version v1 --precision int8 \
-  --output int8.csv >/dev/null
+out=$(run "$infer" score --model model.h5 --data set.h5 --data-version v1 --precision int8 \
+  --output int8.csv)
+grep -q "int8 (1 of 3 layers" <<<"$out" || fail "int8 did not run on the 256 x 256 layer: $out"
 /usr/bin/python3 - <<'PY' || fail "int8"
 import json, h5py, numpy as np
 y = h5py.File("set.h5", "r")["versions/v1/labels"][:]

@@ -26,8 +26,9 @@
 namespace hpcml::inference {
 
 // kInt8: weights quantised per output channel and activations per call to
-// int8, int32 accumulation (engine.cpp); about 1e-2 from float32 on
-// probabilities (docs/inference.md has the measured change).
+// int8, int32 accumulation (engine.cpp), for layers of at least 65,536
+// weights (smaller ones stay float32: int8 is slower there); about 1e-2
+// from float32 on probabilities (docs/inference.md has the measured change).
 enum class Precision { kFloat32, kInt8 };
 
 struct EngineOptions {
@@ -49,6 +50,8 @@ class Engine {
   virtual ~Engine() = default;
 
   std::int64_t inputs() const { return inputs_; }
+  // Layers that run in int8 (0 for Precision::kFloat32).
+  virtual int int8_layers() const = 0;
   std::int64_t outputs() const { return outputs_; }
 
   // x: rows x inputs(), row-major; out: rows x outputs().
