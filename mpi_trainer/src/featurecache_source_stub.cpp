@@ -8,8 +8,7 @@ bool FeatureCacheAvailable() {
 }
 
 Result<std::unique_ptr<BatchSource>> OpenFeatureCache(const FeatureCacheConfig& config,
-                                                      std::int64_t, int, int,
-                                                      ModelLineage*) {
+                                                      std::int64_t, int, int, ModelLineage*) {
   return Unavailable(
       "--data {}: this hpcml-train was built without the featurecache library; "
       "use --synthetic",

@@ -38,10 +38,10 @@ struct FullTensor {
 // for a constant column.
 struct InputSchema {
   std::vector<std::string> feature_names;
-  std::string label_name;             // empty: unknown (synthetic data)
-  std::vector<bool> standardized;     // per feature; empty: none
-  std::vector<double> mean, scale;    // per feature; identity (0, 1) where not standardised
-  std::string standardized_by;        // the version whose derive recorded them ("v2")
+  std::string label_name;           // empty: unknown (synthetic data)
+  std::vector<bool> standardized;   // per feature; empty: none
+  std::vector<double> mean, scale;  // per feature; identity (0, 1) where not standardised
+  std::string standardized_by;      // the version whose derive recorded them ("v2")
 
   bool any_standardized() const;
 };
@@ -71,8 +71,8 @@ struct ModelLineage {
 
 struct ModelFile {
   std::string path;
-  std::string format;  // kModelFormat or "hpcml-mlp-1"
-  ModelConfig config;  // seed is not stored (0)
+  std::string format;                   // kModelFormat or "hpcml-mlp-1"
+  ModelConfig config;                   // seed is not stored (0)
   std::vector<FullTensor> tensors;      // layer order, weight then bias
   std::optional<ModelLineage> lineage;  // absent in format 1
   std::string sha256;                   // of the file's bytes (sha256sum)
