@@ -76,6 +76,10 @@ Status Scoring::Open() {
   auto m = trainer::LoadModelFile(o_.model);
   HPCML_RETURN_IF_ERROR(m.status());
   model_ = std::make_unique<trainer::ModelFile>(std::move(m).value());
+  if (o_.batch > (1 << 30) / model_->config.output_dim) {  // one block is one MPI message
+    return InvalidArgument("--batch {}: at most {} rows for {} outputs", o_.batch,
+                           (1 << 30) / model_->config.output_dim, model_->config.output_dim);
+  }
   HPCML_RETURN_IF_ERROR(CheckModelZone(*model_));
   auto in = o_.data.empty() ? OpenCsvInput(o_.csv, *model_, o_.keep)
                             : OpenVersionInput(o_.data, o_.data_version);
