@@ -315,6 +315,23 @@ Subcommand AddInfo(CLI::App& app, Out& out) {
   return s;
 }
 
+int RunStats(const QueryArgs& a, FeatureSet& fs, Out& out) {
+  auto name = fs.Resolve(a.version);
+  if (!name.ok()) return Fail(name.status());
+  auto stats = fs.Stats(*name);
+  if (!stats.ok()) return Fail(stats.status());
+  out.Print(a.json ? FormatStatsJson(a.path, *name, *stats) : FormatStats(a.path, *name, *stats));
+  return 0;
+}
+
+Subcommand AddStats(CLI::App& app, Out& out) {
+  auto a = std::make_shared<QueryArgs>();
+  Subcommand s = AddQuery(app, out, "stats", "per-column statistics of a version", a, RunStats);
+  s.cmd->add_option("version", a->version, "version (default latest)");
+  s.cmd->add_flag("--json", a->json, "JSON output");
+  return s;
+}
+
 int RunLineage(const QueryArgs& a, FeatureSet& fs, Out& out) {
   auto infos = AllInfos(fs);
   if (!infos.ok()) return Fail(infos.status());
@@ -466,9 +483,9 @@ int RunCli(int argc, char** argv) {
   app.require_subcommand(1);
   // In this order in the help.
   const std::vector<Subcommand> subcommands = {
-      AddIngest(app, out), AddDerive(app, out), AddAsof(app, out),
-      AddLs(app, out),     AddInfo(app, out),   AddLineage(app, out),
-      AddVerify(app, out), AddDiff(app, out),   AddExport(app, out)};
+      AddIngest(app, out), AddDerive(app, out), AddAsof(app, out),    AddLs(app, out),
+      AddInfo(app, out),   AddStats(app, out),  AddLineage(app, out), AddVerify(app, out),
+      AddDiff(app, out),   AddExport(app, out)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -85,7 +85,7 @@ uint64_t BlockRows(const VersionInfo& pi) {
 
 // Pass 1's result: the kept rows and, per output column, the mean and the
 // divisor applied (the standard deviation, or 1).
-struct ColumnStats {
+struct KeptRows {
   uint64_t kept = 0;
   std::vector<double> mean, scale;
 };
@@ -93,7 +93,7 @@ struct ColumnStats {
 // Pass 1: counts the kept rows and computes the mean and standard deviation
 // (population) of the standardised columns over them, in double, merged row
 // by row (Welford / Chan et al.).
-Result<ColumnStats> ComputeStats(const std::string& path, VersionReader& parent,
+Result<KeptRows> ComputeStats(const std::string& path, VersionReader& parent,
                                  const Selection& sel, const DeriveOptions& o) {
   const VersionInfo& pi = parent.info();
   const size_t nf = sel.cols.size();
@@ -101,7 +101,7 @@ Result<ColumnStats> ComputeStats(const std::string& path, VersionReader& parent,
   const bool any_std = sel.any_standardize();
   std::vector<float> x(any_std ? step * pf : 0);
   std::vector<int64_t> t(step);
-  ColumnStats s;
+  KeptRows s;
   s.mean.assign(nf, 0.0);
   s.scale.assign(nf, 1.0);
   std::vector<double> m2(nf, 0.0);
@@ -139,7 +139,7 @@ Result<ColumnStats> ComputeStats(const std::string& path, VersionReader& parent,
 // The recorded transform: parent, selection, time filter and the
 // standardisation's parameters.
 std::string DeriveTransform(const VersionInfo& pi, const DeriveOptions& o, const Selection& sel,
-                            const ColumnStats& s, const std::vector<std::string>& names) {
+                            const KeptRows& s, const std::vector<std::string>& names) {
   nlohmann::json tr = {{"op", "derive"}, {"from", pi.name}};
   if (!o.select.empty()) tr["select"] = o.select;
   if (o.since || o.until) {
@@ -187,7 +187,7 @@ Result<std::vector<ColumnScaling>> RecordedStandardization(const VersionInfo& in
 namespace {
 
 NewVersion DeriveSpec(const VersionInfo& pi, const DeriveOptions& o, const Selection& sel,
-                      const ColumnStats& s, const std::string& classification) {
+                      const KeptRows& s, const std::string& classification) {
   NewVersion spec;
   for (size_t j = 0; j < sel.cols.size(); ++j) {
     spec.feature_names.push_back(pi.feature_names[sel.cols[j]]);
@@ -207,7 +207,7 @@ NewVersion DeriveSpec(const VersionInfo& pi, const DeriveOptions& o, const Selec
 }
 
 // Pass 2: filter, select, standardise, append to the started version.
-Status WriteDerived(VersionReader& parent, const Selection& sel, const ColumnStats& s,
+Status WriteDerived(VersionReader& parent, const Selection& sel, const KeptRows& s,
                     const DeriveOptions& o, FeatureSetWriter& writer) {
   const VersionInfo& pi = parent.info();
   const size_t nf = sel.cols.size();
@@ -255,7 +255,7 @@ Result<VersionInfo> Derive(const std::string& path, const DeriveOptions& o) {
   HPCML_ASSIGN_OR_RETURN(Selection sel, SelectColumns(path, pi, o));
   HPCML_ASSIGN_OR_RETURN(std::string classification,
                          ChildClassification(pi.classification, o.classification));
-  HPCML_ASSIGN_OR_RETURN(ColumnStats stats, ComputeStats(path, parent, sel, o));
+  HPCML_ASSIGN_OR_RETURN(KeptRows stats, ComputeStats(path, parent, sel, o));
   HPCML_RETURN_IF_ERROR(
       writer.StartVersion(DeriveSpec(pi, o, sel, stats, classification)).status());
   HPCML_RETURN_IF_ERROR(WriteDerived(parent, sel, stats, o, writer));

@@ -156,6 +156,19 @@ Result<std::string> FeatureSet::Resolve(std::string_view spec) const {
   return name;
 }
 
+Result<VersionStats> FeatureSet::Stats(std::string_view spec) const {
+  h5::SilenceErrorPrinting();
+  HPCML_ASSIGN_OR_RETURN(std::string name, Resolve(spec));
+  const std::string group_path = fmt::format("/{}/{}", kVersionsGroup, name);
+  HPCML_ASSIGN_OR_RETURN(
+      h5::Group g,
+      h5::Own<h5::Group>(H5Gopen2(file_->get(), group_path.c_str(), H5P_DEFAULT),
+                         StatusCode::kCorrupt, fmt::format("{}: {}", path_, group_path)));
+  auto stats = ReadStats(g.get(), name);
+  if (!stats.ok()) return stats.status().WithContext(path_);
+  return stats;
+}
+
 Result<VersionInfo> FeatureSet::Info(std::string_view spec) const {
   h5::SilenceErrorPrinting();
   HPCML_ASSIGN_OR_RETURN(std::string name, Resolve(spec));

@@ -78,6 +78,7 @@ NewVersion IngestSpec(const IngestOptions& o, const IngestColumns& c) {
   spec.operation = "ingest";
   spec.classification = o.classification;
   spec.chunk_rows = o.chunk_rows;
+  spec.statistics = o.statistics;
   // Every row takes at least one byte per field plus its line end.
   struct stat st;
   if (::stat(o.csv_path.c_str(), &st) == 0)

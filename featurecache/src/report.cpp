@@ -1,5 +1,7 @@
 #include "report.hpp"
 
+#include <cmath>
+
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -109,6 +111,50 @@ std::string FormatInfoJson(const std::string& path, const VersionInfo& v) {
                         {"labels", v.digests.labels},
                         {"entity_ids", v.digests.entity_ids},
                         {"timestamps", v.digests.timestamps}}}};
+  return JsonText(j, 2) + "\n";
+}
+
+std::string FormatStats(const std::string& path, const std::string& version,
+                        const VersionStats& s) {
+  std::string out = fmt::format("{} {}: {} rows; percentiles from a sample of {} rows\n", path,
+                                version, s.rows, s.sample_rows());
+  out +=
+      fmt::format("{:<24} {:>10} {:>8} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12}\n",
+                  "column", "count", "missing", "min", "max", "mean", "std", "p01", "p50", "p99");
+  for (size_t c = 0; c < s.columns.size(); ++c) {
+    const ColumnStats& x = s.columns[c];
+    out += fmt::format(
+        "{:<24} {:>10} {:>8} {:>12.6g} {:>12.6g} {:>12.6g} {:>12.6g} {:>12.6g} {:>12.6g} "
+        "{:>12.6g}\n",
+        x.name, x.count, x.missing, x.min, x.max, x.mean, x.std, s.Quantile(c, 0.01),
+        s.Quantile(c, 0.5), s.Quantile(c, 0.99));
+  }
+  return out;
+}
+
+std::string FormatStatsJson(const std::string& path, const std::string& version,
+                            const VersionStats& s) {
+  nlohmann::ordered_json j = {
+      {"file", path}, {"version", version}, {"rows", s.rows}, {"sample_rows", s.sample_rows()}};
+  // NaN (a column without values) is not JSON: null.
+  auto num = [](double v) {
+    return std::isnan(v) ? nlohmann::ordered_json() : nlohmann::ordered_json(v);
+  };
+  nlohmann::ordered_json cols = nlohmann::ordered_json::array();
+  for (size_t c = 0; c < s.columns.size(); ++c) {
+    const ColumnStats& x = s.columns[c];
+    cols.push_back({{"name", x.name},
+                    {"count", x.count},
+                    {"missing", x.missing},
+                    {"min", num(x.min)},
+                    {"max", num(x.max)},
+                    {"mean", num(x.mean)},
+                    {"std", num(x.std)},
+                    {"p01", num(s.Quantile(c, 0.01))},
+                    {"p50", num(s.Quantile(c, 0.5))},
+                    {"p99", num(s.Quantile(c, 0.99))}});
+  }
+  j["columns"] = cols;
   return JsonText(j, 2) + "\n";
 }
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "hpcml/featurecache/format.hpp"
+#include "hpcml/featurecache/stats.hpp"
 
 namespace hpcml::featurecache {
 
@@ -16,6 +17,12 @@ std::string FormatVersionList(const std::vector<VersionInfo>& versions, const st
 std::string FormatInfo(const std::string& path, const VersionInfo& v);
 // The same as a JSON object.
 std::string FormatInfoJson(const std::string& path, const VersionInfo& v);
+
+// `hpcml-fcache stats`: per column count, missing, min, max, mean, std and
+// the 1st, 50th and 99th percentiles of the stored sample.
+std::string FormatStats(const std::string& path, const std::string& version, const VersionStats& s);
+std::string FormatStatsJson(const std::string& path, const std::string& version,
+                            const VersionStats& s);
 
 // Lineage of `version` as an indented tree down to the sources. `all` holds
 // every version of the file (by name); a parent missing from it, or whose

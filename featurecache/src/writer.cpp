@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <random>
 #include <set>
 #include <thread>
@@ -27,6 +28,7 @@
 #include "hpcml/common/time.hpp"
 #include "hpcml/common/unique_fd.hpp"
 #include "hpcml/featurecache/access.hpp"
+#include "hpcml/featurecache/stats.hpp"
 #include "hpcml/featurecache/timeutil.hpp"
 
 namespace hpcml::featurecache {
@@ -136,6 +138,7 @@ struct FeatureSetWriter::Impl {
   std::vector<int64_t> be, bt;
   uint64_t buffered = 0;
   Sha256 hx, hy, he, ht;
+  std::optional<StatsAccumulator> stats;  // unless spec.statistics is false
 
   ~Impl() { Abort(); }
 
@@ -345,6 +348,7 @@ struct FeatureSetWriter::Impl {
     HPCML_RETURN_IF_ERROR(
         WriteSlab(dx.get(), H5T_NATIVE_FLOAT, bx.data(), rows, n, true, kFeatures));
     hx.Update(bx.data(), n * nfeat * sizeof(float));
+    if (stats) stats->Add(bx.data(), dy.valid() ? by.data() : nullptr, n);
     if (dy.valid()) {
       HPCML_RETURN_IF_ERROR(
           WriteSlab(dy.get(), H5T_NATIVE_FLOAT, by.data(), rows, n, false, kLabels));
@@ -472,6 +476,11 @@ Result<std::string> FeatureSetWriter::StartVersion(const NewVersion& spec) {
   if (w.dy.valid()) w.by.resize(w.block_rows);
   w.be.resize(w.block_rows);
   w.bt.resize(w.block_rows);
+  if (spec.statistics) {
+    std::vector<std::string> columns = spec.feature_names;
+    if (!spec.label_name.empty()) columns.push_back(spec.label_name);
+    w.stats.emplace(std::move(columns), !spec.label_name.empty());
+  }
   w.started = true;
   return w.version_name;
 }
@@ -537,6 +546,7 @@ Status FeatureSetWriter::Impl::WriteDigestsAndAttrs(const VersionInfo& info) {
   HPCML_RETURN_IF_ERROR(h5::WriteAttr(de.get(), "sha256", info.digests.entity_ids));
   HPCML_RETURN_IF_ERROR(h5::WriteAttr(dt.get(), "sha256", info.digests.timestamps));
   HPCML_RETURN_IF_ERROR(WriteVersionAttrs(version_group.get(), info));
+  if (stats) HPCML_RETURN_IF_ERROR(WriteStats(version_group.get(), stats->Finish()));
   std::string classification = spec.classification;
   if (!creating) {
     auto old_level = ClassificationLevel(file_classification);

@@ -18,6 +18,7 @@
 #include "hpcml/common/h5.hpp"
 #include "hpcml/common/status.hpp"
 #include "hpcml/featurecache/format.hpp"
+#include "hpcml/featurecache/stats.hpp"
 
 namespace hpcml::featurecache {
 
@@ -69,6 +70,9 @@ class FeatureSet {
   Result<std::string> Resolve(std::string_view spec) const;
   // A version's attributes, including the per-dataset digests.
   Result<VersionInfo> Info(std::string_view spec) const;
+  // The statistics recorded when the version was written (stats.hpp);
+  // NotFound for a version written before they were recorded.
+  Result<VersionStats> Stats(std::string_view spec) const;
   // Opens a version's datasets and checks their shapes against its
   // attributes (Corrupt on any mismatch).
   Result<VersionReader> OpenVersion(std::string_view spec) const;

@@ -22,6 +22,7 @@ struct IngestOptions {
   int compression = 0;                       // deflate level 0..9
   char delimiter = ',';
   double lock_timeout_s = 600;
+  bool statistics = true;  // per-column statistics while writing (stats.hpp)
 };
 
 // Errors name the CSV, line and column of the first bad cell. `warnings`

@@ -52,6 +52,7 @@ struct NewVersion {
   uint64_t chunk_rows = 0;     // 0: ChunkRowsFor(features, expected_rows)
   uint64_t expected_rows = 0;  // upper bound on the rows, when known (sizes chunks)
   int compression = 0;         // deflate level 0..9 (0: none)
+  bool statistics = true;      // per-column statistics while writing (stats.hpp)
 };
 
 class FeatureSetWriter {

@@ -1,0 +1,76 @@
+// Per-column statistics of a version, computed while it is written (one pass
+// over the rows the writer already holds; no second read), stored in the
+// version's "stats" group (docs/featurecache.md), readable with h5py:
+//
+//   /versions/v<N>/stats/       attrs: columns (the features, then the label),
+//                                      rows, sample_rows, seed
+//       count, missing          uint64 [columns]   non-missing and NaN values
+//       min, max, mean, std     float64 [columns]  over the non-missing values
+//                                                  (std: population); NaN when
+//                                                  a column has no values
+//       sample                  float32 [sample_rows, columns]: a uniform
+//                               sample of whole rows (reservoir sampling,
+//                               seeded, so the same rows give the same sample)
+//
+// The sample is the distribution summary: quantiles (Quantile) and, for
+// drift, a two-sample comparison; with k = 4096 rows a quantile's rank is
+// within about 1/sqrt(k) = 1.6% of the truth.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "hpcml/common/h5.hpp"
+#include "hpcml/common/status.hpp"
+
+namespace hpcml::featurecache {
+
+inline constexpr uint64_t kStatsSampleRows = 4096;
+
+struct ColumnStats {
+  std::string name;
+  uint64_t count = 0, missing = 0;
+  double min = 0, max = 0, mean = 0, std = 0;
+};
+
+struct VersionStats {
+  uint64_t rows = 0;
+  std::vector<ColumnStats> columns;  // the features, then the label when there is one
+  uint64_t seed = 0;
+  // sample_rows x columns, row-major.
+  std::vector<float> sample;
+  uint64_t sample_rows() const { return columns.empty() ? 0 : sample.size() / columns.size(); }
+
+  // The q-quantile (0..1) of column c in the sample, missing values left
+  // out; NaN when the sample has none of that column.
+  double Quantile(size_t c, double q) const;
+};
+
+class StatsAccumulator {
+ public:
+  // `columns`: feature names, then the label's name when there is one.
+  StatsAccumulator(std::vector<std::string> columns, bool has_label, uint64_t seed = 0);
+
+  // x: rows x features (row-major); y: rows labels, or null without a label.
+  void Add(const float* x, const float* y, uint64_t rows);
+  VersionStats Finish() const;
+
+ private:
+  void Sample(const float* x, const float* y, uint64_t row);
+
+  std::vector<std::string> names_;
+  size_t features_;
+  bool has_label_;
+  uint64_t seed_, rows_ = 0, rng_;
+  std::vector<uint64_t> count_;
+  std::vector<double> shift_, s1_, s2_, min_, max_;
+  std::vector<float> sample_;
+};
+
+// The "stats" group of a version group, and back. ReadStats: NotFound when
+// the version has none (written before statistics existed).
+Status WriteStats(hid_t version_group, const VersionStats& stats);
+Result<VersionStats> ReadStats(hid_t version_group, std::string_view version);
+
+}  // namespace hpcml::featurecache

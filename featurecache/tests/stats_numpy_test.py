@@ -1,0 +1,81 @@
+#!/usr/bin/python3
+"""The statistics hpcml-fcache stores with a version, against numpy on the
+same rows (an independent computation): count, missing, min, max, mean, std
+per feature and the label, with NaN cells; the sample's percentiles against
+numpy's within the sample's rank error; and `hpcml-fcache stats --json`.
+
+usage: stats_numpy_test.py <hpcml-fcache binary>"""
+import json
+import subprocess
+import sys
+import tempfile
+
+import h5py
+import numpy as np
+
+
+def run(*args):
+    r = subprocess.run(args, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"FAIL: {' '.join(args)} ({r.returncode}): {r.stderr}")
+    return r.stdout
+
+
+def main():
+    fcache = sys.argv[1]
+    rng = np.random.default_rng(11)
+    n = 50000
+    with tempfile.TemporaryDirectory() as tmp:
+        csv = f"{tmp}/rows.csv"
+        a = rng.normal(1000.0, 25.0, n)
+        b = rng.exponential(3.0, n)
+        b_holes = rng.random(n) < 0.1
+        y = rng.integers(0, 3, n)
+        with open(csv, "w") as f:
+            f.write("id,t,y,a,b\n")
+            for i in range(n):
+                bv = "nan" if b_holes[i] else f"{b[i]:.6g}"
+                f.write(f"{i},{1700000000 + i},{y[i]},{a[i]:.6f},{bv}\n")
+        run(fcache, "ingest", f"{tmp}/set.h5", "--csv", csv, "--entity", "id", "--timestamp", "t",
+            "--label", "y", "--zone", "ae", "--classification", "internal")
+        v = h5py.File(f"{tmp}/set.h5", "r")["versions/v1"]
+        st = v["stats"]
+        cols = [c.decode() if isinstance(c, bytes) else c for c in st.attrs["columns"]]
+        assert cols == ["a", "b", "y"], cols
+        data = np.column_stack([v["features"][:].astype(np.float64), v["labels"][:]])
+        worst = 0.0
+        for c, name in enumerate(cols):
+            x = data[:, c]
+            ok = ~np.isnan(x)
+            want = {"count": ok.sum(), "missing": (~ok).sum(), "min": x[ok].min(),
+                    "max": x[ok].max(), "mean": x[ok].mean(), "std": x[ok].std()}
+            for k, w in want.items():
+                got = st[k][c]
+                tol = 1e-9 * max(1.0, abs(w))
+                if not abs(got - w) <= tol:
+                    sys.exit(f"FAIL: {name} {k}: stored {got}, numpy {w}")
+                worst = max(worst, abs(got - w) / max(1.0, abs(w)))
+            # Percentiles of the stored sample: their rank in the full column
+            # (an interval, for tied values) within 3/sqrt(k) of the asked one.
+            sample = st["sample"][:, c].astype(np.float64)
+            sample = sample[~np.isnan(sample)]
+            full = np.sort(x[ok])
+            tol = 3 / np.sqrt(len(sample))
+            for q in (0.01, 0.5, 0.99):
+                value = np.quantile(sample, q)
+                lo = np.searchsorted(full, value, "left") / len(full)
+                hi = np.searchsorted(full, value, "right") / len(full)
+                if q < lo - tol or q > hi + tol:
+                    sys.exit(f"FAIL: {name} p{q}: the sample's quantile has rank {lo:.4f}-{hi:.4f}")
+        out = json.loads(run(fcache, "stats", f"{tmp}/set.h5", "--json"))
+        assert out["rows"] == n and out["sample_rows"] == 4096, out
+        b_json = out["columns"][1]
+        assert b_json["name"] == "b" and b_json["missing"] == int(b_holes.sum()), b_json
+        text = run(fcache, "stats", f"{tmp}/set.h5")
+        assert "p99" in text and "\nb " in text, text
+        print(f"stats match numpy (largest relative difference {worst:.1e}) on {n} rows; "
+              f"sample percentiles within their rank error")
+
+
+if __name__ == "__main__":
+    main()
