@@ -12,6 +12,7 @@
 
 #include "asof.hpp"
 #include "derive.hpp"
+#include "drift.hpp"
 #include "export.hpp"
 #include "hpcml/common/log.hpp"
 #include "hpcml/common/strings.hpp"
@@ -261,6 +262,7 @@ struct QueryArgs {
   std::string path, version, version_b, output;
   bool json = false, dot = false, exit_code = false;
   uint64_t limit = 0;
+  DriftOptions drift;
 };
 
 using Query = int (*)(const QueryArgs&, FeatureSet&, Out&);
@@ -328,6 +330,32 @@ Subcommand AddStats(CLI::App& app, Out& out) {
   auto a = std::make_shared<QueryArgs>();
   Subcommand s = AddQuery(app, out, "stats", "per-column statistics of a version", a, RunStats);
   s.cmd->add_option("version", a->version, "version (default latest)");
+  s.cmd->add_flag("--json", a->json, "JSON output");
+  return s;
+}
+
+// Exit 3 when a column drifted, so a pipeline can gate retraining on it.
+int RunDrift(const QueryArgs& a, FeatureSet& fs, Out& out) {
+  auto r = Drift(fs, a.version, a.version_b, a.drift);
+  if (!r.ok()) return Fail(r.status());
+  out.Print(a.json ? FormatDriftJson(a.path, *r, a.drift) : FormatDrift(a.path, *r, a.drift));
+  return r->any_drift() ? kExitDiffers : 0;
+}
+
+Subcommand AddDrift(CLI::App& app, Out& out) {
+  auto a = std::make_shared<QueryArgs>();
+  Subcommand s = AddQuery(app, out, "drift",
+                          "PSI and Kolmogorov-Smirnov per column between two versions; exit 3 on "
+                          "drift",
+                          a, RunDrift);
+  s.cmd->add_option("a", a->version, "reference version")->required();
+  s.cmd->add_option("b", a->version_b, "version compared with it")->required();
+  s.cmd->add_option("--psi", a->drift.psi_threshold, "PSI above which a column drifted")
+      ->capture_default_str();
+  s.cmd->add_option("--ks", a->drift.ks_threshold, "KS statistic above which a column drifted")
+      ->capture_default_str();
+  s.cmd->add_flag("--exact", a->drift.exact,
+                  "compare the full columns (default: the stored 4096-row samples)");
   s.cmd->add_flag("--json", a->json, "JSON output");
   return s;
 }
@@ -485,7 +513,7 @@ int RunCli(int argc, char** argv) {
   const std::vector<Subcommand> subcommands = {
       AddIngest(app, out), AddDerive(app, out), AddAsof(app, out),    AddLs(app, out),
       AddInfo(app, out),   AddStats(app, out),  AddLineage(app, out), AddVerify(app, out),
-      AddDiff(app, out),   AddExport(app, out)};
+      AddDiff(app, out),   AddDrift(app, out),  AddExport(app, out)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
