@@ -3,17 +3,20 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <fmt/ranges.h>
 #include <CLI/CLI.hpp>
 #include <charconv>
 #include <cstdio>
 #include <functional>
 #include <iostream>
 #include <memory>
+#include <nlohmann/json.hpp>
 
 #include "asof.hpp"
 #include "derive.hpp"
 #include "drift.hpp"
 #include "export.hpp"
+#include "hpcml/common/json.hpp"
 #include "hpcml/common/log.hpp"
 #include "hpcml/common/strings.hpp"
 #include "hpcml/common/unique_fd.hpp"
@@ -23,6 +26,7 @@
 #include "hpcml/featurecache/timeutil.hpp"
 #include "hpcml/featurecache/writer.hpp"
 #include "report.hpp"
+#include "rules.hpp"
 
 namespace hpcml::featurecache {
 namespace {
@@ -87,7 +91,7 @@ struct Subcommand {
 
 struct IngestArgs {
   IngestOptions opts;
-  std::string path, features, delimiter = ",";
+  std::string path, features, delimiter = ",", rules;
 };
 
 int RunIngest(IngestArgs& a, Out& out) {
@@ -95,6 +99,18 @@ int RunIngest(IngestArgs& a, Out& out) {
   auto d = ParseDelimiter(a.delimiter);
   if (!d.ok()) return Fail(d.status());
   a.opts.delimiter = *d;
+  if (!a.rules.empty()) {
+    auto rules = Rules::Load(a.rules);
+    if (!rules.ok()) return Fail(rules.status());
+    // Checked on the new version's statistics before it is published.
+    a.opts.before_publish = [r = *rules, has_label = !a.opts.label_column.empty()](
+                                const VersionStats& stats) -> Status {
+      HPCML_ASSIGN_OR_RETURN(std::vector<std::string> broken, CheckRules(r, stats, has_label));
+      if (broken.empty()) return Status::Ok();
+      return FailedPrecondition("the batch breaks {} rule(s) of {}; no version was added:\n  {}",
+                                broken.size(), r.source, fmt::join(broken, "\n  "));
+    };
+  }
   std::vector<std::string> warnings;
   auto r = Ingest(a.path, a.opts, &warnings);
   for (const auto& w : warnings) out.log.warn("{}", w);
@@ -126,6 +142,8 @@ Subcommand AddIngest(CLI::App& app, Out& out) {
       ->check(CLI::Range(0, 9));
   c->add_option("--delimiter", a->delimiter, "field delimiter (default ,)");
   c->add_option("--lock-timeout", o.lock_timeout_s, "seconds to wait for another writer");
+  c->add_option("--rules", a->rules,
+                "validation rules (TOML): a batch that breaks one is not added");
   return {c, [a, &out] { return RunIngest(*a, out); }};
 }
 
@@ -360,6 +378,46 @@ Subcommand AddDrift(CLI::App& app, Out& out) {
   return s;
 }
 
+// The broken rules, one per line; exit 3 when any, so a pipeline can stop.
+int RunValidate(const QueryArgs& a, FeatureSet& fs, Out& out) {
+  auto rules = Rules::Load(a.output);
+  if (!rules.ok()) return Fail(rules.status());
+  auto name = fs.Resolve(a.version);
+  if (!name.ok()) return Fail(name.status());
+  auto info = fs.Info(*name);
+  if (!info.ok()) return Fail(info.status());
+  auto stats = fs.Stats(*name);
+  if (!stats.ok()) return Fail(stats.status());
+  auto broken = CheckRules(*rules, *stats, info->has_labels());
+  if (!broken.ok()) return Fail(broken.status());
+  if (a.json) {
+    out.Print(JsonText(nlohmann::ordered_json{{"file", a.path},
+                                              {"version", *name},
+                                              {"rules", a.output},
+                                              {"ok", broken->empty()},
+                                              {"broken", *broken}},
+                       2) +
+              "\n");
+  } else {
+    std::string text = fmt::format("{} {}: {} against {}\n", a.path, *name,
+                                   broken->empty() ? "every rule holds" : "rules broken", a.output);
+    for (const std::string& b : *broken) text += "  " + b + "\n";
+    out.Print(text);
+  }
+  return broken->empty() ? 0 : kExitDiffers;
+}
+
+Subcommand AddValidate(CLI::App& app, Out& out) {
+  auto a = std::make_shared<QueryArgs>();
+  Subcommand s = AddQuery(app, out, "validate",
+                          "check a version against validation rules (TOML); exit 3 when one breaks",
+                          a, RunValidate);
+  s.cmd->add_option("version", a->version, "version (default latest)");
+  s.cmd->add_option("--rules", a->output, "rules file (docs/featurecache.md)")->required();
+  s.cmd->add_flag("--json", a->json, "JSON output");
+  return s;
+}
+
 int RunLineage(const QueryArgs& a, FeatureSet& fs, Out& out) {
   auto infos = AllInfos(fs);
   if (!infos.ok()) return Fail(infos.status());
@@ -511,9 +569,9 @@ int RunCli(int argc, char** argv) {
   app.require_subcommand(1);
   // In this order in the help.
   const std::vector<Subcommand> subcommands = {
-      AddIngest(app, out), AddDerive(app, out), AddAsof(app, out),    AddLs(app, out),
-      AddInfo(app, out),   AddStats(app, out),  AddLineage(app, out), AddVerify(app, out),
-      AddDiff(app, out),   AddDrift(app, out),  AddExport(app, out)};
+      AddIngest(app, out), AddDerive(app, out), AddAsof(app, out),     AddLs(app, out),
+      AddInfo(app, out),   AddStats(app, out),  AddLineage(app, out),  AddVerify(app, out),
+      AddDiff(app, out),   AddDrift(app, out),  AddValidate(app, out), AddExport(app, out)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

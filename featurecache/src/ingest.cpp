@@ -233,6 +233,10 @@ Result<VersionInfo> Ingest(const std::string& path, const IngestOptions& o,
   HPCML_ASSIGN_OR_RETURN(std::string sha, csv.Sha256Hex());
   s->sources = {SourceRef{"file://" + csv_canonical, sha}};
   s->transform = IngestTransform(o, csv_canonical, spec.feature_names);
+  if (o.before_publish) {
+    HPCML_ASSIGN_OR_RETURN(VersionStats stats, writer.Statistics());
+    HPCML_RETURN_IF_ERROR(o.before_publish(stats));  // the writer aborts when it goes
+  }
   return writer.Commit();
 }
 

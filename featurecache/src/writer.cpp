@@ -580,6 +580,15 @@ Status FeatureSetWriter::Impl::Publish() {
   return synced;
 }
 
+Result<VersionStats> FeatureSetWriter::Statistics() {
+  Impl& w = *impl_;
+  if (!w.started || !w.stats) {
+    return FailedPrecondition("{}: the new version is written without statistics", w.path);
+  }
+  HPCML_RETURN_IF_ERROR(w.Flush());
+  return w.stats->Finish();
+}
+
 Result<VersionInfo> FeatureSetWriter::Commit() {
   Impl& w = *impl_;
   if (!w.started) return FailedPrecondition("{}: Commit before StartVersion", w.path);

@@ -2,11 +2,13 @@
 // one write block, whatever the size of the CSV.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "hpcml/common/status.hpp"
 #include "hpcml/featurecache/format.hpp"
+#include "hpcml/featurecache/stats.hpp"
 
 namespace hpcml::featurecache {
 
@@ -23,6 +25,9 @@ struct IngestOptions {
   char delimiter = ',';
   double lock_timeout_s = 600;
   bool statistics = true;  // per-column statistics while writing (stats.hpp)
+  // Called with the new version's statistics before it is published; an
+  // error aborts the ingest and nothing is added (validation rules).
+  std::function<Status(const VersionStats&)> before_publish;
 };
 
 // Errors name the CSV, line and column of the first bad cell. `warnings`

@@ -27,6 +27,7 @@
 
 #include "hpcml/common/status.hpp"
 #include "hpcml/featurecache/format.hpp"
+#include "hpcml/featurecache/stats.hpp"
 
 namespace hpcml::featurecache {
 
@@ -79,6 +80,10 @@ class FeatureSetWriter {
   Status Append(const float* x, const float* y, const int64_t* entity_ids,
                 const int64_t* timestamps, uint64_t rows);
   uint64_t rows() const;
+  // The statistics of the rows appended so far (stats.hpp), before Commit:
+  // for checks that decide whether the version is published at all.
+  // FailedPrecondition when the version is written without statistics.
+  Result<VersionStats> Statistics();
 
   // Writes digests and attributes, publishes the file (steps 3 and 4) and
   // releases the lock. A version with no rows is refused.
