@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "hpcml/featurecache/feature_set.hpp"
 #include "hpcml/featurecache/loader.hpp"
 
 namespace hpcml::trainer {
@@ -61,6 +62,29 @@ class FeatureCacheSource final : public BatchSource {
   std::int64_t rows_;
 };
 
+// The statistics stored with the training version, for skew checks when
+// scoring. The file is opened again by path, so they are taken only when
+// that version still has the digest the loader opened (versions are
+// immutable; a mismatch would mean another file at the path): else none.
+std::optional<InputSchema::Stats> TrainingStats(const std::string& path, const fc::VersionInfo& v) {
+  auto fs = fc::FeatureSet::Open(path);
+  if (!fs.ok()) return std::nullopt;
+  auto info = fs->Info(v.name);
+  auto st = fs->Stats(v.name);
+  if (!info.ok() || info->data_sha256 != v.data_sha256 || !st.ok()) return std::nullopt;
+  InputSchema::Stats out;
+  for (size_t c = 0; c < v.features(); ++c) {
+    const fc::ColumnStats& x = st->columns[c];
+    const double total = static_cast<double>(x.count + x.missing);
+    out.mean.push_back(x.mean);
+    out.std.push_back(x.std);
+    out.min.push_back(x.min);
+    out.max.push_back(x.max);
+    out.missing.push_back(total > 0 ? static_cast<double>(x.missing) / total : 0.0);
+  }
+  return out;
+}
+
 // The version as the model file's lineage records it (from the loader's
 // info: the version that was opened and checked, not a fresh lookup).
 Status DescribeInput(const FeatureCacheConfig& config, const fc::Loader& loader,
@@ -77,6 +101,7 @@ Status DescribeInput(const FeatureCacheConfig& config, const fc::Loader& loader,
   InputSchema& in = lineage->input;
   in.feature_names = v.feature_names;
   in.label_name = v.label_name;
+  in.stats = TrainingStats(config.path, v);
   HPCML_ASSIGN_OR_RETURN(std::vector<fc::ColumnScaling> scaling, fc::RecordedStandardization(v));
   if (scaling.empty()) return Status::Ok();
   in.standardized.assign(v.features(), false);

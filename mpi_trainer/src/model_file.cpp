@@ -110,6 +110,14 @@ std::string LineageJson(const ModelLineage& l) {
                 {"mean", l.input.mean},
                 {"scale", l.input.scale},
                 {"standardized_by", l.input.standardized_by}};
+  if (l.input.stats) {
+    const InputSchema::Stats& st = *l.input.stats;
+    j["input"]["stats"] = {{"mean", st.mean},
+                           {"std", st.std},
+                           {"min", st.min},
+                           {"max", st.max},
+                           {"missing", st.missing}};
+  }
   j["created_at"] = l.created_at;
   j["created_by"] = l.created_by;
   j["job_id"] = l.job_id;
@@ -142,6 +150,22 @@ Result<ModelLineage> ParseLineageJson(std::string_view text) {
     l.input.mean = Get<std::vector<double>>(in, "mean", {});
     l.input.scale = Get<std::vector<double>>(in, "scale", {});
     l.input.standardized_by = Get<std::string>(in, "standardized_by", "");
+    if (in.contains("stats")) {
+      const json& st = in.at("stats");
+      // NaN (a feature without values) is written as null.
+      auto numbers = [&](const char* key) {
+        std::vector<double> v;
+        for (const json& e : st.at(key)) v.push_back(e.is_null() ? NAN : e.get<double>());
+        return v;
+      };
+      InputSchema::Stats x{numbers("mean"), numbers("std"), numbers("min"), numbers("max"),
+                           numbers("missing")};
+      const size_t f = l.input.feature_names.size();
+      for (const auto* v : {&x.mean, &x.std, &x.min, &x.max, &x.missing}) {
+        if (v->size() != f) return Corrupt("lineage: input.stats must have one entry per feature");
+      }
+      l.input.stats = std::move(x);
+    }
     l.created_at = Get<std::string>(j, "created_at", "");
     l.created_by = Get<std::string>(j, "created_by", "");
     l.job_id = Get<std::string>(j, "job_id", "");

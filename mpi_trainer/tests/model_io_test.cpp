@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 
 namespace hpcml::trainer {
@@ -49,6 +50,8 @@ TEST_F(ModelIoTest, GatherSaveLoadRoundTrip) {
   lin.input.mean = {40.5, 0, 12.25};
   lin.input.scale = {9.75, 1, 3.5};
   lin.input.standardized_by = "v2";
+  lin.input.stats =
+      InputSchema::Stats{{0.0, 5.5, NAN}, {1, 2, NAN}, {-3, 0, NAN}, {3, 9, NAN}, {0, 0.25, 1}};
   lin.job_id = "42";
   lin.attempt = "1";
   lin.settings = R"({"lr":0.003,"steps":10})";
@@ -72,6 +75,9 @@ TEST_F(ModelIoTest, GatherSaveLoadRoundTrip) {
   ASSERT_TRUE(back->lineage.has_value());
   EXPECT_EQ(LineageJson(*back->lineage), LineageJson(lin));
   EXPECT_EQ(back->lineage->input.scale[2], 3.5);
+  ASSERT_TRUE(back->lineage->input.stats.has_value());
+  EXPECT_EQ(back->lineage->input.stats->max[1], 9);
+  EXPECT_TRUE(std::isnan(back->lineage->input.stats->mean[2])) << "NaN is written as null";
 }
 
 // A model file whose dims disagree with a tensor, or whose lineage names a

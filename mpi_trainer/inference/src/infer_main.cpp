@@ -51,6 +51,13 @@ void AddScore(CLI::App& app, Args& a) {
                 "(docs/inference.md has the accuracy change)")
       ->check(CLI::IsMember({"fp32", "int8"}))
       ->capture_default_str();
+  s->add_option("--skew-warn", o.skew_warn,
+                "report features whose mean moved more than this many training standard "
+                "deviations from the training version's")
+      ->capture_default_str();
+  s->add_option("--max-skew", o.max_skew,
+                "fail, before scoring, when a feature's mean moved more than this (0: never)")
+      ->capture_default_str();
   s->add_option("--threads", o.threads,
                 "math threads per rank (default: OMP_NUM_THREADS, SLURM_CPUS_PER_TASK or the "
                 "rank's cores)");

@@ -45,6 +45,11 @@ class VersionInput final : public InputData {
     return Status::Ok();
   }
   const fc::VersionReader* version() const override { return &reader_; }
+  std::optional<fc::VersionStats> stats() const override {
+    auto s = fs_.Stats(reader_.info().name);
+    if (!s.ok()) return std::nullopt;
+    return std::move(s).value();
+  }
   const std::string& uri() const override { return uri_; }
   const std::string& digest() const override { return reader_.info().data_sha256; }
 
@@ -70,6 +75,7 @@ class CsvInput final : public InputData {
     return Status::Ok();
   }
   std::vector<std::string> id_names() const override { return keep_; }
+  std::optional<fc::VersionStats> stats() const override { return stats_; }
   const std::string& uri() const override { return uri_; }
   const std::string& digest() const override { return sha256_; }
   Status Ids(std::uint64_t first, std::uint64_t n, std::vector<std::string>* cells) const override {
@@ -92,6 +98,7 @@ class CsvInput final : public InputData {
   std::vector<std::string> ids_;
   std::uint64_t rows_ = 0;
   std::vector<fc::ColumnScaling> none_;
+  std::optional<fc::VersionStats> stats_;
 };
 
 Status CsvInput::FindColumns(const fc::CsvReader& csv, const trainer::ModelFile& model) {
@@ -148,6 +155,9 @@ Status CsvInput::Load(fc::CsvReader& csv, const trainer::ModelFile& model) {
   if (rows_ == 0) return InvalidArgument("{}: no rows to score", path_);
   uri_ = "file://" + csv.path();
   HPCML_ASSIGN_OR_RETURN(sha256_, csv.Sha256Hex());
+  fc::StatsAccumulator acc(names_, /*has_label=*/false);
+  acc.Add(x_.data(), nullptr, rows_);
+  stats_ = acc.Finish();
   return Status::Ok();
 }
 

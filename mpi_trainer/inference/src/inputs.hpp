@@ -4,11 +4,13 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "hpcml/common/status.hpp"
 #include "hpcml/featurecache/feature_set.hpp"
+#include "hpcml/featurecache/stats.hpp"
 #include "hpcml/trainer/model_file.hpp"
 
 namespace hpcml::inference {
@@ -33,6 +35,9 @@ class InputData {
   // version's data digest, or "file:///abs/in.csv" and the file's SHA-256.
   virtual const std::string& uri() const = 0;
   virtual const std::string& digest() const = 0;
+  // The input's per-column statistics (a version's stored ones; a CSV's
+  // computed while reading it); none for a version written without them.
+  virtual std::optional<featurecache::VersionStats> stats() const = 0;
   // The version, when the input is one (a feature-set output needs it).
   virtual const featurecache::VersionReader* version() const { return nullptr; }
 };

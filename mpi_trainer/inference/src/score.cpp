@@ -1,5 +1,7 @@
 #include "score.hpp"
 
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -12,6 +14,7 @@
 #include "inputs.hpp"
 #include "outputs.hpp"
 #include "schema.hpp"
+#include "skew.hpp"
 
 namespace hpcml::inference {
 namespace {
@@ -44,6 +47,7 @@ class Scoring {
  private:
   Status Agree(const Status& s) { return AgreeOnStatus(world_, s); }
   Status Open();
+  Status CheckSkew();
   Status MakeEngine();
   Status ScoreMyBlocks();
   Status WriteInOrder();
@@ -87,11 +91,28 @@ Status Scoring::Open() {
   input_ = std::move(in).value();
   HPCML_ASSIGN_OR_RETURN(
       mode_, MatchSchema(*model_, input_->what(), input_->features(), input_->scaling()));
+  HPCML_RETURN_IF_ERROR(CheckSkew());
   if (rank_ != 0) return Status::Ok();
   // Rank 0 opens the output before any scoring: a refused output fails fast.
   HPCML_ASSIGN_OR_RETURN(output_, OpenOutput(o_.output, *input_, *model_,
                                              OutputOptions{o_.classification, o_.precision}));
   return Status::Ok();
+}
+
+// The input's statistics against the training version's: reported (rank 0)
+// above skew_warn, an error above max_skew.
+Status Scoring::CheckSkew() {
+  const std::optional<featurecache::VersionStats> stats = input_->stats();
+  if (!stats) return Status::Ok();
+  const std::vector<Skew> skew = FindSkew(*model_, mode_, *stats, o_.skew_warn);
+  std::vector<std::string> over;
+  for (const Skew& s : skew) {
+    if (rank_ == 0) log_.warn("skew: {}", s.text);
+    if (o_.max_skew > 0 && s.shift > o_.max_skew) over.push_back(s.text);
+  }
+  if (over.empty()) return Status::Ok();
+  return FailedPrecondition("{}: training/serving skew beyond --max-skew {}: {}", input_->what(),
+                            o_.max_skew, fmt::format("{}", fmt::join(over, "; ")));
 }
 
 // Threads as the trainer picks them: the request cut to this rank's cores.

@@ -33,7 +33,11 @@ struct ScoreOptions {
   std::string classification;     // of a new output set; default: the input's
   std::int64_t batch = 4096;
   std::string precision = "fp32";  // or int8 (engine.hpp)
-  int threads = 0;                 // 0: OMP_NUM_THREADS, SLURM_CPUS_PER_TASK or this rank's cores
+  // Training/serving skew (skew.hpp): features whose mean moved more than
+  // skew_warn training standard deviations are reported; more than
+  // max_skew (when > 0) fails the run before scoring.
+  double skew_warn = 0.25, max_skew = 0;
+  int threads = 0;  // 0: OMP_NUM_THREADS, SLURM_CPUS_PER_TASK or this rank's cores
 };
 
 // Collective over `world`: every rank returns the same status.

@@ -9,6 +9,8 @@
 #    own lineage names the training version's digest (an auditor's walk);
 #  - a CSV input with its columns in another order scores the same;
 #  - the model exported to ONNX gives hpcml-infer's numbers in ONNX Runtime;
+#  - a version whose feature moved is reported as skew, and refused with
+#    --max-skew;
 #  - a different schema, a bad CSV cell and a missing model fail clearly.
 set -eu
 mpiexec=$1 fcache=$2 train=$3 infer=$4 node=$5 ort_runner=$6 ort_dir=$7
@@ -29,6 +31,11 @@ with open("train.csv", "w") as f:
     f.write("customer,event_time,churned,age,spend,calls\n")
     for i in range(n):
         f.write(f"{1000 + i},{1700000000 + 60 * i},{y[i]},{x[i, 0]:.3f},{x[i, 1]:.2f},{int(x[i, 2])}\n")
+# The same rows with spend 1.8 times larger: training/serving skew.
+with open("shifted.csv", "w") as f:
+    f.write("customer,event_time,churned,age,spend,calls\n")
+    for i in range(n):
+        f.write(f"{1000 + i},{1700000000 + 60 * i},{y[i]},{x[i, 0]:.3f},{1.8 * x[i, 1]:.2f},{int(x[i, 2])}\n")
 # The same rows for CSV scoring, columns in another order, with an id column.
 with open("score.csv", "w") as f:
     f.write("calls,id,spend,age\n")
@@ -39,6 +46,8 @@ run "$fcache" ingest set.h5 --csv train.csv --entity customer --timestamp event_
   --label churned --zone ae --classification internal >/dev/null
 run "$fcache" derive set.h5 --standardize >/dev/null                            # v2
 run "$fcache" derive set.h5 --from v1 --select spend,age,calls >/dev/null       # v3: other order
+run "$fcache" ingest set.h5 --csv shifted.csv --entity customer --timestamp event_time \
+  --label churned --classification internal >/dev/null                           # v4: skewed
 # 256 x 256 in the middle: a layer large enough to run in int8 below.
 run "$train" --data set.h5 --data-version v2 --outputs 2 --hidden 256,256 --batch 100 --steps 300 \
   --lr 1e-2 --log-interval 300 --output model.h5 >/dev/null
@@ -142,6 +151,14 @@ assert (a[:, 0] == b[:, 0]).all() and np.abs(a[:, 1:] - b[:, 1:]).max() < 1e-6
 print("CSV input: same predictions")
 PY
 
+# Skew: the training version's statistics are in the model; v1 has none to
+# report, v4's spend moved, and --max-skew turns that into a refusal.
+out=$(run "$infer" score --model model.h5 --data set.h5 --data-version v1 --output s1.csv)
+! grep -q "skew:" <<<"$out" || fail "skew reported for the training rows themselves: $out"
+out=$(run "$infer" score --model model.h5 --data set.h5 --data-version v4 --output s4.csv)
+grep -q "warning: skew: spend: mean" <<<"$out" || fail "no skew reported for v4: $out"
+echo "$(grep -m1 'skew:' <<<"$out")"
+
 expect_error() {  # <pattern> <command...>
   local pat=$1 out
   shift
@@ -160,4 +177,6 @@ expect_error 'nope.h5: cannot open' "$infer" score --model nope.h5 --data set.h5
 expect_error 'a feature-set output needs a feature-set input' \
   "$infer" score --model model.h5 --csv score.csv --output x.h5
 expect_error 'exactly one of --data and --csv' "$infer" score --model model.h5 --output x.csv
+expect_error 'training/serving skew beyond --max-skew 1: spend' \
+  "$infer" score --model model.h5 --data set.h5 --data-version v4 --max-skew 1 --output x.csv
 echo "PASS: hpcml-infer end to end"

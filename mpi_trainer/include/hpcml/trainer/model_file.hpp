@@ -42,6 +42,13 @@ struct InputSchema {
   std::vector<bool> standardized;   // per feature; empty: none
   std::vector<double> mean, scale;  // per feature; identity (0, 1) where not standardised
   std::string standardized_by;      // the version whose derive recorded them ("v2")
+  // The training version's statistics per feature, as stored with it
+  // (featurecache stats.hpp; empty when it had none): what scoring input is
+  // compared with for training/serving skew.
+  struct Stats {
+    std::vector<double> mean, std, min, max, missing;  // missing: share of NaN cells
+  };
+  std::optional<Stats> stats;
 
   bool any_standardized() const;
 };
