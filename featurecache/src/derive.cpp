@@ -93,8 +93,8 @@ struct KeptRows {
 // Pass 1: counts the kept rows and computes the mean and standard deviation
 // (population) of the standardised columns over them, in double, merged row
 // by row (Welford / Chan et al.).
-Result<KeptRows> ComputeStats(const std::string& path, VersionReader& parent,
-                                 const Selection& sel, const DeriveOptions& o) {
+Result<KeptRows> ComputeStats(const std::string& path, VersionReader& parent, const Selection& sel,
+                              const DeriveOptions& o) {
   const VersionInfo& pi = parent.info();
   const size_t nf = sel.cols.size();
   const uint64_t pf = pi.features(), step = BlockRows(pi);
