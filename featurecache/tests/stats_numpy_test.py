@@ -83,7 +83,20 @@ def check_drift(fcache, tmp, rng):
         assert j["columns"][0]["drift"] and not j["columns"][1]["drift"], j
     rc, _ = run_rc(fcache, "drift", f"{tmp}/set.h5", "v2", "v2")
     assert rc == 0, rc
-    print("drift: PSI and KS equal numpy's from the samples and the data; exit 3 on drift, 0 without")
+    # ingest --rules: a batch that breaks a rule is not added; validate says why.
+    with open(f"{tmp}/rules.toml", "w") as f:
+        f.write("[rows]\nmax = 100\n[features.a]\nmin = 0.0\n")
+    before = sorted(h5py.File(f"{tmp}/set.h5", "r")["versions"].keys())
+    r = subprocess.run([fcache, "ingest", f"{tmp}/set.h5", "--csv", f"{tmp}/d2.csv", "--entity", "id",
+                        "--timestamp", "t", "--label", "y", "--classification", "internal",
+                        "--rules", f"{tmp}/rules.toml"], capture_output=True, text=True)
+    assert r.returncode == 1 and "no version was added" in r.stderr, (r.returncode, r.stderr)
+    assert "rows: 20000 rows, the rule expects any to 100" in r.stderr, r.stderr
+    assert sorted(h5py.File(f"{tmp}/set.h5", "r")["versions"].keys()) == before
+    rc, out = run_rc(fcache, "validate", f"{tmp}/set.h5", "v2", "--rules", f"{tmp}/rules.toml")
+    assert rc == 3 and "rows: 20000 rows" in out, (rc, out)
+    print("drift: PSI and KS equal numpy's from the samples and the data; exit 3 on drift, 0 without; "
+          "ingest --rules added nothing for a breaking batch")
 
 
 def main():
