@@ -26,7 +26,7 @@ packages=(
   # MPI with PMIx support
   openmpi-bin libopenmpi-dev
   # numeric and I/O libraries
-  libhdf5-dev hdf5-tools libhwloc-dev hwloc libopenblas-dev libdnnl-dev libboost-dev zlib1g-dev
+  libhdf5-dev hdf5-tools libblosc-dev hdf5-filter-plugin-blosc-serial libhwloc-dev hwloc libopenblas-dev libdnnl-dev libboost-dev zlib1g-dev
   # small libraries
   libtomlplusplus-dev libcli11-dev libfmt-dev nlohmann-json3-dev libpugixml-dev libxxhash-dev nettle-dev
   # tests and benchmarks (numpy/h5py are used through /usr/bin/python3)

@@ -2,10 +2,11 @@
 // compared against, measured in the same run on the same machine.
 //
 //   fcache_bench loader [--gib 1] [--dir D] [--window ROWS]   loader vs plain sequential read
+//   fcache_bench codec [--gib 1]    shuffled loading of each codec vs uncompressed
 //   fcache_bench ingest [--rows 1000000]      CSV ingest MB/s, cost of a copy
 //   fcache_bench asof   [--rows 10000000]     point-in-time join: time, peak RSS
-//   fcache_bench all                          all three (default sizes)
-//   fcache_bench smoke                        all three, tiny (ctest)
+//   fcache_bench all                          all of them (default sizes)
+//   fcache_bench smoke                        all of them, tiny (ctest)
 // Files go to --dir (default /tmp/hpcml-fcache-bench) and are deleted at the end.
 #include <fcntl.h>
 #include <sys/resource.h>
@@ -79,12 +80,15 @@ NewVersion FloatVersion(uint64_t nf, std::string transform) {
   return s;
 }
 
-// Writes `rows` x `nf` features (+ labels): compressible values when level > 0.
-void MakeSet(const std::string& path, uint64_t rows, uint64_t nf, int level) {
+// Writes `rows` x `nf` features (+ labels) with `codec` at `level` (format.hpp's
+// ResolveCodec); the values are compressible when `compressible`.
+void MakeSet(const std::string& path, uint64_t rows, uint64_t nf, const std::string& codec,
+             int level, bool compressible) {
   std::filesystem::remove(path);
   auto w = Must(FeatureSetWriter::Begin(path, WriterOptions{"bench", 60}));
   NewVersion s = FloatVersion(nf, "{\"op\":\"bench\"}");
   s.label_name = "y";
+  s.codec = codec;
   s.compression = level;
   MustOk(w.StartVersion(s).status());
   const uint64_t block = 16384;
@@ -98,8 +102,8 @@ void MakeSet(const std::string& path, uint64_t rows, uint64_t nf, int level) {
         // Compressed case: 16 bits of entropy per value (about 2x with
         // deflate + shuffle), like quantised sensor data.
         uint64_t h = (row * 0x9E3779B97F4A7C15ull + j * 0xBF58476D1CE4E5B9ull) >> 48;
-        x[r * nf + j] = level > 0 ? static_cast<float>(h) / 16.0f
-                                  : static_cast<float>(row) * 0.001f + static_cast<float>(j);
+        x[r * nf + j] = compressible ? static_cast<float>(h) / 16.0f
+                                     : static_cast<float>(row) * 0.001f + static_cast<float>(j);
       }
       y[r] = static_cast<float>(row % 2);
       e[r] = static_cast<int64_t>(row % 100000);
@@ -140,7 +144,17 @@ Rate SequentialRead(const std::string& path, uint64_t bytes) {
 // Loader throughput (features + labels delivered) over whole epochs; best of three.
 uint64_t g_window = 0;  // --window: shuffle window rows (0: the loader's default)
 
-Rate LoaderRate(const std::string& path, bool shuffle, uint32_t threads, uint64_t* batches_out) {
+// Drops `path` from the page cache, so the next read comes from the disk.
+void DropCache(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY);
+  ::fdatasync(fd);
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  ::close(fd);
+}
+
+// `cold`: each epoch starts with the file out of the page cache.
+Rate LoaderRate(const std::string& path, bool shuffle, uint32_t threads, uint64_t* batches_out,
+                bool cold = false) {
   LoaderOptions o;
   o.shuffle_window_rows = g_window;
   o.batch_rows = 1024;
@@ -151,6 +165,7 @@ Rate LoaderRate(const std::string& path, bool shuffle, uint32_t threads, uint64_
   Rate best;
   volatile float sink = 0;
   for (int epoch = 0; epoch < 3; ++epoch) {
+    if (cold) DropCache(path);
     auto t0 = Clock::now();
     double c0 = CpuSeconds();
     uint64_t bytes = 0;
@@ -179,6 +194,11 @@ uint64_t FileSize(const std::string& p) {
   return std::filesystem::file_size(p);
 }
 
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
 void BenchLoader(const std::string& dir, double gib) {
   const uint64_t nf = 64;
   const uint64_t rows = static_cast<uint64_t>(gib * (1ull << 30) / (nf * 4));
@@ -191,7 +211,7 @@ void BenchLoader(const std::string& dir, double gib) {
   for (int level : {0, 1}) {
     std::string path = dir + (level ? "/loader-deflate.h5" : "/loader.h5");
     auto t0 = Clock::now();
-    MakeSet(path, rows, nf, level);
+    MakeSet(path, rows, nf, "", level, level > 0);
     std::printf("%s file: %.2f GiB on disk, written in %.1f s\n",
                 level ? "compressed (deflate 1 + shuffle)" : "uncompressed",
                 static_cast<double>(FileSize(path)) / (1ull << 30), Since(t0));
@@ -212,21 +232,65 @@ void BenchLoader(const std::string& dir, double gib) {
           ratios.push_back(rate.wall / ((b0.wall + b1.wall) / 2));
           cpu_ratios.push_back(rate.cpu / std::max(b0.cpu, b1.cpu));
         }
-        auto median = [](std::vector<double> v) {
-          std::sort(v.begin(), v.end());
-          return v[v.size() / 2];
-        };
         std::printf(
             "  loader %-8s threads=%u: %6.2f GB/s vs sequential read %6.2f GB/s: wall ratio %.2f "
             "(runs %.2f %.2f %.2f),"
             " CPU-time ratio %.2f%s\n",
-            shuffle ? "shuffled" : "in order", threads, median(rates), median(bases),
-            median(ratios), ratios[0], ratios[1], ratios[2], median(cpu_ratios),
+            shuffle ? "shuffled" : "in order", threads, Median(rates), Median(bases),
+            Median(ratios), ratios[0], ratios[1], ratios[2], Median(cpu_ratios),
             level ? " [decoded bytes vs raw read of the compressed file]" : "");
       }
     }
     std::filesystem::remove(path);
   }
+}
+
+// The same compressible data (16 bits of entropy per value) stored with each
+// codec; shuffled loading of each against the uncompressed file, measured
+// alternately in the same run (median of three ratios).
+void BenchCodecs(const std::string& dir, double gib) {
+  const uint64_t nf = 64;
+  const uint64_t rows = static_cast<uint64_t>(gib * (1ull << 30) / (nf * 4));
+  std::printf("\n== codecs: %llu rows x %llu features, shuffled loading, batch 1024 rows\n",
+              static_cast<unsigned long long>(rows), static_cast<unsigned long long>(nf));
+  const std::vector<std::pair<std::string, int>> codecs = {
+      {"none", 0}, {"deflate", 1}, {"blosc-lz4", 1}, {"blosc-lz4", 5}, {"blosc-zstd", 1}};
+  std::vector<std::string> paths;
+  for (const auto& [codec, level] : codecs) {
+    std::string path = fmt::format("{}/codec-{}-{}.h5", dir, codec, level);
+    auto t0 = Clock::now();
+    MakeSet(path, rows, nf, codec, level, true);
+    std::printf("  %-10s level %d: %.3f GiB on disk (%.2fx smaller), written in %.1f s\n",
+                codec.c_str(), level, static_cast<double>(FileSize(path)) / (1ull << 30),
+                paths.empty()
+                    ? 1.0
+                    : static_cast<double>(FileSize(paths[0])) / static_cast<double>(FileSize(path)),
+                Since(t0));
+    WarmCache(path);
+    paths.push_back(path);
+  }
+  // threads 1 and 2 from the page cache; then 2 threads from the disk.
+  for (uint32_t run : {1u, 2u, 3u}) {
+    const uint32_t threads = run == 1 ? 1 : 2;
+    const bool cold = run == 3;
+    for (size_t c = 1; c < codecs.size(); ++c) {
+      std::vector<double> ratios, rates, bases;
+      uint64_t batches = 0;
+      for (int rep = 0; rep < 3; ++rep) {
+        Rate base = LoaderRate(paths[0], true, threads, &batches, cold);
+        Rate rate = LoaderRate(paths[c], true, threads, &batches, cold);
+        rates.push_back(rate.wall);
+        bases.push_back(base.wall);
+        ratios.push_back(rate.wall / base.wall);
+      }
+      std::printf(
+          "  shuffled %s threads=%u %-10s %d %6.2f GB/s vs uncompressed %6.2f GB/s: ratio %.2f "
+          "(runs %.2f %.2f %.2f)\n",
+          cold ? "from disk " : "page cache", threads, codecs[c].first.c_str(), codecs[c].second,
+          Median(rates), Median(bases), Median(ratios), ratios[0], ratios[1], ratios[2]);
+    }
+  }
+  for (const auto& p : paths) std::filesystem::remove(p);
 }
 
 std::string MakeCsv(const std::string& path, uint64_t rows, uint64_t nf) {
@@ -387,6 +451,7 @@ int main(int argc, char** argv) {
   std::filesystem::create_directories(dir);
   setvbuf(stdout, nullptr, _IOLBF, 0);
   if (mode == "loader" || mode == "all" || mode == "smoke") BenchLoader(dir, gib);
+  if (mode == "codec" || mode == "all" || mode == "smoke") BenchCodecs(dir, gib);
   if (mode == "ingest" || mode == "all" || mode == "smoke") BenchIngest(dir, ingest_rows);
   if (mode == "asof" || mode == "all" || mode == "smoke") BenchAsof(dir, asof_rows);
   std::filesystem::remove_all(dir);

@@ -262,7 +262,7 @@ NewVersion AsofSpec(const AsofOptions& o, const VersionInfo& si, const std::stri
   spec.classification = classification;
   spec.chunk_rows = o.chunk_rows;
   spec.expected_rows = expected_rows;
-  spec.compression = o.compression >= 0 ? o.compression : si.compression;
+  InheritCodec(si, o.codec, o.compression, &spec);
   nlohmann::json tr = {{"op", "asof"},
                        {"from", si.name},
                        {"requests", "file://" + req_canonical},

@@ -43,7 +43,8 @@ struct AsofOptions {
   std::string tmpdir;          // empty: $TMPDIR or /tmp
   std::string classification;  // empty: the parent's; never lower
   uint64_t chunk_rows = 0;
-  int compression = -1;  // -1: the parent's
+  std::string codec;     // empty and compression -1: the parent's
+  int compression = -1;  // -1: the parent's (or the codec's default)
   char delimiter = ',';
   double lock_timeout_s = 600;
 };

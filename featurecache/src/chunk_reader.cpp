@@ -1,5 +1,6 @@
 #include "chunk_reader.hpp"
 
+#include <blosc.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -65,8 +66,8 @@ Result<ChunkReader> ChunkReader::Open(const VersionReader& version, hid_t dset, 
   return r;
 }
 
-// Records where shuffle and deflate sit in the pipeline; false for any other
-// filter (HDF5 decodes).
+// Records where shuffle and deflate, or Blosc, sit in the pipeline; false
+// for any other filter or combination (HDF5 decodes).
 bool ChunkReader::ReadFilters(hid_t dcpl) {
   const int nfilters = H5Pget_nfilters(dcpl);
   for (int i = 0; i < nfilters; ++i) {
@@ -80,6 +81,8 @@ bool ChunkReader::ReadFilters(hid_t dcpl) {
       shuffle_index_ = i;
     } else if (id == H5Z_FILTER_DEFLATE) {
       deflate_index_ = i;
+    } else if (id == kBloscFilterId && nfilters == 1) {
+      blosc_index_ = i;  // Blosc unshuffles its own blocks
     } else {
       H5Eclear2(H5E_DEFAULT);
       return false;
@@ -168,12 +171,32 @@ Status ChunkReader::PreadAll(void* dst, uint64_t size, uint64_t offset) const {
 
 Status ChunkReader::Decode(uint64_t c, ChunkScratch* s) const {
   if (s->owner == this && s->chunk == static_cast<int64_t>(c)) return Status::Ok();
+  s->decoded.resize(chunk_rows_ * row_bytes_);
+  s->owner = nullptr;
+  HPCML_RETURN_IF_ERROR(DecodeInto(c, s->decoded.data(), s));
+  s->owner = this;
+  s->chunk = static_cast<int64_t>(c);
+  return Status::Ok();
+}
+
+Status ChunkReader::DecodeInto(uint64_t c, uint8_t* dst, ChunkScratch* s) const {
   const Loc& loc = locs_[c];
   const uint64_t full = chunk_rows_ * row_bytes_;  // HDF5 stores edge chunks whole
   s->raw.resize(loc.size);
   HPCML_RETURN_IF_ERROR(PreadAll(s->raw.data(), loc.size, loc.addr));
   const uint8_t* cur = s->raw.data();
   uint64_t cur_size = loc.size;
+  const bool do_blosc = blosc_index_ >= 0 && (loc.mask & (1u << blosc_index_)) == 0;
+  if (do_blosc) {
+    size_t nbytes = 0, cbytes = 0, blocksize = 0;
+    if (cur_size >= BLOSC_MIN_HEADER_LENGTH) blosc_cbuffer_sizes(cur, &nbytes, &cbytes, &blocksize);
+    // One thread per call: the loader's workers decode in parallel already.
+    if (nbytes != full || cbytes > cur_size ||
+        blosc_decompress_ctx(cur, dst, full, 1) != static_cast<int>(full)) {
+      return Corrupt("{}: chunk {} is not a Blosc buffer of {} bytes", what_, c, full);
+    }
+    return Status::Ok();
+  }
   const bool do_deflate = deflate_index_ >= 0 && (loc.mask & (1u << deflate_index_)) == 0;
   const bool do_shuffle = shuffle_index_ >= 0 && (loc.mask & (1u << shuffle_index_)) == 0;
   if (do_deflate) {
@@ -189,22 +212,18 @@ Status ChunkReader::Decode(uint64_t c, ChunkScratch* s) const {
   }
   if (cur_size != full)
     return Corrupt("{}: chunk {} holds {} bytes, expected {}", what_, c, cur_size, full);
-  s->decoded.resize(full);
   if (do_shuffle) {
     // Byte shuffle of 4-byte elements: byte b of element i is at b * n + i.
     const uint64_t n = full / 4;
-    uint8_t* out = s->decoded.data();
     for (uint64_t i = 0; i < n; ++i) {
-      out[4 * i + 0] = cur[i];
-      out[4 * i + 1] = cur[n + i];
-      out[4 * i + 2] = cur[2 * n + i];
-      out[4 * i + 3] = cur[3 * n + i];
+      dst[4 * i + 0] = cur[i];
+      dst[4 * i + 1] = cur[n + i];
+      dst[4 * i + 2] = cur[2 * n + i];
+      dst[4 * i + 3] = cur[3 * n + i];
     }
   } else {
-    std::memcpy(s->decoded.data(), cur, full);
+    std::memcpy(dst, cur, full);
   }
-  s->owner = this;
-  s->chunk = static_cast<int64_t>(c);
   return Status::Ok();
 }
 
@@ -252,6 +271,8 @@ Status ChunkReader::Read(uint64_t row, uint64_t count, float* dst, ChunkScratch*
         ++next;
       }
       HPCML_RETURN_IF_ERROR(PreadAll(out, bytes, locs_[c].addr + in_chunk * row_bytes_));
+    } else if (in_chunk == 0 && take == chunk_rows_) {
+      HPCML_RETURN_IF_ERROR(DecodeInto(c, out, scratch));  // a whole chunk: no staging copy
     } else {
       HPCML_RETURN_IF_ERROR(Decode(c, scratch));
       std::memcpy(out, scratch->decoded.data() + in_chunk * row_bytes_, take * row_bytes_);

@@ -67,7 +67,10 @@ class ChunkReader {
 
   Status ReadHdf5(uint64_t row, uint64_t count, float* dst) const;
   Status PreadAll(void* dst, uint64_t size, uint64_t offset) const;
+  // Decodes chunk `chunk` into s->decoded (kept: the next read of the same
+  // chunk is free), or straight into `dst` (chunk_rows x width values).
   Status Decode(uint64_t chunk, ChunkScratch* s) const;
+  Status DecodeInto(uint64_t chunk, uint8_t* dst, ChunkScratch* s) const;
 
   const VersionReader* version_ = nullptr;
   hid_t dset_ = -1;
@@ -77,7 +80,7 @@ class ChunkReader {
   bool direct_ = false;
   bool filtered_ = false;
   bool shuffle_ = false;  // byte shuffle in the pipeline
-  int shuffle_index_ = -1, deflate_index_ = -1;
+  int shuffle_index_ = -1, deflate_index_ = -1, blosc_index_ = -1;
   std::vector<Loc> locs_;
   UniqueFd fd_;
 };

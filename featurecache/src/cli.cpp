@@ -87,6 +87,13 @@ struct Subcommand {
   std::function<int()> run;
 };
 
+constexpr const char* kCodecHelp =
+    "compression: none, deflate (slow to decode), blosc-lz4 (fast) or blosc-zstd (smaller)";
+
+std::vector<std::string> CodecNames() {
+  return {std::begin(kCodecs), std::end(kCodecs)};
+}
+
 // ---- ingest ----
 
 struct IngestArgs {
@@ -138,7 +145,9 @@ Subcommand AddIngest(CLI::App& app, Out& out) {
                 "public, internal, confidential or restricted")
       ->required();
   c->add_option("--chunk-rows", o.chunk_rows, "rows per HDF5 chunk (default: about 1 MiB chunks)");
-  c->add_option("--compress", o.compression, "deflate level 0-9 (0: none)")
+  c->add_option("--codec", o.codec, kCodecHelp)->check(CLI::IsMember(CodecNames()));
+  c->add_option("--compress", o.compression,
+                "compression level 1-9 (alone: deflate at this level; 0: none)")
       ->check(CLI::Range(0, 9));
   c->add_option("--delimiter", a->delimiter, "field delimiter (default ,)");
   c->add_option("--lock-timeout", o.lock_timeout_s, "seconds to wait for another writer");
@@ -196,7 +205,9 @@ Subcommand AddDerive(CLI::App& app, Out& out) {
   c->add_option("--classification", o.classification,
                 "classification (default: the parent's; not lower)");
   c->add_option("--chunk-rows", o.chunk_rows, "rows per HDF5 chunk");
-  c->add_option("--compress", o.compression, "deflate level 0-9 (default: the parent's)")
+  c->add_option("--codec", o.codec, std::string(kCodecHelp) + " (default: the parent's)")
+      ->check(CLI::IsMember(CodecNames()));
+  c->add_option("--compress", o.compression, "compression level 1-9 (default: the parent's)")
       ->check(CLI::Range(0, 9));
   c->add_option("--lock-timeout", o.lock_timeout_s, "seconds to wait for another writer");
   return {c, [a, &out] { return RunDerive(*a, out); }};
@@ -266,7 +277,9 @@ Subcommand AddAsof(CLI::App& app, Out& out) {
                 "directory for temporary sort runs (default $TMPDIR or /tmp)");
   c->add_option("--classification", o.classification,
                 "classification (default: the parent's; not lower)");
-  c->add_option("--compress", o.compression, "deflate level 0-9 (default: the parent's)")
+  c->add_option("--codec", o.codec, std::string(kCodecHelp) + " (default: the parent's)")
+      ->check(CLI::IsMember(CodecNames()));
+  c->add_option("--compress", o.compression, "compression level 1-9 (default: the parent's)")
       ->check(CLI::Range(0, 9));
   c->add_option("--delimiter", a->delimiter, "field delimiter of the requests (default ,)");
   c->add_option("--lock-timeout", o.lock_timeout_s, "seconds to wait for another writer");

@@ -201,7 +201,7 @@ NewVersion DeriveSpec(const VersionInfo& pi, const DeriveOptions& o, const Selec
   spec.classification = classification;
   spec.chunk_rows = o.chunk_rows;
   spec.expected_rows = s.kept;
-  spec.compression = o.compression >= 0 ? o.compression : pi.compression;
+  InheritCodec(pi, o.codec, o.compression, &spec);
   spec.transform = DeriveTransform(pi, o, sel, s, spec.feature_names);
   return spec;
 }

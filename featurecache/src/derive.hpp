@@ -24,7 +24,8 @@ struct DeriveOptions {
   std::optional<int64_t> until;                  // keep timestamps < until
   std::string classification;                    // empty: the parent's; never lower than it
   uint64_t chunk_rows = 0;                       // 0: the parent's
-  int compression = -1;                          // -1: the parent's
+  std::string codec;                             // empty and compression -1: the parent's
+  int compression = -1;                          // -1: the parent's (or the codec's default)
   double lock_timeout_s = 600;
 };
 

@@ -1,6 +1,8 @@
 #include "hpcml/featurecache/format.hpp"
 
+#include <algorithm>
 #include <charconv>
+#include <iterator>
 #include <numeric>
 
 #include "hpcml/common/h5.hpp"
@@ -94,6 +96,7 @@ Status WriteVersionAttrs(int64_t group, const VersionInfo& v) {
   HPCML_RETURN_IF_ERROR(h5::WriteAttr(g, "classification", v.classification));
   HPCML_RETURN_IF_ERROR(h5::WriteAttr(g, "data_sha256", v.data_sha256));
   HPCML_RETURN_IF_ERROR(h5::WriteAttr(g, "chunk_rows", static_cast<int64_t>(v.chunk_rows)));
+  HPCML_RETURN_IF_ERROR(h5::WriteAttr(g, "codec", v.codec));
   HPCML_RETURN_IF_ERROR(h5::WriteAttr(g, "compression", static_cast<int64_t>(v.compression)));
   HPCML_RETURN_IF_ERROR(h5::WriteAttr(g, "tool", v.tool));
   return Status::Ok();
@@ -135,9 +138,16 @@ Result<VersionInfo> ReadVersionAttrs(int64_t group, std::string_view name) {
   FC_READ(chunk_rows, h5::ReadIntAttr, "chunk_rows");
   FC_READ(compression, h5::ReadIntAttr, "compression");
   FC_READ(v.tool, h5::ReadStringAttr, "tool");
+  // Versions written before codecs had only the deflate level.
+  if (h5::HasAttr(g, "codec")) {
+    FC_READ(v.codec, h5::ReadStringAttr, "codec");
+  } else {
+    v.codec = compression > 0 ? "deflate" : "none";
+  }
 #undef FC_READ
-  if (rows < 0 || chunk_rows < 1 || compression < 0 || compression > 9) {
-    return Corrupt("version {}: bad rows, chunk_rows or compression attribute", name);
+  if (rows < 0 || chunk_rows < 1 || compression < 0 || compression > 9 ||
+      std::find(std::begin(kCodecs), std::end(kCodecs), v.codec) == std::end(kCodecs)) {
+    return Corrupt("version {}: bad rows, chunk_rows, codec or compression attribute", name);
   }
   v.rows = static_cast<uint64_t>(rows);
   v.chunk_rows = static_cast<uint64_t>(chunk_rows);
@@ -154,6 +164,24 @@ Result<VersionInfo> ReadVersionAttrs(int64_t group, std::string_view name) {
   auto expected = VersionName(v.number);
   if (expected != name) return Corrupt("version {}: its version attribute says {}", name, expected);
   return v;
+}
+
+Result<CodecChoice> ResolveCodec(std::string_view codec, int level) {
+  if (level < 0 || level > 9) return InvalidArgument("compression level {} is not in 0..9", level);
+  if (codec.empty()) return CodecChoice{level > 0 ? "deflate" : "none", level};
+  if (codec == "none") {
+    if (level > 0) return InvalidArgument("--codec none takes no compression level");
+    return CodecChoice{"none", 0};
+  }
+  if (codec == "deflate") return CodecChoice{"deflate", level > 0 ? level : 4};
+  if (codec == "blosc-lz4" || codec == "blosc-zstd")
+    return CodecChoice{std::string(codec), level > 0 ? level : 5};
+  return InvalidArgument("unknown codec '{}' (none, deflate, blosc-lz4 or blosc-zstd)", codec);
+}
+
+std::string DescribeCodec(std::string_view codec, int level) {
+  if (codec == "none") return "none";
+  return fmt::format("{} {} + shuffle", codec, level);
 }
 
 uint64_t DefaultChunkRows(uint64_t features) {

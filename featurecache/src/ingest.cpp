@@ -83,6 +83,7 @@ NewVersion IngestSpec(const IngestOptions& o, const IngestColumns& c) {
   struct stat st;
   if (::stat(o.csv_path.c_str(), &st) == 0)
     spec.expected_rows = static_cast<uint64_t>(st.st_size) / (c.header.size() + 1) + 1;
+  spec.codec = o.codec;
   spec.compression = o.compression;
   return spec;
 }

@@ -68,9 +68,7 @@ std::string FormatInfo(const std::string& path, const VersionInfo& v) {
   out += fmt::format("created:         {} by {}\n", v.created_at, v.created_by);
   out += fmt::format("tool:            {}\n", v.tool);
   out += fmt::format("chunk rows:      {}\n", v.chunk_rows);
-  out +=
-      fmt::format("compression:     {}\n",
-                  v.compression > 0 ? fmt::format("deflate {} + shuffle", v.compression) : "none");
+  out += fmt::format("compression:     {}\n", DescribeCodec(v.codec, v.compression));
   for (const auto& p : v.parents)
     out += fmt::format("parent:          {} (sha256 {})\n", p.version, p.sha256);
   for (const auto& s : v.sources)
@@ -101,6 +99,7 @@ std::string FormatInfoJson(const std::string& path, const VersionInfo& v) {
                       {"created_by", v.created_by},
                       {"tool", v.tool},
                       {"chunk_rows", v.chunk_rows},
+                      {"codec", v.codec},
                       {"compression", v.compression},
                       {"parents", parents},
                       {"sources", sources},

@@ -8,6 +8,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <blosc.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -109,6 +111,17 @@ std::string RandomSuffix() {
 
 }  // namespace
 
+void InheritCodec(const VersionInfo& parent, const std::string& codec, int level,
+                  NewVersion* spec) {
+  if (codec.empty() && level < 0) {
+    spec->codec = parent.codec;
+    spec->compression = parent.compression;
+  } else {
+    spec->codec = codec;
+    spec->compression = std::max(level, 0);
+  }
+}
+
 std::string ToolString() {
   return fmt::format("hpcml-fcache {}", Version());
 }
@@ -130,6 +143,7 @@ struct FeatureSetWriter::Impl {
   std::string version_name;
   int64_t version_number = 0;
   uint64_t chunk_rows = 0;
+  CodecChoice codec;
   uint64_t nfeat = 0;
   uint64_t block_rows = 0;
   uint64_t rows = 0;
@@ -305,16 +319,33 @@ struct FeatureSetWriter::Impl {
       return h5::Error(StatusCode::kInvalidArgument,
                        fmt::format("{}: chunk layout of {}", path, name));
     }
-    if (spec.compression > 0) {
-      if (H5Pset_shuffle(dcpl.get()) < 0 ||
-          H5Pset_deflate(dcpl.get(), static_cast<unsigned>(spec.compression)) < 0) {
-        return h5::Error(StatusCode::kInternal, fmt::format("{}: compression of {}", path, name));
-      }
-    }
+    HPCML_RETURN_IF_ERROR(SetCodec(dcpl.get(), name));
     return h5::Own<h5::Dataset>(H5Dcreate2(version_group.get(), name, file_type, space.get(),
                                            H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
                                 StatusCode::kIoError,
                                 fmt::format("{}: create {}/{}", path, version_name, name));
+  }
+
+  Status SetCodec(hid_t dcpl, const char* name) {
+    const std::string what = fmt::format("{}: {} compression of {}", path, codec.codec, name);
+    if (codec.codec == "deflate") {
+      if (H5Pset_shuffle(dcpl) < 0 || H5Pset_deflate(dcpl, static_cast<unsigned>(codec.level)) < 0)
+        return h5::Error(StatusCode::kInternal, what);
+    } else if (codec.codec == "blosc-lz4" || codec.codec == "blosc-zstd") {
+      // cd_values 0-3 are filled in by the filter; then level, byte
+      // shuffle, compressor.
+      const int compressor = codec.codec == "blosc-lz4" ? BLOSC_LZ4 : BLOSC_ZSTD;
+      const unsigned cd[7] = {0,
+                              0,
+                              0,
+                              0,
+                              static_cast<unsigned>(codec.level),
+                              BLOSC_SHUFFLE,
+                              static_cast<unsigned>(compressor)};
+      if (H5Pset_filter(dcpl, kBloscFilterId, H5Z_FLAG_MANDATORY, 7, cd) < 0)
+        return h5::Error(StatusCode::kInternal, what);
+    }
+    return Status::Ok();
   }
 
   Status WriteSlab(hid_t dset, hid_t mem_type, const void* data, uint64_t first, uint64_t n,
@@ -449,8 +480,14 @@ Result<std::string> FeatureSetWriter::StartVersion(const NewVersion& spec) {
   }
   HPCML_RETURN_IF_ERROR(ClassificationLevel(spec.classification).status());
   HPCML_RETURN_IF_ERROR(CheckLabels(w.ctx, w.canonical, w.zone, spec.classification));
-  if (spec.compression < 0 || spec.compression > 9)
-    return InvalidArgument("compression level must be 0..9");
+  HPCML_ASSIGN_OR_RETURN(w.codec, ResolveCodec(spec.codec, spec.compression));
+  if (w.codec.codec.starts_with("blosc") && H5Zfilter_avail(kBloscFilterId) <= 0) {
+    H5Eclear2(H5E_DEFAULT);
+    return FailedPrecondition(
+        "{}: codec {} needs the Blosc HDF5 filter plugin, which HDF5 cannot load (Debian: apt-get "
+        "install hdf5-filter-plugin-blosc-serial; or set HDF5_PLUGIN_PATH)",
+        w.path, w.codec.codec);
+  }
   w.spec = spec;
   w.nfeat = spec.feature_names.size();
   w.chunk_rows = spec.chunk_rows > 0 ? spec.chunk_rows : ChunkRowsFor(w.nfeat, spec.expected_rows);
@@ -528,7 +565,8 @@ VersionInfo FeatureSetWriter::Impl::FinishInfo() {
   info.zone = zone;
   info.classification = spec.classification;
   info.chunk_rows = chunk_rows;
-  info.compression = spec.compression;
+  info.codec = codec.codec;
+  info.compression = codec.level;
   info.tool = ToolString();
   info.digests.features = hx.FinishHex();
   if (dy.valid()) info.digests.labels = hy.FinishHex();

@@ -19,20 +19,22 @@ void CheckRows(const ChunkReader& r, uint64_t first, uint64_t count, uint64_t nf
   }
 }
 
-class ChunkReaderTest : public ::testing::TestWithParam<int> {};
+class ChunkReaderTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ChunkReaderTest, DirectReadsEqualTheData) {
-  const int compression = GetParam();
+  const std::string codec = GetParam();
+  const bool compression = codec != "none";
   TempDir dir;
   std::string path = dir / "fs.h5";
-  MakeVersion(path, {.rows = 10007, .features = 5, .chunk_rows = 512, .compression = compression});
+  MakeVersion(path, {.rows = 10007, .features = 5, .chunk_rows = 512, .codec = codec});
+  ASSERT_EQ(FeatureSet::Open(path)->Info("v1")->codec, codec);
   auto fs = FeatureSet::Open(path);
   auto v = fs->OpenVersion("v1");
   ASSERT_TRUE(v.ok());
   auto r = ChunkReader::Open(*v, v->features_dataset(), 5, "features", true);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_TRUE(r->direct());
-  EXPECT_EQ(r->compressed(), compression > 0);
+  EXPECT_EQ(r->compressed(), compression);
   EXPECT_EQ(r->chunk_rows(), 512u);
   ChunkScratch s;
   CheckRows(*r, 0, 10007, 5, &s);   // everything
@@ -42,7 +44,7 @@ TEST_P(ChunkReaderTest, DirectReadsEqualTheData) {
   CheckRows(*r, 3, 1, 5, &s);
   std::vector<float> out(10);
   EXPECT_FALSE(r->Read(10006, 2, out.data(), &s).ok());
-  if (compression == 0) {
+  if (!compression) {
     EXPECT_EQ(r->FileOffset(1) - r->FileOffset(0), 20u);
   }
 
@@ -70,7 +72,13 @@ TEST(ChunkReader, LargeChunksArePageAligned) {
     EXPECT_EQ(r->FileOffset(row) % 4096, 0u) << row;
 }
 
-INSTANTIATE_TEST_SUITE_P(Compression, ChunkReaderTest, ::testing::Values(0, 4));
+INSTANTIATE_TEST_SUITE_P(Codecs, ChunkReaderTest,
+                         ::testing::Values("none", "deflate", "blosc-lz4", "blosc-zstd"),
+                         [](const auto& p) {
+                           std::string n = p.param;
+                           std::replace(n.begin(), n.end(), '-', '_');
+                           return n;
+                         });
 
 TEST(ChunkReader, OtherFiltersFallBackToHdf5) {
   TempDir dir;

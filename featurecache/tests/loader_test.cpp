@@ -45,6 +45,7 @@ struct Config {
   int compression;
   uint32_t threads;
   bool direct;
+  std::string codec = "";  // empty: deflate at `compression` (when > 0)
 };
 
 class LoaderTest : public ::testing::TestWithParam<Config> {};
@@ -53,8 +54,11 @@ TEST_P(LoaderTest, DeliversThePlanExactly) {
   const Config c = GetParam();
   TempDir dir;
   std::string path = dir / "fs.h5";
-  MakeVersion(path,
-              {.rows = 20011, .features = 6, .chunk_rows = 1000, .compression = c.compression});
+  MakeVersion(path, {.rows = 20011,
+                     .features = 6,
+                     .chunk_rows = 1000,
+                     .compression = c.compression,
+                     .codec = c.codec});
   for (uint32_t world : {1u, 3u}) {
     std::vector<uint64_t> all;
     for (uint32_t rank = 0; rank < world; ++rank) {
@@ -85,7 +89,9 @@ TEST_P(LoaderTest, DeliversThePlanExactly) {
 INSTANTIATE_TEST_SUITE_P(Configs, LoaderTest,
                          ::testing::Values(Config{false, 0, 1, true}, Config{true, 0, 1, true},
                                            Config{true, 0, 3, true}, Config{false, 3, 2, true},
-                                           Config{true, 3, 1, true}, Config{true, 0, 2, false}));
+                                           Config{true, 3, 1, true}, Config{true, 0, 2, false},
+                                           Config{true, 0, 2, true, "blosc-lz4"},
+                                           Config{false, 0, 1, true, "blosc-zstd"}));
 
 TEST(Loader, SaveAndRestoreContinueExactly) {
   TempDir dir;

@@ -99,6 +99,7 @@ struct GenOptions {
   bool labels = true;
   uint64_t chunk_rows = 0;
   int compression = 0;
+  std::string codec = {};  // empty: deflate when compression > 0
   std::string zone = "ae";
   std::string classification = "internal";
 };
@@ -119,6 +120,7 @@ inline VersionInfo MakeVersion(const std::string& path, const GenOptions& o = {}
   spec.classification = o.classification;
   spec.chunk_rows = o.chunk_rows;
   spec.compression = o.compression;
+  spec.codec = o.codec;
   auto name = w->StartVersion(spec);
   EXPECT_TRUE(name.ok()) << name.status().ToString();
   const uint64_t block = 4096;

@@ -21,7 +21,8 @@ struct IngestOptions {
   std::string zone;                          // required for a new file; must match an existing one
   std::string classification;                // required
   uint64_t chunk_rows = 0;                   // 0: automatic (about 1 MiB chunks)
-  int compression = 0;                       // deflate level 0..9
+  std::string codec;                         // format.hpp's kCodecs; empty: ResolveCodec
+  int compression = 0;                       // the codec's level 0..9
   char delimiter = ',';
   double lock_timeout_s = 600;
   bool statistics = true;  // per-column statistics while writing (stats.hpp)

@@ -52,9 +52,14 @@ struct NewVersion {
   std::string classification;
   uint64_t chunk_rows = 0;     // 0: ChunkRowsFor(features, expected_rows)
   uint64_t expected_rows = 0;  // upper bound on the rows, when known (sizes chunks)
-  int compression = 0;         // deflate level 0..9 (0: none)
+  std::string codec;           // format.hpp's kCodecs; empty: see ResolveCodec
+  int compression = 0;         // the codec's level 0..9 (0: its default)
   bool statistics = true;      // per-column statistics while writing (stats.hpp)
 };
+
+// A derived version's codec and level: the parent's when neither is given
+// (codec empty, level < 0), else the given ones (ResolveCodec's rules).
+void InheritCodec(const VersionInfo& parent, const std::string& codec, int level, NewVersion* spec);
 
 class FeatureSetWriter {
  public:
