@@ -3,6 +3,7 @@
 //
 //   fcache_bench loader [--gib 1] [--dir D] [--window ROWS]   loader vs plain sequential read
 //   fcache_bench codec [--gib 1]    shuffled loading of each codec vs uncompressed
+//   fcache_bench version [--gib 10] cost of adding a 1% version, before/after version files
 //   fcache_bench ingest [--rows 1000000]      CSV ingest MB/s, cost of a copy
 //   fcache_bench asof   [--rows 10000000]     point-in-time join: time, peak RSS
 //   fcache_bench all                          all of them (default sizes)
@@ -24,6 +25,8 @@
 #include <string>
 #include <vector>
 
+#include "hpcml/common/h5.hpp"
+#include "hpcml/featurecache/format.hpp"
 #include "hpcml/featurecache/ingest.hpp"
 #include "hpcml/featurecache/loader.hpp"
 #include "hpcml/featurecache/writer.hpp"
@@ -293,6 +296,86 @@ void BenchCodecs(const std::string& dir, double gib) {
   for (const auto& p : paths) std::filesystem::remove(p);
 }
 
+// A copy of the one-version set `split` in format 1, the layout before
+// version files: the version's group inside the set file (what the writer
+// then copied whole to add a version).
+void MakeFormat1Copy(const std::string& split, const std::string& out) {
+  h5::SilenceErrorPrinting();
+  std::filesystem::remove(out);
+  const std::string vpath = split + ".d/v1.h5";
+  h5::File src(H5Fopen(vpath.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+  h5::File dst(H5Fcreate(out.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT));
+  if (!src.valid() || !dst.valid()) Die(Internal("format 1 copy of {}", split));
+  h5::Group root(H5Gopen2(src.get(), "/", H5P_DEFAULT));
+  VersionInfo info = Must(ReadVersionAttrs(root.get(), "v1"));
+  h5::Group versions(H5Gcreate2(dst.get(), "versions", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+  h5::Group v1(H5Gcreate2(versions.get(), "v1", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+  for (const char* name : {kFeatures, kLabels, kEntityIds, kTimestamps, "stats"}) {
+    if (H5Ocopy(src.get(), name, v1.get(), name, H5P_DEFAULT, H5P_DEFAULT) < 0)
+      Die(h5::Error(StatusCode::kInternal, name));
+  }
+  MustOk(WriteVersionAttrs(v1.get(), info));
+  MustOk(h5::WriteAttr(dst.get(), "hpcml_format", kFormatName));
+  MustOk(h5::WriteAttr(dst.get(), "format_version", int64_t{1}));
+  MustOk(h5::WriteAttr(dst.get(), "zone", info.zone));
+  MustOk(h5::WriteAttr(dst.get(), "classification", info.classification));
+  MustOk(h5::WriteAttr(dst.get(), "latest", std::string("v1")));
+}
+
+// Adds a version of `rows` rows; returns the seconds it took (durable).
+double AddVersion(const std::string& path, uint64_t rows, uint64_t nf) {
+  auto t0 = Clock::now();
+  auto w = Must(FeatureSetWriter::Begin(path, WriterOptions{"", 60}));
+  NewVersion s = FloatVersion(nf, "{\"op\":\"bench\"}");
+  s.label_name = "y";
+  s.expected_rows = rows;
+  MustOk(w.StartVersion(s).status());
+  const uint64_t block = 16384;
+  std::vector<float> x(block * nf, 1.5f), y(block, 1.0f);
+  std::vector<int64_t> e(block, 7), t(block, 9);
+  for (uint64_t first = 0; first < rows; first += block) {
+    uint64_t n = std::min(block, rows - first);
+    MustOk(w.Append(x.data(), y.data(), e.data(), t.data(), n));
+  }
+  MustOk(w.Commit().status());
+  return Since(t0);
+}
+
+// The cost of a daily 1% version of a large set: this layout (one file per
+// version) against format 1, whose writer copied the whole set file, in the
+// same run. The format 1 file is made from the same data; the writer of
+// this build still copies it whole (that is how it upgrades one).
+void BenchVersionCost(const std::string& dir, double gib) {
+  const uint64_t nf = 64;
+  const uint64_t rows = static_cast<uint64_t>(gib * (1ull << 30) / (nf * 4));
+  const uint64_t small = std::max<uint64_t>(rows / 100, 1);
+  std::printf("\n== adding a 1%% version (%llu rows) to a set of %llu rows x %llu features\n",
+              static_cast<unsigned long long>(small), static_cast<unsigned long long>(rows),
+              static_cast<unsigned long long>(nf));
+  const std::string split = dir + "/big.h5", old = dir + "/big-format1.h5";
+  std::filesystem::remove_all(split + ".d");
+  auto t0 = Clock::now();
+  MakeSet(split, rows, nf, "none", 0, false);
+  std::printf("  set written in %.1f s: %.2f GiB\n", Since(t0),
+              static_cast<double>(FileSize(split + ".d/v1.h5")) / (1ull << 30));
+  t0 = Clock::now();
+  MakeFormat1Copy(split, old);
+  std::printf("  format 1 copy made in %.1f s: %.2f GiB\n", Since(t0),
+              static_cast<double>(FileSize(old)) / (1ull << 30));
+  double before = AddVersion(old, small, nf);
+  double after = AddVersion(split, small, nf);
+  std::printf(
+      "  format 1 (copy the set, add, rename): %.2f s\n"
+      "  version files (write the version, relink): %.2f s\n"
+      "  ratio before/after: %.1fx; set file now %.1f KiB, the new version %.1f MiB\n",
+      before, after, before / after, static_cast<double>(FileSize(split)) / 1024,
+      static_cast<double>(FileSize(split + ".d/v2.h5")) / (1 << 20));
+  std::filesystem::remove_all(split + ".d");
+  std::filesystem::remove_all(old + ".d");
+  std::filesystem::remove(split);
+  std::filesystem::remove(old);
+}
+
 std::string MakeCsv(const std::string& path, uint64_t rows, uint64_t nf) {
   FILE* f = std::fopen(path.c_str(), "w");
   std::fprintf(f, "id,ts,y");
@@ -452,6 +535,7 @@ int main(int argc, char** argv) {
   setvbuf(stdout, nullptr, _IOLBF, 0);
   if (mode == "loader" || mode == "all" || mode == "smoke") BenchLoader(dir, gib);
   if (mode == "codec" || mode == "all" || mode == "smoke") BenchCodecs(dir, gib);
+  if (mode == "version" || mode == "all" || mode == "smoke") BenchVersionCost(dir, gib);
   if (mode == "ingest" || mode == "all" || mode == "smoke") BenchIngest(dir, ingest_rows);
   if (mode == "asof" || mode == "all" || mode == "smoke") BenchAsof(dir, asof_rows);
   std::filesystem::remove_all(dir);

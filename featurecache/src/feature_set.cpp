@@ -1,9 +1,16 @@
 #include "hpcml/featurecache/feature_set.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <filesystem>
 #include <vector>
 
 #include "hpcml/common/sha256.hpp"
+#include "hpcml/common/unique_fd.hpp"
 #include "hpcml/featurecache/access.hpp"
 
 namespace hpcml::featurecache {
@@ -156,15 +163,75 @@ Result<std::string> FeatureSet::Resolve(std::string_view spec) const {
   return name;
 }
 
+// A version in its own file (format 2): the link must name exactly the file
+// the writer makes, <set>.d/vN.h5 beside the set's canonical path (the path
+// Open checked), and this code opens it (never HDF5's link traversal, which honours HDF5_EXT_PREFIX
+// and the working directory): no link followed at the last two components,
+// and HDF5 opens the very inode that was checked, through /proc/self/fd.
+Result<FeatureSet::VersionGroup> FeatureSet::OpenExternalVersion(hid_t versions,
+                                                                 const std::string& name,
+                                                                 size_t val_size) const {
+  const std::string what = fmt::format("{}: /{}/{}", path_, kVersionsGroup, name);
+  std::vector<char> val(val_size);
+  unsigned flags = 0;
+  const char* target = nullptr;
+  const char* object = nullptr;
+  if (H5Lget_val(versions, name.c_str(), val.data(), val.size(), H5P_DEFAULT) < 0 ||
+      H5Lunpack_elink_val(val.data(), val.size(), &flags, &target, &object) < 0) {
+    return h5::Error(StatusCode::kCorrupt, what);
+  }
+  const std::filesystem::path canonical(canonical_);
+  const std::string expected = VersionFileName(canonical.filename().string(), name);
+  if (target == nullptr || object == nullptr || expected != target || std::string(object) != "/") {
+    return Corrupt("{}: links to {}:{}, not to {}:/ (refused)", what, target ? target : "?",
+                   object ? object : "?", expected);
+  }
+  // Part of the set, so covered by the set's access check in Open.
+  const std::filesystem::path file = canonical.parent_path() / expected;
+  HPCML_ASSIGN_OR_RETURN(UniqueFd dir,
+                         OpenFd(file.parent_path().string(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW));
+  int fd = ::openat(dir.get(), file.filename().c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return ErrnoError(file.string(), errno);
+  UniqueFd vfd(fd);
+  struct stat st;
+  if (::fstat(vfd.get(), &st) != 0) return ErrnoError(file.string(), errno);
+  if (!S_ISREG(st.st_mode)) return Corrupt("{}: not a regular file", file.string());
+  const std::string proc = fmt::format("/proc/self/fd/{}", vfd.get());
+  VersionGroup vg;
+  HPCML_ASSIGN_OR_RETURN(
+      h5::File f,
+      h5::Own<h5::File>(H5Fopen(proc.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), StatusCode::kCorrupt,
+                        fmt::format("{}: cannot open the HDF5 file", file.string())));
+  vg.file = std::make_shared<h5::File>(std::move(f));
+  HPCML_ASSIGN_OR_RETURN(vg.group, h5::Own<h5::Group>(H5Gopen2(vg.file->get(), "/", H5P_DEFAULT),
+                                                      StatusCode::kCorrupt, file.string()));
+  return vg;
+}
+
+Result<FeatureSet::VersionGroup> FeatureSet::OpenVersionGroup(const std::string& name) const {
+  const std::string what = fmt::format("{}: /{}/{}", path_, kVersionsGroup, name);
+  HPCML_ASSIGN_OR_RETURN(
+      h5::Group versions,
+      h5::Own<h5::Group>(H5Gopen2(file_->get(), kVersionsGroup, H5P_DEFAULT), StatusCode::kCorrupt,
+                         fmt::format("{}: group /{}", path_, kVersionsGroup)));
+  H5L_info_t li;
+  if (H5Lget_info(versions.get(), name.c_str(), &li, H5P_DEFAULT) < 0)
+    return h5::Error(StatusCode::kCorrupt, what);
+  if (li.type == H5L_TYPE_EXTERNAL) return OpenExternalVersion(versions.get(), name, li.u.val_size);
+  if (li.type != H5L_TYPE_HARD) return Corrupt("{}: neither a group nor a version file link", what);
+  VersionGroup vg;
+  vg.file = file_;
+  HPCML_ASSIGN_OR_RETURN(vg.group,
+                         h5::Own<h5::Group>(H5Gopen2(versions.get(), name.c_str(), H5P_DEFAULT),
+                                            StatusCode::kCorrupt, what));
+  return vg;
+}
+
 Result<VersionStats> FeatureSet::Stats(std::string_view spec) const {
   h5::SilenceErrorPrinting();
   HPCML_ASSIGN_OR_RETURN(std::string name, Resolve(spec));
-  const std::string group_path = fmt::format("/{}/{}", kVersionsGroup, name);
-  HPCML_ASSIGN_OR_RETURN(
-      h5::Group g,
-      h5::Own<h5::Group>(H5Gopen2(file_->get(), group_path.c_str(), H5P_DEFAULT),
-                         StatusCode::kCorrupt, fmt::format("{}: {}", path_, group_path)));
-  auto stats = ReadStats(g.get(), name);
+  HPCML_ASSIGN_OR_RETURN(VersionGroup vg, OpenVersionGroup(name));
+  auto stats = ReadStats(vg.group.get(), name);
   if (!stats.ok()) return stats.status().WithContext(path_);
   return stats;
 }
@@ -172,15 +239,21 @@ Result<VersionStats> FeatureSet::Stats(std::string_view spec) const {
 Result<VersionInfo> FeatureSet::Info(std::string_view spec) const {
   h5::SilenceErrorPrinting();
   HPCML_ASSIGN_OR_RETURN(std::string name, Resolve(spec));
-  std::string group_path = fmt::format("/{}/{}", kVersionsGroup, name);
-  HPCML_ASSIGN_OR_RETURN(
-      h5::Group g,
-      h5::Own<h5::Group>(H5Gopen2(file_->get(), group_path.c_str(), H5P_DEFAULT),
-                         StatusCode::kCorrupt, fmt::format("{}: {}", path_, group_path)));
-  auto info = ReadVersionAttrs(g.get(), name);
+  HPCML_ASSIGN_OR_RETURN(VersionGroup vg, OpenVersionGroup(name));
+  return InfoOf(vg, name);
+}
+
+Result<VersionInfo> FeatureSet::InfoOf(const VersionGroup& vg, const std::string& name) const {
+  hid_t g = vg.group.get();
+  auto info = ReadVersionAttrs(g, name);
   if (!info.ok())
     return Status(info.status().code(), fmt::format("{}: {}", path_, info.status().message()));
-  auto digests = ReadDatasetDigests(g.get(), info->has_labels(), name);
+  // A version of another zone's data is not this set's, whatever links to it.
+  if (info->zone != zone_) {
+    return Corrupt("{}: version {} is in zone '{}' but the feature set is in zone '{}'", path_,
+                   name, info->zone, zone_);
+  }
+  auto digests = ReadDatasetDigests(g, info->has_labels(), name);
   if (!digests.ok())
     return Status(digests.status().code(),
                   fmt::format("{}: {}", path_, digests.status().message()));
@@ -190,15 +263,15 @@ Result<VersionInfo> FeatureSet::Info(std::string_view spec) const {
 
 Result<VersionReader> FeatureSet::OpenVersion(std::string_view spec) const {
   h5::SilenceErrorPrinting();
-  HPCML_ASSIGN_OR_RETURN(VersionInfo info, Info(spec));
+  HPCML_ASSIGN_OR_RETURN(std::string version, Resolve(spec));
+  HPCML_ASSIGN_OR_RETURN(VersionGroup vg, OpenVersionGroup(version));
+  HPCML_ASSIGN_OR_RETURN(VersionInfo info, InfoOf(vg, version));
   VersionReader r;
-  r.file_ = file_;
+  r.file_ = vg.file;
   r.path_ = path_;
-  std::string base = fmt::format("/{}/{}/", kVersionsGroup, info.name);
   auto open = [&](const char* name, h5::Dataset* out) -> Status {
-    std::string p = base + name;
     HPCML_ASSIGN_OR_RETURN(
-        *out, h5::Own<h5::Dataset>(H5Dopen2(file_->get(), p.c_str(), H5P_DEFAULT),
+        *out, h5::Own<h5::Dataset>(H5Dopen2(vg.group.get(), name, H5P_DEFAULT),
                                    StatusCode::kCorrupt, Where(path_, info.name, name)));
     return Status::Ok();
   };

@@ -166,6 +166,10 @@ Result<VersionInfo> ReadVersionAttrs(int64_t group, std::string_view name) {
   return v;
 }
 
+std::string VersionFileName(std::string_view set_base, std::string_view version) {
+  return fmt::format("{}.d/{}.h5", set_base, version);
+}
+
 Result<CodecChoice> ResolveCodec(std::string_view codec, int level) {
   if (level < 0 || level > 9) return InvalidArgument("compression level {} is not in 0..9", level);
   if (codec.empty()) return CodecChoice{level > 0 ? "deflate" : "none", level};

@@ -126,8 +126,15 @@ std::string ToolString() {
   return fmt::format("hpcml-fcache {}", Version());
 }
 
+// A version is written to its own file, <set>.d/vN.h5 (through a temporary
+// name there), and published by a new copy of the small set file whose
+// /versions/vN is an external link to it: the cost of a version is its own
+// size, and the set file is still replaced by one rename.
 struct FeatureSetWriter::Impl {
   std::string path, canonical, dir, base, tmp_path;
+  std::string vdir;                        // <set>.d: the version files
+  std::string version_tmp, version_final;  // the new version's file
+  std::optional<struct stat> published;    // the set file, when it existed
   UniqueFd lock_fd;
   bool creating = false;
   bool committed = false;
@@ -135,7 +142,8 @@ struct FeatureSetWriter::Impl {
   std::vector<std::string> versions;
   AccessContext ctx;
 
-  h5::File file;
+  h5::File file;   // the temporary copy of the set file
+  h5::File vfile;  // the new version's file
   h5::Group version_group;
   h5::Dataset dx, dy, de, dt;
   bool started = false;
@@ -162,6 +170,7 @@ struct FeatureSetWriter::Impl {
     de.reset();
     dt.reset();
     version_group.reset();
+    vfile.reset();
     file.reset();
   }
 
@@ -172,9 +181,9 @@ struct FeatureSetWriter::Impl {
   void Abort() {
     if (committed) return;
     CloseHandles();
-    if (!tmp_path.empty()) {
-      ::unlink(tmp_path.c_str());
-      tmp_path.clear();
+    for (std::string* p : {&tmp_path, &version_tmp}) {
+      if (!p->empty()) ::unlink(p->c_str());
+      p->clear();
     }
     lock_fd.reset();
   }
@@ -197,18 +206,43 @@ struct FeatureSetWriter::Impl {
     return Status::Ok();
   }
 
-  // Temporary copies left by killed writers; only lock holders create them,
-  // so any that exist now are stale.
+  // Temporary files left by killed writers (set copies beside the set,
+  // version files in <set>.d); only lock holders create them, so any that
+  // exist now are stale.
   void RemoveStaleTemps() {
-    std::string prefix = "." + base + ".tmp-";
-    DIR* d = ::opendir(dir.c_str());
-    if (d == nullptr) return;
-    while (struct dirent* ent = ::readdir(d)) {
-      if (std::strncmp(ent->d_name, prefix.c_str(), prefix.size()) == 0) {
-        ::unlinkat(::dirfd(d), ent->d_name, 0);
+    auto remove = [](const std::string& in, const std::string& prefix, bool any_version) {
+      DIR* d = ::opendir(in.c_str());
+      if (d == nullptr) return;
+      while (struct dirent* ent = ::readdir(d)) {
+        const char* n = ent->d_name;
+        bool stale = any_version ? (n[0] == '.' && std::strstr(n, ".h5.tmp-") != nullptr)
+                                 : std::strncmp(n, prefix.c_str(), prefix.size()) == 0;
+        if (stale) ::unlinkat(::dirfd(d), n, 0);
       }
+      ::closedir(d);
+    };
+    remove(dir, "." + base + ".tmp-", false);
+    remove(vdir, "", true);
+  }
+
+  // <set>.d, created when missing; a directory of its own, never a link.
+  Status MakeVersionDir() {
+    struct stat st;
+    if (::lstat(vdir.c_str(), &st) == 0) {
+      if (!S_ISDIR(st.st_mode))
+        return FailedPrecondition("{}: exists but is not a directory (it holds the versions)",
+                                  vdir);
+      return Status::Ok();
     }
-    ::closedir(d);
+    if (errno != ENOENT) return ErrnoError(vdir, errno);
+    if (::mkdir(vdir.c_str(), 0777) != 0) return ErrnoError("mkdir " + vdir, errno);
+    if (published) {
+      // Same owner and mode as the set (root adding a version to a user's set).
+      if (::chown(vdir.c_str(), published->st_uid, published->st_gid) != 0) { /* not permitted */
+      }
+      ::chmod(vdir.c_str(), (published->st_mode & 0777) | ((published->st_mode & 0444) >> 2));
+    }
+    return SyncDirectory(dir);
   }
 
   Status CopyPublished(const struct stat& st) {
@@ -243,8 +277,8 @@ struct FeatureSetWriter::Impl {
     }
     auto fv = h5::ReadIntAttr(file.get(), "format_version");
     if (!fv.ok()) return Corrupt("{}: {}", path, fv.status().message());
-    if (*fv != kFormatVersion) {
-      return FailedPrecondition("{}: format version {}; this build writes only version {}", path,
+    if (*fv < 1 || *fv > kFormatVersion) {
+      return FailedPrecondition("{}: format version {}; this build writes versions 1 to {}", path,
                                 *fv, kFormatVersion);
     }
     auto z = h5::ReadStringAttr(file.get(), "zone");
@@ -324,6 +358,28 @@ struct FeatureSetWriter::Impl {
                                            H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
                                 StatusCode::kIoError,
                                 fmt::format("{}: create {}/{}", path, version_name, name));
+  }
+
+  // <set>.d/.vN.h5.tmp-*, whose root group is the version.
+  Status CreateVersionFile() {
+    HPCML_RETURN_IF_ERROR(MakeVersionDir());
+    version_final = (std::filesystem::path(dir) / VersionFileName(base, version_name)).string();
+    version_tmp = fmt::format("{}/.{}.h5.tmp-{}", vdir, version_name, RandomSuffix());
+    HPCML_ASSIGN_OR_RETURN(h5::PropList fapl, WriteFapl());
+    HPCML_ASSIGN_OR_RETURN(
+        vfile,
+        h5::Own<h5::File>(H5Fcreate(version_tmp.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, fapl.get()),
+                          StatusCode::kIoError, fmt::format("{}: create", version_tmp)));
+    if (published) {
+      if (::chown(version_tmp.c_str(), published->st_uid, published->st_gid) != 0) {
+        /* not permitted: the writer owns it */
+      }
+      ::chmod(version_tmp.c_str(), published->st_mode & 07777);
+    }
+    HPCML_ASSIGN_OR_RETURN(version_group,
+                           h5::Own<h5::Group>(H5Gopen2(vfile.get(), "/", H5P_DEFAULT),
+                                              StatusCode::kIoError, version_tmp));
+    return Status::Ok();
   }
 
   Status SetCodec(hid_t dcpl, const char* name) {
@@ -419,6 +475,7 @@ Result<FeatureSetWriter> FeatureSetWriter::Begin(const std::string& path,
   std::filesystem::path p(impl->canonical);
   impl->dir = p.parent_path().string();
   impl->base = p.filename().string();
+  impl->vdir = (std::filesystem::path(impl->dir) / (impl->base + ".d")).string();
   HPCML_RETURN_IF_ERROR(impl->Lock(options.lock_timeout_s));
   impl->RemoveStaleTemps();
   impl->tmp_path =
@@ -432,6 +489,7 @@ Result<FeatureSetWriter> FeatureSetWriter::Begin(const std::string& path,
       H5Eclear2(H5E_DEFAULT);
       return Corrupt("{}: exists but is not an HDF5 file; refusing to overwrite it", path);
     }
+    impl->published = st;
     HPCML_RETURN_IF_ERROR(impl->CopyPublished(st));
     HPCML_RETURN_IF_ERROR(impl->OpenCopy(options));
   } else if (errno == ENOENT) {
@@ -494,12 +552,7 @@ Result<std::string> FeatureSetWriter::StartVersion(const NewVersion& spec) {
   if (w.chunk_rows * w.nfeat * 4 >= (uint64_t{1} << 32))
     return InvalidArgument("chunk of {} rows is too large", w.chunk_rows);
   w.version_name = VersionName(w.version_number);
-  std::string gpath = fmt::format("/{}/{}", kVersionsGroup, w.version_name);
-  HPCML_ASSIGN_OR_RETURN(
-      w.version_group,
-      h5::Own<h5::Group>(
-          H5Gcreate2(w.file.get(), gpath.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
-          StatusCode::kIoError, fmt::format("{}: create {}", w.path, gpath)));
+  HPCML_RETURN_IF_ERROR(w.CreateVersionFile());
   HPCML_ASSIGN_OR_RETURN(w.dx, w.CreateDataset(kFeatures, H5T_IEEE_F32LE, true));
   if (!spec.label_name.empty()) {
     HPCML_ASSIGN_OR_RETURN(w.dy, w.CreateDataset(kLabels, H5T_IEEE_F32LE, false));
@@ -596,14 +649,30 @@ Status FeatureSetWriter::Impl::WriteDigestsAndAttrs(const VersionInfo& info) {
   return h5::WriteAttr(file.get(), "latest", version_name);
 }
 
-// Closes the handles, then makes the file durable and puts it in place:
-// fsync, rename over the feature set, fsync of the directory, unlock.
+// Closes the handles, then makes both files durable and puts them in place:
+// the version file (fsync, rename to <set>.d/vN.h5, fsync of <set>.d), then
+// the set file with its link to it (fsync, rename over the feature set, fsync
+// of the directory), unlock. Until the second rename nobody sees the version;
+// a version file left by a killed writer is replaced by the next one.
 Status FeatureSetWriter::Impl::Publish() {
   HPCML_RETURN_IF_ERROR(h5::Close(dx, version_name + "/features"));
   HPCML_RETURN_IF_ERROR(h5::Close(dy, version_name + "/labels"));
   HPCML_RETURN_IF_ERROR(h5::Close(de, version_name + "/entity_ids"));
   HPCML_RETURN_IF_ERROR(h5::Close(dt, version_name + "/timestamps"));
   HPCML_RETURN_IF_ERROR(h5::Close(version_group, version_name));
+  HPCML_RETURN_IF_ERROR(h5::Close(vfile, version_tmp));
+  HPCML_RETURN_IF_ERROR(SyncFile(version_tmp));
+  if (::rename(version_tmp.c_str(), version_final.c_str()) != 0)
+    return ErrnoError("rename to " + version_final, errno);
+  version_tmp.clear();
+  HPCML_RETURN_IF_ERROR(SyncDirectory(vdir));
+  CrashPoint("after-version-rename");
+  const std::string link = fmt::format("/{}/{}", kVersionsGroup, version_name);
+  if (H5Lcreate_external(VersionFileName(base, version_name).c_str(), "/", file.get(), link.c_str(),
+                         H5P_DEFAULT, H5P_DEFAULT) < 0) {
+    return h5::Error(StatusCode::kIoError, fmt::format("{}: link {}", path, link));
+  }
+  HPCML_RETURN_IF_ERROR(h5::WriteAttr(file.get(), "format_version", kFormatVersion));
   CrashPoint("before-close");
   HPCML_RETURN_IF_ERROR(h5::Close(file, tmp_path));
   HPCML_RETURN_IF_ERROR(SyncFile(tmp_path));

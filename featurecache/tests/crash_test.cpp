@@ -76,8 +76,8 @@ TEST(CrashDuringIngest, AtEveryStep) {
   VersionInfo v1 = MakeVersion(h5, {.rows = 2000, .features = 8});
   std::string csv = MakeCsv(dir, "in.csv", 60000);
   size_t versions = 1;
-  for (const char* point :
-       {"after-lock", "after-copy", "mid-write", "before-close", "before-rename", "after-rename"}) {
+  for (const char* point : {"after-lock", "after-copy", "mid-write", "after-version-rename",
+                            "before-close", "before-rename", "after-rename"}) {
     std::string before = ReadText(h5);
     int st = Wait(StartIngest(h5, csv, point));
     ASSERT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL) << point << " status " << st;
@@ -93,7 +93,7 @@ TEST(CrashDuringIngest, AtEveryStep) {
   }
   // The next writer clears the leftovers and succeeds.
   ASSERT_EQ(Wait(StartIngest(h5, csv, nullptr)), 0);
-  for (auto& e : std::filesystem::directory_iterator(dir.path())) {
+  for (auto& e : std::filesystem::recursive_directory_iterator(dir.path())) {
     EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << e.path();
   }
   size_t now = 0;

@@ -93,7 +93,7 @@ void CorruptFeatures(const std::string& path, const VersionInfo& info) {
   haddr_t addr = 0;
   hsize_t size = 0;
   ASSERT_GE(H5Dget_chunk_info_by_coord(v->features_dataset(), coord, &mask, &addr, &size), 0);
-  int fd = ::open(path.c_str(), O_WRONLY);
+  int fd = ::open((path + ".d/" + info.name + ".h5").c_str(), O_WRONLY);
   ASSERT_GE(fd, 0);
   const char junk[8] = {'c', 'o', 'r', 'r', 'u', 'p', 't', '!'};
   ASSERT_EQ(::pwrite(fd, junk, sizeof junk, static_cast<off_t>(addr + 100)), 8);
@@ -113,6 +113,86 @@ TEST(FeatureSet, VerifyFindsCorruptData) {
   EXPECT_EQ(st.code(), StatusCode::kCorrupt);
   EXPECT_NE(st.message().find("dataset features: SHA-256 mismatch"), std::string::npos)
       << st.message();
+}
+
+// Each version is its own file, <set>.d/vN.h5, linked from the set file.
+// The attacks: point the link elsewhere, or swap the directory or the file for
+// a symbolic link to another zone's set, or steer HDF5's own link resolution
+// with HDF5_EXT_PREFIX. Each is refused or has no effect.
+void Relink(const std::string& set, const std::string& version, const std::string& target) {
+  hid_t f = H5Fopen(set.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  ASSERT_GE(f, 0);
+  std::string link = "/versions/" + version;
+  ASSERT_GE(H5Ldelete(f, link.c_str(), H5P_DEFAULT), 0);
+  ASSERT_GE(H5Lcreate_external(target.c_str(), "/", f, link.c_str(), H5P_DEFAULT, H5P_DEFAULT), 0);
+  H5Fclose(f);
+}
+
+TEST(FeatureSetVersionFiles, LinkToAnyOtherFileIsRefused) {
+  TempDir dir;
+  std::filesystem::create_directories(dir / "ae");
+  std::filesystem::create_directories(dir / "eu");
+  MakeVersion(dir / "ae/fs.h5", {.rows = 100, .zone = "ae"});
+  MakeVersion(dir / "eu/fs.h5", {.rows = 200, .zone = "eu"});
+  for (const std::string& target :
+       {dir / "eu/fs.h5.d/v1.h5", std::string("../eu/fs.h5.d/v1.h5"), std::string("fs.h5.d/v1.h5/"),
+        std::string("other.h5.d/v1.h5")}) {
+    Relink(dir / "ae/fs.h5", "v1", target);
+    auto fs = FeatureSet::Open(dir / "ae/fs.h5");
+    ASSERT_TRUE(fs.ok()) << fs.status().ToString();
+    auto v = fs->OpenVersion("v1");
+    EXPECT_EQ(v.status().code(), StatusCode::kCorrupt) << target;
+    EXPECT_NE(v.status().message().find("(refused)"), std::string::npos) << v.status().message();
+  }
+  Relink(dir / "ae/fs.h5", "v1", "fs.h5.d/v1.h5");
+  EXPECT_TRUE(FeatureSet::Open(dir / "ae/fs.h5")->OpenVersion("v1").ok());
+}
+
+TEST(FeatureSetVersionFiles, SymbolicLinksAreNotFollowed) {
+  TempDir dir;
+  std::filesystem::create_directories(dir / "ae");
+  std::filesystem::create_directories(dir / "eu");
+  MakeVersion(dir / "ae/fs.h5", {.rows = 100, .zone = "ae"});
+  MakeVersion(dir / "eu/fs.h5", {.rows = 200, .zone = "eu"});
+  // The version file swapped for a link to the other zone's.
+  std::filesystem::rename(dir / "ae/fs.h5.d/v1.h5", dir / "ae/keep.h5");
+  std::filesystem::create_symlink(dir / "eu/fs.h5.d/v1.h5", dir / "ae/fs.h5.d/v1.h5");
+  auto v = FeatureSet::Open(dir / "ae/fs.h5")->OpenVersion("v1");
+  EXPECT_FALSE(v.ok());
+  EXPECT_NE(v.status().message().find("fs.h5.d/v1.h5"), std::string::npos) << v.status().message();
+  // The directory swapped for a link.
+  std::filesystem::remove(dir / "ae/fs.h5.d/v1.h5");
+  std::filesystem::rename(dir / "ae/fs.h5.d", dir / "ae/kept.d");
+  std::filesystem::create_directory_symlink(dir / "eu/fs.h5.d", dir / "ae/fs.h5.d");
+  v = FeatureSet::Open(dir / "ae/fs.h5")->OpenVersion("v1");
+  EXPECT_FALSE(v.ok());
+  // A hard link or copy of the other zone's file: its zone attribute says so.
+  std::filesystem::remove(dir / "ae/fs.h5.d");
+  std::filesystem::create_directories(dir / "ae/fs.h5.d");
+  std::filesystem::copy_file(dir / "eu/fs.h5.d/v1.h5", dir / "ae/fs.h5.d/v1.h5");
+  auto info = FeatureSet::Open(dir / "ae/fs.h5")->Info("v1");
+  EXPECT_EQ(info.status().code(), StatusCode::kCorrupt);
+  EXPECT_NE(info.status().message().find("is in zone 'eu' but the feature set is in zone 'ae'"),
+            std::string::npos)
+      << info.status().message();
+}
+
+TEST(FeatureSetVersionFiles, Hdf5ExtPrefixChangesNothing) {
+  TempDir dir;
+  std::filesystem::create_directories(dir / "ae");
+  std::filesystem::create_directories(dir / "other");
+  MakeVersion(dir / "ae/fs.h5", {.rows = 100, .zone = "ae"});
+  MakeVersion(dir / "other/fs.h5", {.rows = 300, .zone = "ae"});
+  ::setenv("HDF5_EXT_PREFIX", (dir / "other").c_str(), 1);
+  auto v = FeatureSet::Open(dir / "ae/fs.h5")->OpenVersion("v1");
+  ::unsetenv("HDF5_EXT_PREFIX");
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  EXPECT_EQ(v->rows(), 100u);
+  hsize_t dims = 0;
+  hid_t space = H5Dget_space(v->features_dataset());
+  H5Sget_simple_extent_dims(space, &dims, nullptr);
+  H5Sclose(space);
+  EXPECT_EQ(dims, 100u) << "the data is the set's own version file";
 }
 
 TEST(FeatureSet, SchemaMismatchIsCorrupt) {

@@ -42,7 +42,7 @@ def main():
         run(fcache, "derive", path, "--from", "v1", "--codec", "blosc-lz4")
         with h5py.File(path, "r") as f:
             check(f.attrs["hpcml_format"] == "hpcml-featurecache", "format attribute")
-            check(int(f.attrs["format_version"]) == 1, "format version")
+            check(int(f.attrs["format_version"]) == 2, "format version")
             check(f.attrs["zone"] == "ae", "zone")
             check(f.attrs["classification"] == "confidential", "classification")
             check(f.attrs["latest"] == "v3", "latest")
@@ -85,6 +85,31 @@ def main():
             v3 = f["versions"]["v3"]
             check("32001" in v3["features"]._filters and v3.attrs["codec"] == "blosc-lz4", "blosc filter")
             check(np.array_equal(v3["features"][()], x, equal_nan=True), "blosc values")
+            # Each version is a file of its own beside the set, linked from it.
+            link = f["versions"].get("v1", getlink=True)
+            check(isinstance(link, h5py.ExternalLink) and link.filename == "churn.h5.d/v1.h5"
+                  and link.path == "/", "v1 is an external link to churn.h5.d/v1.h5")
+        # Format 1 (versions inside the set file) is still read, and a new
+        # version is added beside it as a file of its own.
+        old = os.path.join(tmp, "old.h5")
+        with h5py.File(path, "r") as src, h5py.File(old, "w") as dst:
+            for k, v in src.attrs.items():
+                dst.attrs[k] = v
+            dst.attrs["format_version"] = 1
+            dst.attrs["latest"] = "v1"
+            v1, g = src["versions/v1"], dst.create_group("versions/v1")
+            for k, v in v1.attrs.items():  # (H5Ocopy of a root group crashes HDF5 1.10)
+                g.attrs[k] = v
+            for k in v1:
+                src.copy(v1[k], g, k)
+        run(fcache, "verify", old)
+        run(fcache, "derive", old, "--select", "monthly_spend")
+        run(fcache, "verify", old)
+        with h5py.File(old, "r") as f:
+            check(int(f.attrs["format_version"]) == 2, "format 1 file upgraded when a version is added")
+            check(isinstance(f["versions"].get("v1", getlink=True), h5py.HardLink), "v1 stays inside")
+            check(isinstance(f["versions"].get("v2", getlink=True), h5py.ExternalLink), "v2 beside")
+            check(np.array_equal(f["versions/v2/features"][()][:, 0], x[:, 1], equal_nan=True), "v2 data")
     # h5dump (hdf5-tools) reads it too, when installed.
     print("ok: h5py reads both versions; every digest matches its definition")
 

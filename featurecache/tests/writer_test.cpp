@@ -27,7 +27,7 @@ NewVersion Spec(uint64_t f = 2) {
 
 std::vector<std::string> Leftovers(const TempDir& dir) {
   std::vector<std::string> out;
-  for (auto& e : std::filesystem::directory_iterator(dir.path())) {
+  for (auto& e : std::filesystem::recursive_directory_iterator(dir.path())) {
     std::string n = e.path().filename().string();
     if (n.find(".tmp-") != std::string::npos) out.push_back(n);
   }
@@ -110,6 +110,26 @@ TEST(Writer, AbortLeavesThePublishedFileUntouched) {
   }
   EXPECT_EQ(ReadText(path), before);
   EXPECT_TRUE(Leftovers(dir).empty());
+  EXPECT_FALSE(std::filesystem::exists(path + ".d/v2.h5"));
+}
+
+// A version costs its own size: adding one leaves the files of the others
+// alone (same inode, same bytes) and the set file stays small.
+TEST(Writer, AddingAVersionWritesOnlyThatVersion) {
+  TempDir dir;
+  std::string path = dir / "fs.h5";
+  MakeVersion(path, {.rows = 200000, .features = 8});
+  struct stat before;
+  ASSERT_EQ(::stat((path + ".d/v1.h5").c_str(), &before), 0);
+  const std::string v1_bytes = ReadText(path + ".d/v1.h5");
+  MakeVersion(path, {.rows = 100, .features = 8, .chunk_rows = 100});
+  struct stat after;
+  ASSERT_EQ(::stat((path + ".d/v1.h5").c_str(), &after), 0);
+  EXPECT_EQ(after.st_ino, before.st_ino);
+  EXPECT_EQ(ReadText(path + ".d/v1.h5"), v1_bytes);
+  EXPECT_LT(std::filesystem::file_size(path), 64u * 1024) << "the set file holds only links";
+  EXPECT_LT(std::filesystem::file_size(path + ".d/v2.h5"), 256u * 1024);
+  EXPECT_GT(std::filesystem::file_size(path + ".d/v1.h5"), 200000u * 8 * 4);
 }
 
 TEST(Writer, OneWriterAtATime) {
@@ -147,8 +167,10 @@ TEST(Writer, RemovesTemporaryFilesOfKilledWriters) {
   MakeVersion(path, {.rows = 10});
   WriteText(dir / ".fs.h5.tmp-999-deadbeef", "half a file");
   WriteText(dir / ".other.h5.tmp-1-1", "not ours");
+  WriteText(dir / "fs.h5.d/.v2.h5.tmp-999-deadbeef", "half a version");
   MakeVersion(path, {.rows = 10});
   EXPECT_FALSE(std::filesystem::exists(dir / ".fs.h5.tmp-999-deadbeef"));
+  EXPECT_FALSE(std::filesystem::exists(dir / "fs.h5.d/.v2.h5.tmp-999-deadbeef"));
   EXPECT_TRUE(std::filesystem::exists(dir / ".other.h5.tmp-1-1"));
 }
 

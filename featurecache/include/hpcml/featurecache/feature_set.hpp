@@ -38,7 +38,7 @@ class VersionReader {
   // For the loader's direct reads.
   hid_t features_dataset() const { return features_.get(); }
   hid_t labels_dataset() const { return labels_.get(); }
-  hid_t file_id() const { return file_->get(); }
+  hid_t file_id() const { return file_->get(); }  // the file holding the version
 
  private:
   friend class FeatureSet;
@@ -78,6 +78,16 @@ class FeatureSet {
   Result<VersionReader> OpenVersion(std::string_view spec) const;
 
  private:
+  // A version's group and the file that holds it (the set's, or its own).
+  struct VersionGroup {
+    std::shared_ptr<h5::File> file;
+    h5::Group group;
+  };
+  Result<VersionGroup> OpenVersionGroup(const std::string& name) const;
+  Result<VersionGroup> OpenExternalVersion(hid_t versions, const std::string& name,
+                                           size_t val_size) const;
+  Result<VersionInfo> InfoOf(const VersionGroup& vg, const std::string& name) const;
+
   std::shared_ptr<h5::File> file_;
   std::string path_, canonical_, zone_, classification_, latest_;
   std::vector<std::string> versions_;

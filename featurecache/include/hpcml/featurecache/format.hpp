@@ -2,7 +2,11 @@
 //
 //   /                      attrs: hpcml_format, format_version, zone,
 //                                 classification (highest of any version), latest
-//   /versions/v<N>/        one immutable group per version, N = 1, 2, ...
+//   /versions/v<N>         one immutable version, N = 1, 2, ...: since format 2
+//                          an external link to the root group of its own file
+//                          <set>.d/v<N>.h5 beside the set (VersionFileName),
+//                          so adding a version writes only that version; in
+//                          format 1 files, a group holding the same:
 //       features     float32 (rows, features), chunked (chunk_rows, features)
 //       labels       float32 (rows)            absent when the version has no label
 //       entity_ids   int64   (rows)
@@ -20,12 +24,17 @@
 namespace hpcml::featurecache {
 
 inline constexpr std::string_view kFormatName = "hpcml-featurecache";
-inline constexpr int64_t kFormatVersion = 1;
+inline constexpr int64_t kFormatVersion = 2;
 inline constexpr const char* kVersionsGroup = "versions";
 inline constexpr const char* kFeatures = "features";
 inline constexpr const char* kLabels = "labels";
 inline constexpr const char* kEntityIds = "entity_ids";
 inline constexpr const char* kTimestamps = "timestamps";
+
+// The external link target of version `version` of the set file named
+// `set_base` (its file name, no directory): "<set_base>.d/<version>.h5",
+// relative to the set's directory. Readers accept exactly this target.
+std::string VersionFileName(std::string_view set_base, std::string_view version);
 
 // Classification levels, lowest first: public < internal < confidential < restricted.
 Result<int> ClassificationLevel(std::string_view name);
