@@ -10,6 +10,7 @@
 #include "hpcml/common/json.hpp"
 #include "hpcml/featurecache/access.hpp"
 #include "hpcml/featurecache/csv.hpp"
+#include "hpcml/featurecache/entity_keys.hpp"
 #include "hpcml/featurecache/feature_set.hpp"
 #include "hpcml/featurecache/timeutil.hpp"
 #include "hpcml/featurecache/writer.hpp"
@@ -77,14 +78,16 @@ Result<RequestColumns> FindRequestColumns(CsvReader& csv, const AsofOptions& o) 
 }
 
 // The current record of `csv` as a request; errors name its line and column.
+// With string keys (`keys` not null) the entity is its code in `keys`, which
+// gains the keys the feature version lacks (they match no row).
 Result<RequestInfo> ParseRequest(const CsvReader& csv, const RequestColumns& c,
-                                 const AsofOptions& o) {
+                                 const AsofOptions& o, EntityDictionary* keys) {
   if (csv.size() != c.fields) {
     return csv.ErrorAtLine(
         fmt::format("expected {} fields as in the header, found {}", c.fields, csv.size()));
   }
   RequestInfo r{};
-  auto id = ParseIntCell(csv.field(c.entity));
+  auto id = keys != nullptr ? keys->Encode(csv.field(c.entity)) : ParseIntCell(csv.field(c.entity));
   if (!id.ok())
     return csv.ErrorAt(
         c.entity, fmt::format("{} (entity column \"{}\")", id.status().message(), o.entity_column));
@@ -114,13 +117,14 @@ struct RequestsRead {
 
 // Step 2: the requests keyed by (entity, time, request index) into `reqs`,
 // which is finished; counts them in stats->requests.
-Result<RequestsRead> SortRequests(const AsofOptions& o, ExternalSorter& reqs, AsofStats* stats) {
+Result<RequestsRead> SortRequests(const AsofOptions& o, ExternalSorter& reqs, AsofStats* stats,
+                                  EntityDictionary* keys) {
   HPCML_ASSIGN_OR_RETURN(CsvReader csv, CsvReader::Open(o.requests_csv, o.delimiter));
   HPCML_ASSIGN_OR_RETURN(RequestColumns cols, FindRequestColumns(csv, o));
   for (;;) {
     HPCML_ASSIGN_OR_RETURN(bool more, csv.Next());
     if (!more) break;
-    HPCML_ASSIGN_OR_RETURN(RequestInfo r, ParseRequest(csv, cols, o));
+    HPCML_ASSIGN_OR_RETURN(RequestInfo r, ParseRequest(csv, cols, o, keys));
     uint64_t key[3] = {OrderedKey(r.entity), OrderedKey(r.time), stats->requests++};
     HPCML_RETURN_IF_ERROR(reqs.Add(key, &r));
   }
@@ -163,14 +167,14 @@ class ResultRows {
 
 // A request without a feature row: counted, then dropped, refused or kept
 // with nan features, as o.missing says.
-Status AddMissing(const AsofOptions& o, const VersionInfo& si, uint64_t req, RequestInfo r,
-                  ResultRows& result, AsofStats* stats) {
+Status AddMissing(const AsofOptions& o, const VersionInfo& si, const EntityDictionary& keys,
+                  uint64_t req, RequestInfo r, ResultRows& result, AsofStats* stats) {
   ++stats->missing;
   if (o.missing == AsofMissing::kDrop) return Status::Ok();
   if (o.missing == AsofMissing::kError) {
     return InvalidArgument(
         "{}: line {}: entity {} has no feature row at or before {}{} in version {}", o.requests_csv,
-        r.line, r.entity, FormatTimestamp(r.time),
+        r.line, EntityText(r.entity, keys.keys()), FormatTimestamp(r.time),
         o.max_age ? fmt::format(" (within {} s)", static_cast<double>(*o.max_age) / 1e6) : "",
         si.name);
   }
@@ -181,9 +185,9 @@ Status AddMissing(const AsofOptions& o, const VersionInfo& si, uint64_t req, Req
 // Step 3: merge join of the sorted feature keys and requests. Matches go to
 // `by_row` (keyed by feature row, so step 4 reads the features in storage
 // order); misses straight to `result`. `by_row` is finished.
-Status MergeJoin(const AsofOptions& o, const VersionInfo& si, ExternalSorter& fkeys,
-                 ExternalSorter& reqs, ExternalSorter& by_row, ResultRows& result,
-                 AsofStats* stats) {
+Status MergeJoin(const AsofOptions& o, const VersionInfo& si, const EntityDictionary& keys,
+                 ExternalSorter& fkeys, ExternalSorter& reqs, ExternalSorter& by_row,
+                 ResultRows& result, AsofStats* stats) {
   const uint64_t* fk = nullptr;
   const uint8_t* fp = nullptr;
   HPCML_ASSIGN_OR_RETURN(bool f_valid, fkeys.Next(&fk, &fp));
@@ -210,7 +214,7 @@ Status MergeJoin(const AsofOptions& o, const VersionInfo& si, ExternalSorter& fk
     bool match = has_cand && cand_entity == r.entity;
     if (match && o.max_age && r.time - cand_ts > *o.max_age) match = false;
     if (!match) {
-      HPCML_RETURN_IF_ERROR(AddMissing(o, si, req, r, result, stats));
+      HPCML_RETURN_IF_ERROR(AddMissing(o, si, keys, req, r, result, stats));
       continue;
     }
     ++stats->matched;
@@ -335,19 +339,24 @@ Result<VersionInfo> Asof(const std::string& path, const AsofOptions& o, AsofStat
   ExternalSorter fkeys(3, 0, third, o.tmpdir);
   HPCML_RETURN_IF_ERROR(SortFeatureKeys(src, fkeys));
   ExternalSorter reqs(3, sizeof(RequestInfo), third, o.tmpdir);
-  HPCML_ASSIGN_OR_RETURN(RequestsRead req, SortRequests(o, reqs, &stats));
+  // String keys: the requests' keys are coded with the version's codes.
+  HPCML_ASSIGN_OR_RETURN(std::vector<std::string> version_keys, src.EntityKeys());
+  EntityDictionary keys(std::move(version_keys));
+  HPCML_ASSIGN_OR_RETURN(RequestsRead req,
+                         SortRequests(o, reqs, &stats, si.string_keys() ? &keys : nullptr));
   ExternalSorter by_row(2, sizeof(RequestInfo), third, o.tmpdir);
   ResultRows result(si.features(), o.memory_bytes / 2, o.tmpdir);
-  HPCML_RETURN_IF_ERROR(MergeJoin(o, si, fkeys, reqs, by_row, result, &stats));
+  HPCML_RETURN_IF_ERROR(MergeJoin(o, si, keys, fkeys, reqs, by_row, result, &stats));
   HPCML_RETURN_IF_ERROR(GatherFeatures(o, src, by_row, result));
   const uint64_t count = result.sorter().count();
   if (count == 0) {
     return InvalidArgument("{}: none of the {} requests has a feature row at or before its time",
                            o.requests_csv, stats.requests);
   }
-  HPCML_RETURN_IF_ERROR(
-      writer.StartVersion(AsofSpec(o, si, classification, req_canonical, req, count, stats))
-          .status());
+  NewVersion spec = AsofSpec(o, si, classification, req_canonical, req, count, stats);
+  spec.entity_type = si.entity_type;
+  spec.entity_keys = keys.keys();
+  HPCML_RETURN_IF_ERROR(writer.StartVersion(spec).status());
   HPCML_RETURN_IF_ERROR(WriteResult(result.sorter(), si.features(), req.has_label, writer, &stats));
   HPCML_ASSIGN_OR_RETURN(VersionInfo info, writer.Commit());
   if (stats_out != nullptr) *stats_out = stats;

@@ -133,7 +133,11 @@ Subcommand AddIngest(CLI::App& app, Out& out) {
   auto* c = app.add_subcommand("ingest", "add a version from a CSV file (header row required)");
   c->add_option("file", a->path, "feature set (.h5); created if missing")->required();
   c->add_option("--csv", o.csv_path, "CSV file to read")->required();
-  c->add_option("--entity", o.entity_column, "entity id column (integers)")->required();
+  c->add_option("--entity", o.entity_column, "entity column (integer ids or string keys)")
+      ->required();
+  c->add_option("--entity-type", o.entity_type,
+                "auto (default: the first row decides), int or string")
+      ->check(CLI::IsMember({"auto", "int", "string"}));
   c->add_option("--timestamp", o.timestamp_column, "event time column (ISO 8601 or epoch seconds)")
       ->required();
   c->add_option("--label", o.label_column, "label column (optional)");

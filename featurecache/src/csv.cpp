@@ -281,4 +281,15 @@ Result<int64_t> ParseIntCell(std::string_view text) {
   return v;
 }
 
+std::string CsvQuote(const std::string& field) {
+  if (field.find_first_of(",\"\r\n") == std::string::npos) return field;
+  std::string out = "\"";
+  for (char c : field) {
+    if (c == '"') out.push_back('"');
+    out.push_back(c);
+  }
+  out.push_back('"');
+  return out;
+}
+
 }  // namespace hpcml::featurecache

@@ -256,8 +256,9 @@ Result<VersionInfo> Derive(const std::string& path, const DeriveOptions& o) {
   HPCML_ASSIGN_OR_RETURN(std::string classification,
                          ChildClassification(pi.classification, o.classification));
   HPCML_ASSIGN_OR_RETURN(KeptRows stats, ComputeStats(path, parent, sel, o));
-  HPCML_RETURN_IF_ERROR(
-      writer.StartVersion(DeriveSpec(pi, o, sel, stats, classification)).status());
+  NewVersion spec = DeriveSpec(pi, o, sel, stats, classification);
+  HPCML_RETURN_IF_ERROR(InheritEntities(parent, &spec));
+  HPCML_RETURN_IF_ERROR(writer.StartVersion(spec).status());
   HPCML_RETURN_IF_ERROR(WriteDerived(parent, sel, stats, o, writer));
   return writer.Commit();
 }

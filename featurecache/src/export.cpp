@@ -6,6 +6,8 @@
 #include <charconv>
 #include <cmath>
 
+#include "hpcml/featurecache/csv.hpp"
+#include "hpcml/featurecache/entity_keys.hpp"
 #include "hpcml/featurecache/timeutil.hpp"
 
 namespace hpcml::featurecache {
@@ -36,17 +38,6 @@ void AppendFloat(std::string* out, float v) {
 
 }  // namespace
 
-std::string CsvQuote(const std::string& field) {
-  if (field.find_first_of(",\"\r\n") == std::string::npos) return field;
-  std::string out = "\"";
-  for (char c : field) {
-    if (c == '"') out.push_back('"');
-    out.push_back(c);
-  }
-  out.push_back('"');
-  return out;
-}
-
 Status ExportCsv(const FeatureSet& fs, const ExportOptions& o, int fd, const std::string& fd_name) {
   HPCML_ASSIGN_OR_RETURN(VersionReader v, fs.OpenVersion(o.version));
   const VersionInfo& info = v.info();
@@ -56,6 +47,7 @@ Status ExportCsv(const FeatureSet& fs, const ExportOptions& o, int fd, const std
   if (info.has_labels()) out += "," + CsvQuote(info.label_name);
   for (const auto& n : info.feature_names) out += "," + CsvQuote(n);
   out += "\n";
+  HPCML_ASSIGN_OR_RETURN(std::vector<std::string> keys, v.EntityKeys());
   const uint64_t step = std::max<uint64_t>(256, (4u << 20) / (4 * nf));
   std::vector<float> x(step * nf), y(info.has_labels() ? step : 0);
   std::vector<int64_t> e(step), t(step);
@@ -65,8 +57,12 @@ Status ExportCsv(const FeatureSet& fs, const ExportOptions& o, int fd, const std
     HPCML_RETURN_IF_ERROR(
         v.Read(first, n, x.data(), info.has_labels() ? y.data() : nullptr, e.data(), t.data()));
     for (uint64_t r = 0; r < n; ++r) {
-      auto [p, ec] = std::to_chars(buf, buf + sizeof buf, e[r]);
-      out.append(buf, static_cast<size_t>(p - buf));
+      if (keys.empty()) {
+        auto [p, ec] = std::to_chars(buf, buf + sizeof buf, e[r]);
+        out.append(buf, static_cast<size_t>(p - buf));
+      } else {
+        out += CsvQuote(EntityText(e[r], keys));
+      }
       out.push_back(',');
       out += FormatTimestamp(t[r]);
       if (info.has_labels()) {

@@ -21,7 +21,4 @@ struct ExportOptions {
 Status ExportCsv(const FeatureSet& fs, const ExportOptions& options, int fd,
                  const std::string& fd_name);
 
-// Quotes a CSV field when it holds a comma, quote or line break.
-std::string CsvQuote(const std::string& field);
-
 }  // namespace hpcml::featurecache

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <vector>
 
@@ -47,7 +48,9 @@ Status CheckDataset(hid_t dset, const std::string& path, std::string_view versio
 
 }  // namespace
 
-Result<DatasetDigests> ReadDatasetDigests(hid_t group, bool has_labels, std::string_view version) {
+Result<DatasetDigests> ReadDatasetDigests(hid_t group, const VersionInfo& info) {
+  const bool has_labels = info.has_labels();
+  const std::string& version = info.name;
   DatasetDigests d;
   auto read = [&](const char* name, std::string* out) -> Status {
     HPCML_ASSIGN_OR_RETURN(
@@ -64,6 +67,7 @@ Result<DatasetDigests> ReadDatasetDigests(hid_t group, bool has_labels, std::str
   HPCML_RETURN_IF_ERROR(read(kFeatures, &d.features));
   if (has_labels) HPCML_RETURN_IF_ERROR(read(kLabels, &d.labels));
   HPCML_RETURN_IF_ERROR(read(kEntityIds, &d.entity_ids));
+  if (info.string_keys()) HPCML_RETURN_IF_ERROR(read(kEntityKeys, &d.entity_keys));
   HPCML_RETURN_IF_ERROR(read(kTimestamps, &d.timestamps));
   return d;
 }
@@ -253,7 +257,7 @@ Result<VersionInfo> FeatureSet::InfoOf(const VersionGroup& vg, const std::string
     return Corrupt("{}: version {} is in zone '{}' but the feature set is in zone '{}'", path_,
                    name, info->zone, zone_);
   }
-  auto digests = ReadDatasetDigests(g, info->has_labels(), name);
+  auto digests = ReadDatasetDigests(g, *info);
   if (!digests.ok())
     return Status(digests.status().code(),
                   fmt::format("{}: {}", path_, digests.status().message()));
@@ -286,6 +290,15 @@ Result<VersionReader> FeatureSet::OpenVersion(std::string_view spec) const {
   HPCML_RETURN_IF_ERROR(open(kEntityIds, &r.entity_ids_));
   HPCML_RETURN_IF_ERROR(
       CheckDataset(r.entity_ids_.get(), path_, info.name, kEntityIds, H5T_INTEGER, 8, {info.rows}));
+  if (info.string_keys()) {
+    HPCML_RETURN_IF_ERROR(open(kEntityKeys, &r.entity_keys_));
+    HPCML_ASSIGN_OR_RETURN(
+        h5::Datatype type,
+        h5::Own<h5::Datatype>(H5Dget_type(r.entity_keys_.get()), StatusCode::kCorrupt,
+                              Where(path_, info.name, kEntityKeys)));
+    if (H5Tget_class(type.get()) != H5T_STRING || H5Tis_variable_str(type.get()) != 0)
+      return Corrupt("{}: not fixed-length strings", Where(path_, info.name, kEntityKeys));
+  }
   HPCML_RETURN_IF_ERROR(open(kTimestamps, &r.timestamps_));
   HPCML_RETURN_IF_ERROR(CheckDataset(r.timestamps_.get(), path_, info.name, kTimestamps,
                                      H5T_INTEGER, 8, {info.rows}));
@@ -343,6 +356,37 @@ Status VersionReader::Read(uint64_t first, uint64_t count, float* x, float* y, i
   return Status::Ok();
 }
 
+// The raw stored bytes of entity_keys: `*count` keys of `*width` bytes.
+Result<std::vector<char>> ReadKeyBytes(hid_t ds, const std::string& what, size_t* width,
+                                       size_t* count) {
+  HPCML_ASSIGN_OR_RETURN(h5::Datatype type,
+                         h5::Own<h5::Datatype>(H5Dget_type(ds), StatusCode::kCorrupt, what));
+  HPCML_ASSIGN_OR_RETURN(std::vector<hsize_t> dims, h5::DatasetDims(ds, what));
+  if (dims.size() != 1) return Corrupt("{}: not one-dimensional", what);
+  *width = H5Tget_size(type.get());
+  *count = dims[0];
+  std::vector<char> buf(*width * *count + 1);
+  if (*count > 0 && H5Dread(ds, type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data()) < 0)
+    return h5::Error(StatusCode::kCorrupt, what);
+  buf.resize(*width * *count);
+  return buf;
+}
+
+Result<std::vector<std::string>> VersionReader::EntityKeys() const {
+  std::vector<std::string> keys;
+  if (!info_.string_keys()) return keys;
+  size_t width = 0, count = 0;
+  HPCML_ASSIGN_OR_RETURN(
+      std::vector<char> raw,
+      ReadKeyBytes(entity_keys_.get(), Where(path_, info_.name, kEntityKeys), &width, &count));
+  keys.reserve(count);
+  for (size_t i = 0; i < count; ++i) {
+    const char* p = raw.data() + i * width;
+    keys.emplace_back(p, ::strnlen(p, width));
+  }
+  return keys;
+}
+
 Status VerifyVersion(const VersionReader& v) {
   const VersionInfo& info = v.info();
   const uint64_t f = info.features();
@@ -350,6 +394,7 @@ Status VerifyVersion(const VersionReader& v) {
   std::vector<float> x(step * f), y(info.has_labels() ? step : 0);
   std::vector<int64_t> e(step), t(step);
   Sha256 hx, hy, he, ht;
+  int64_t min_code = INT64_MAX, max_code = INT64_MIN;
   for (uint64_t first = 0; first < info.rows; first += step) {
     uint64_t n = std::min(step, info.rows - first);
     HPCML_RETURN_IF_ERROR(
@@ -358,12 +403,25 @@ Status VerifyVersion(const VersionReader& v) {
     if (info.has_labels()) hy.Update(y.data(), n * sizeof(float));
     he.Update(e.data(), n * sizeof(int64_t));
     ht.Update(t.data(), n * sizeof(int64_t));
+    for (uint64_t i = 0; i < n; ++i)
+      max_code = std::max(max_code, e[i]), min_code = std::min(min_code, e[i]);
   }
   DatasetDigests got;
   got.features = hx.FinishHex();
   if (info.has_labels()) got.labels = hy.FinishHex();
   got.entity_ids = he.FinishHex();
   got.timestamps = ht.FinishHex();
+  if (info.string_keys()) {
+    size_t width = 0, count = 0;
+    HPCML_ASSIGN_OR_RETURN(std::vector<char> raw,
+                           ReadKeyBytes(v.entity_keys_.get(),
+                                        Where(v.path(), info.name, kEntityKeys), &width, &count));
+    got.entity_keys = Sha256::Hex(std::string_view(raw.data(), raw.size()));
+    if (min_code < 0 || static_cast<uint64_t>(max_code) >= count) {
+      return Corrupt("{}: version {}: entity codes {}..{} but {} entity keys", v.path(), info.name,
+                     min_code, max_code, count);
+    }
+  }
   auto check = [&](const char* name, const std::string& stored,
                    const std::string& computed) -> Status {
     if (stored == computed) return Status::Ok();
@@ -373,6 +431,8 @@ Status VerifyVersion(const VersionReader& v) {
   HPCML_RETURN_IF_ERROR(check(kFeatures, info.digests.features, got.features));
   if (info.has_labels()) HPCML_RETURN_IF_ERROR(check(kLabels, info.digests.labels, got.labels));
   HPCML_RETURN_IF_ERROR(check(kEntityIds, info.digests.entity_ids, got.entity_ids));
+  if (info.string_keys())
+    HPCML_RETURN_IF_ERROR(check(kEntityKeys, info.digests.entity_keys, got.entity_keys));
   HPCML_RETURN_IF_ERROR(check(kTimestamps, info.digests.timestamps, got.timestamps));
   std::string data = DataDigest(info.rows, f, info.has_labels(), got);
   if (data != info.data_sha256) {

@@ -55,7 +55,9 @@ std::string DataDigest(uint64_t rows, uint64_t features, bool has_labels, const 
   std::string text = fmt::format("hpcml-featurecache-v1\nrows={}\nfeatures={}\nfeatures:{}\n", rows,
                                  features, d.features);
   if (has_labels) text += fmt::format("labels:{}\n", d.labels);
-  text += fmt::format("entity_ids:{}\ntimestamps:{}\n", d.entity_ids, d.timestamps);
+  text += fmt::format("entity_ids:{}\n", d.entity_ids);
+  if (!d.entity_keys.empty()) text += fmt::format("entity_keys:{}\n", d.entity_keys);
+  text += fmt::format("timestamps:{}\n", d.timestamps);
   return Sha256::Hex(text);
 }
 
@@ -83,6 +85,7 @@ Status WriteVersionAttrs(int64_t group, const VersionInfo& v) {
   HPCML_RETURN_IF_ERROR(h5::WriteAttr(g, "feature_types", v.feature_types));
   HPCML_RETURN_IF_ERROR(h5::WriteAttr(g, "label_name", v.label_name));
   HPCML_RETURN_IF_ERROR(h5::WriteAttr(g, "entity_name", v.entity_name));
+  HPCML_RETURN_IF_ERROR(h5::WriteAttr(g, "entity_type", v.entity_type));
   HPCML_RETURN_IF_ERROR(h5::WriteAttr(g, "timestamp_name", v.timestamp_name));
   HPCML_RETURN_IF_ERROR(h5::WriteAttr(g, "created_at", v.created_at));
   HPCML_RETURN_IF_ERROR(h5::WriteAttr(g, "created_by", v.created_by));
@@ -138,6 +141,10 @@ Result<VersionInfo> ReadVersionAttrs(int64_t group, std::string_view name) {
   FC_READ(chunk_rows, h5::ReadIntAttr, "chunk_rows");
   FC_READ(compression, h5::ReadIntAttr, "compression");
   FC_READ(v.tool, h5::ReadStringAttr, "tool");
+  // Versions written before string keys have integer entities.
+  if (h5::HasAttr(g, "entity_type")) FC_READ(v.entity_type, h5::ReadStringAttr, "entity_type");
+  if (v.entity_type != "int" && v.entity_type != "string")
+    return Corrupt("version {}: entity_type is \"{}\", not int or string", name, v.entity_type);
   // Versions written before codecs had only the deflate level.
   if (h5::HasAttr(g, "codec")) {
     FC_READ(v.codec, h5::ReadStringAttr, "codec");

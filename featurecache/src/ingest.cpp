@@ -8,6 +8,7 @@
 #include "hpcml/common/json.hpp"
 #include "hpcml/featurecache/access.hpp"
 #include "hpcml/featurecache/csv.hpp"
+#include "hpcml/featurecache/entity_keys.hpp"
 #include "hpcml/featurecache/timeutil.hpp"
 #include "hpcml/featurecache/writer.hpp"
 
@@ -88,14 +89,52 @@ NewVersion IngestSpec(const IngestOptions& o, const IngestColumns& c) {
   return spec;
 }
 
+// The entity column's cells as int64: the integers, or the codes of string
+// keys (entity_keys.hpp), as IngestOptions::entity_type says.
+class EntityCells {
+ public:
+  static Result<EntityCells> Make(const std::string& type) {
+    if (type != "auto" && type != "int" && type != "string")
+      return InvalidArgument("--entity-type {}: not auto, int or string", type);
+    EntityCells c;
+    c.type_ = type;
+    c.decided_by_first_row_ = type == "auto";
+    return c;
+  }
+
+  Result<int64_t> Parse(std::string_view cell) {
+    if (type_ == "auto") type_ = ParseIntCell(cell).ok() ? "int" : "string";
+    if (type_ == "string") return keys_.Encode(cell);
+    auto v = ParseIntCell(cell);
+    if (!v.ok() && decided_by_first_row_) {
+      return InvalidArgument(
+          "{}; the first row's entity was an integer, so integers were expected (use "
+          "--entity-type string for string keys)",
+          v.status().message());
+    }
+    return v;
+  }
+  // The version's entity type and keys (after the last row).
+  void Finish(NewVersion* spec) {
+    spec->entity_type = type_ == "string" ? "string" : "int";
+    spec->entity_keys = keys_.keys();
+  }
+
+ private:
+  std::string type_;
+  bool decided_by_first_row_ = false;
+  EntityDictionary keys_;
+};
+
 // Rows parsed from the CSV, a block at a time, and what the cells said of
 // each feature column's type.
 class RowBlock {
  public:
   static constexpr size_t kRows = 8192;
 
-  explicit RowBlock(const IngestColumns& c)
+  RowBlock(const IngestColumns& c, EntityCells* entities)
       : c_(c),
+        entities_(entities),
         nf_(c.features.size()),
         x_(kRows * nf_),
         y_(c.has_label ? kRows : 0),
@@ -128,6 +167,7 @@ class RowBlock {
   }
 
   const IngestColumns& c_;
+  EntityCells* entities_;
   size_t nf_;
   size_t n_ = 0;
   std::vector<float> x_, y_;
@@ -157,7 +197,7 @@ Status RowBlock::Parse(const CsvReader& csv) {
     if (!v.ok()) return CellError(csv, c_.label, v.status(), "label ");
     y_[n_] = *v;
   }
-  auto id = ParseIntCell(csv.field(c_.entity));
+  auto id = entities_->Parse(csv.field(c_.entity));
   if (!id.ok()) return CellError(csv, c_.entity, id.status(), "entity ");
   e_[n_] = *id;
   auto ts = ParseTimestamp(csv.field(c_.timestamp));
@@ -173,6 +213,7 @@ std::string IngestTransform(const IngestOptions& o, const std::string& csv_canon
   nlohmann::json tr = {{"op", "ingest"},
                        {"csv", "file://" + csv_canonical},
                        {"entity", o.entity_column},
+                       {"entity_type", o.entity_type},
                        {"timestamp", o.timestamp_column},
                        {"label", o.label_column},
                        {"features", feature_names},
@@ -219,7 +260,8 @@ Result<VersionInfo> Ingest(const std::string& path, const IngestOptions& o,
                          FeatureSetWriter::Begin(path, WriterOptions{o.zone, o.lock_timeout_s}));
   HPCML_RETURN_IF_ERROR(writer.StartVersion(spec).status());
 
-  RowBlock rows(cols);
+  HPCML_ASSIGN_OR_RETURN(EntityCells entities, EntityCells::Make(o.entity_type));
+  RowBlock rows(cols, &entities);
   for (;;) {
     HPCML_ASSIGN_OR_RETURN(bool more, csv.Next());
     if (!more) break;
@@ -231,6 +273,7 @@ Result<VersionInfo> Ingest(const std::string& path, const IngestOptions& o,
 
   NewVersion* s = writer.mutable_spec();
   SetFeatureTypes(o, rows, s, warnings);
+  entities.Finish(s);
   HPCML_ASSIGN_OR_RETURN(std::string sha, csv.Sha256Hex());
   s->sources = {SourceRef{"file://" + csv_canonical, sha}};
   s->transform = IngestTransform(o, csv_canonical, spec.feature_names);

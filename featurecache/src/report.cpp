@@ -61,7 +61,8 @@ std::string FormatInfo(const std::string& path, const VersionInfo& v) {
     out += fmt::format("  {:>4}  {:<32} {}\n", i, v.feature_names[i], v.feature_types[i]);
   }
   out += fmt::format("label:           {}\n", v.has_labels() ? v.label_name : "(none)");
-  out += fmt::format("entity:          {}\n", v.entity_name);
+  out += fmt::format("entity:          {} ({})\n", v.entity_name,
+                     v.string_keys() ? "string keys" : "integers");
   out += fmt::format("timestamp:       {}\n", v.timestamp_name);
   out += fmt::format("zone:            {}\n", v.zone);
   out += fmt::format("classification:  {}\n", v.classification);
@@ -92,6 +93,7 @@ std::string FormatInfoJson(const std::string& path, const VersionInfo& v) {
                       {"feature_types", v.feature_types},
                       {"label", v.label_name},
                       {"entity", v.entity_name},
+                      {"entity_type", v.entity_type},
                       {"timestamp", v.timestamp_name},
                       {"zone", v.zone},
                       {"classification", v.classification},
@@ -109,6 +111,7 @@ std::string FormatInfoJson(const std::string& path, const VersionInfo& v) {
                        {{"features", v.digests.features},
                         {"labels", v.digests.labels},
                         {"entity_ids", v.digests.entity_ids},
+                        {"entity_keys", v.digests.entity_keys},
                         {"timestamps", v.digests.timestamps}}}};
   return JsonText(j, 2) + "\n";
 }

@@ -30,6 +30,7 @@
 #include "hpcml/common/time.hpp"
 #include "hpcml/common/unique_fd.hpp"
 #include "hpcml/featurecache/access.hpp"
+#include "hpcml/featurecache/entity_keys.hpp"
 #include "hpcml/featurecache/stats.hpp"
 #include "hpcml/featurecache/timeutil.hpp"
 
@@ -122,6 +123,12 @@ void InheritCodec(const VersionInfo& parent, const std::string& codec, int level
   }
 }
 
+Status InheritEntities(const VersionReader& parent, NewVersion* spec) {
+  spec->entity_type = parent.info().entity_type;
+  HPCML_ASSIGN_OR_RETURN(spec->entity_keys, parent.EntityKeys());
+  return Status::Ok();
+}
+
 std::string ToolString() {
   return fmt::format("hpcml-fcache {}", Version());
 }
@@ -158,6 +165,7 @@ struct FeatureSetWriter::Impl {
   uint64_t flushes = 0;
   std::vector<float> bx, by;
   std::vector<int64_t> be, bt;
+  int64_t min_entity = INT64_MAX, max_entity = INT64_MIN;
   uint64_t buffered = 0;
   Sha256 hx, hy, he, ht;
   std::optional<StatsAccumulator> stats;  // unless spec.statistics is false
@@ -175,6 +183,7 @@ struct FeatureSetWriter::Impl {
   }
 
   VersionInfo FinishInfo();
+  Result<std::string> WriteEntityKeys();
   Status WriteDigestsAndAttrs(const VersionInfo& info);
   Status Publish();
 
@@ -538,6 +547,8 @@ Result<std::string> FeatureSetWriter::StartVersion(const NewVersion& spec) {
   }
   HPCML_RETURN_IF_ERROR(ClassificationLevel(spec.classification).status());
   HPCML_RETURN_IF_ERROR(CheckLabels(w.ctx, w.canonical, w.zone, spec.classification));
+  if (spec.entity_type != "int" && spec.entity_type != "string")
+    return InvalidArgument("{}: entity type \"{}\" is not int or string", w.path, spec.entity_type);
   HPCML_ASSIGN_OR_RETURN(w.codec, ResolveCodec(spec.codec, spec.compression));
   if (w.codec.codec.starts_with("blosc") && H5Zfilter_avail(kBloscFilterId) <= 0) {
     H5Eclear2(H5E_DEFAULT);
@@ -590,6 +601,10 @@ Status FeatureSetWriter::Append(const float* x, const float* y, const int64_t* e
                 take * w.nfeat * sizeof(float));
     if (y != nullptr) std::memcpy(w.by.data() + w.buffered, y + done, take * sizeof(float));
     std::memcpy(w.be.data() + w.buffered, entity_ids + done, take * sizeof(int64_t));
+    for (uint64_t i = done; i < done + take; ++i) {
+      w.min_entity = std::min(w.min_entity, entity_ids[i]);
+      w.max_entity = std::max(w.max_entity, entity_ids[i]);
+    }
     std::memcpy(w.bt.data() + w.buffered, timestamps + done, take * sizeof(int64_t));
     w.buffered += take;
     done += take;
@@ -608,6 +623,7 @@ VersionInfo FeatureSetWriter::Impl::FinishInfo() {
   info.feature_types = spec.feature_types;
   info.label_name = spec.label_name;
   info.entity_name = spec.entity_name;
+  info.entity_type = spec.entity_type;
   info.timestamp_name = spec.timestamp_name;
   info.created_at = UtcNow();
   info.created_by = CurrentPrincipal();
@@ -696,12 +712,73 @@ Result<VersionStats> FeatureSetWriter::Statistics() {
   return w.stats->Finish();
 }
 
+// String keys: every code has its key; entity_keys written (fixed-length,
+// null-padded UTF-8, in slabs) with its digest.
+Result<std::string> FeatureSetWriter::Impl::WriteEntityKeys() {
+  const std::vector<std::string>& keys = spec.entity_keys;
+  if (spec.entity_type != "string") {
+    if (!keys.empty()) return InvalidArgument("{}: entity keys for integer entities", path);
+    return std::string();
+  }
+  if (min_entity < 0 || static_cast<uint64_t>(max_entity) >= keys.size()) {
+    return InvalidArgument("{}: entity codes {}..{} but {} entity keys", path, min_entity,
+                           max_entity, keys.size());
+  }
+  size_t width = 1;
+  for (const auto& k : keys) {
+    HPCML_RETURN_IF_ERROR(ValidateEntityKey(k));
+    width = std::max(width, k.size());
+  }
+  HPCML_ASSIGN_OR_RETURN(h5::Datatype type,
+                         h5::Own<h5::Datatype>(H5Tcopy(H5T_C_S1), StatusCode::kInternal, "type"));
+  if (H5Tset_size(type.get(), width) < 0 || H5Tset_strpad(type.get(), H5T_STR_NULLPAD) < 0 ||
+      H5Tset_cset(type.get(), H5T_CSET_UTF8) < 0) {
+    return h5::Error(StatusCode::kInternal, "entity key type");
+  }
+  const hsize_t n = keys.size();
+  HPCML_ASSIGN_OR_RETURN(
+      h5::Dataspace space,
+      h5::Own<h5::Dataspace>(H5Screate_simple(1, &n, nullptr), StatusCode::kInternal, "dataspace"));
+  HPCML_ASSIGN_OR_RETURN(
+      h5::Dataset ds,
+      h5::Own<h5::Dataset>(H5Dcreate2(version_group.get(), kEntityKeys, type.get(), space.get(),
+                                      H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                           StatusCode::kIoError, fmt::format("{}: create entity_keys", path)));
+  Sha256 sha;
+  const hsize_t slab = 65536;
+  std::vector<char> buf;
+  for (hsize_t first = 0; first < n; first += slab) {
+    const hsize_t m = std::min(slab, n - first);
+    buf.assign(m * width, '\0');
+    for (hsize_t i = 0; i < m; ++i)
+      std::memcpy(buf.data() + i * width, keys[first + i].data(), keys[first + i].size());
+    sha.Update(buf.data(), buf.size());
+    HPCML_ASSIGN_OR_RETURN(
+        h5::Dataspace fspace,
+        h5::Own<h5::Dataspace>(H5Dget_space(ds.get()), StatusCode::kIoError, "entity_keys"));
+    HPCML_ASSIGN_OR_RETURN(h5::Dataspace mspace,
+                           h5::Own<h5::Dataspace>(H5Screate_simple(1, &m, nullptr),
+                                                  StatusCode::kInternal, "dataspace"));
+    if (H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, &first, nullptr, &m, nullptr) < 0 ||
+        H5Dwrite(ds.get(), type.get(), mspace.get(), fspace.get(), H5P_DEFAULT, buf.data()) < 0) {
+      return h5::Error(StatusCode::kIoError, fmt::format("{}: write entity_keys", path));
+    }
+  }
+  std::string digest = sha.FinishHex();
+  HPCML_RETURN_IF_ERROR(h5::WriteAttr(ds.get(), "sha256", digest));
+  HPCML_RETURN_IF_ERROR(h5::Close(ds, version_name + "/entity_keys"));
+  return digest;
+}
+
 Result<VersionInfo> FeatureSetWriter::Commit() {
   Impl& w = *impl_;
   if (!w.started) return FailedPrecondition("{}: Commit before StartVersion", w.path);
   HPCML_RETURN_IF_ERROR(w.Flush());
   if (w.rows == 0) return InvalidArgument("{}: the new version would have no rows", w.path);
+  HPCML_ASSIGN_OR_RETURN(std::string keys_digest, w.WriteEntityKeys());
   VersionInfo info = w.FinishInfo();
+  info.digests.entity_keys = keys_digest;
+  info.data_sha256 = DataDigest(info.rows, info.features(), info.has_labels(), info.digests);
   HPCML_RETURN_IF_ERROR(w.WriteDigestsAndAttrs(info));
   HPCML_RETURN_IF_ERROR(w.Publish());
   return info;

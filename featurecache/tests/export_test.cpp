@@ -1,4 +1,5 @@
 #include "export.hpp"
+#include "hpcml/featurecache/csv.hpp"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

@@ -37,13 +37,17 @@ TEST(VersionNames, ParseAndFormat) {
 }
 
 TEST(DataDigest, IsTheDocumentedText) {
-  DatasetDigests d{"aa", "bb", "cc", "dd"};
+  DatasetDigests d{"aa", "bb", "cc", "dd", ""};
   EXPECT_EQ(DataDigest(10, 3, true, d),
             Sha256::Hex("hpcml-featurecache-v1\nrows=10\nfeatures=3\nfeatures:aa\nlabels:"
                         "bb\nentity_ids:cc\ntimestamps:dd\n"));
   EXPECT_EQ(DataDigest(10, 3, false, d),
             Sha256::Hex("hpcml-featurecache-v1\nrows=10\nfeatures=3\nfeatures:aa\nentity_ids:"
                         "cc\ntimestamps:dd\n"));
+  d.entity_keys = "ee";  // string keys
+  EXPECT_EQ(DataDigest(10, 3, false, d),
+            Sha256::Hex("hpcml-featurecache-v1\nrows=10\nfeatures=3\nfeatures:aa\nentity_ids:"
+                        "cc\nentity_keys:ee\ntimestamps:dd\n"));
 }
 
 TEST(ChunkRows, AboutOneMiBAndPageMultiples) {

@@ -31,6 +31,26 @@ def check(cond, what):
         sys.exit("FAILED: " + what)
 
 
+def check_digests(g, name):
+    """Every dataset's sha256 and the version's data_sha256, from their definitions."""
+    rows = int(g.attrs["rows"])
+    digests = {}
+    for ds in ("features", "labels", "entity_ids", "entity_keys", "timestamps"):
+        if ds not in g:
+            continue
+        raw = np.ascontiguousarray(g[ds][()]).tobytes()
+        digests[ds] = hashlib.sha256(raw).hexdigest()
+        check(digests[ds] == g[ds].attrs["sha256"], f"{name}/{ds} sha256")
+    text = f"hpcml-featurecache-v1\nrows={rows}\nfeatures={g['features'].shape[1]}\nfeatures:{digests['features']}\n"
+    if "labels" in digests:
+        text += f"labels:{digests['labels']}\n"
+    text += f"entity_ids:{digests['entity_ids']}\n"
+    if "entity_keys" in digests:
+        text += f"entity_keys:{digests['entity_keys']}\n"
+    text += f"timestamps:{digests['timestamps']}\n"
+    check(hashlib.sha256(text.encode()).hexdigest() == g.attrs["data_sha256"], f"{name} data_sha256")
+
+
 def main():
     fcache, csv = sys.argv[1], sys.argv[2]
     with tempfile.TemporaryDirectory() as tmp:
@@ -55,18 +75,7 @@ def main():
                       f"{name} features shape/type")
                 check(g["entity_ids"].dtype == np.dtype("<i8"), "entity dtype")
                 check(g["timestamps"].dtype == np.dtype("<i8"), "timestamps dtype")
-                digests = {}
-                for ds in ("features", "labels", "entity_ids", "timestamps"):
-                    if ds not in g:
-                        continue
-                    raw = np.ascontiguousarray(g[ds][()]).tobytes()
-                    digests[ds] = hashlib.sha256(raw).hexdigest()
-                    check(digests[ds] == g[ds].attrs["sha256"], f"{name}/{ds} sha256")
-                text = f"hpcml-featurecache-v1\nrows={rows}\nfeatures={x.shape[1]}\nfeatures:{digests['features']}\n"
-                if "labels" in digests:
-                    text += f"labels:{digests['labels']}\n"
-                text += f"entity_ids:{digests['entity_ids']}\ntimestamps:{digests['timestamps']}\n"
-                check(hashlib.sha256(text.encode()).hexdigest() == g.attrs["data_sha256"], f"{name} data_sha256")
+                check_digests(g, name)
             v1 = f["versions"]["v1"]
             check(list(v1.attrs["feature_names"]) == ["tenure_months", "monthly_spend", "support_calls"], "names")
             check(list(v1.attrs["feature_types"]) == ["int", "float", "int"], "types")
@@ -110,6 +119,19 @@ def main():
             check(isinstance(f["versions"].get("v1", getlink=True), h5py.HardLink), "v1 stays inside")
             check(isinstance(f["versions"].get("v2", getlink=True), h5py.ExternalLink), "v2 beside")
             check(np.array_equal(f["versions/v2/features"][()][:, 0], x[:, 1], equal_nan=True), "v2 data")
+        # String entity keys: entity_keys[entity_ids] is each row's key.
+        keyed_csv = os.path.join(tmp, "keyed.csv")
+        with open(keyed_csv, "w") as out:
+            out.write("account,at,v\nDE44-0001,1700000000,1\nc-9,1700000001,2\nDE44-0001,1700000002,3\n")
+        keyed = os.path.join(tmp, "keyed.h5")
+        run(fcache, "ingest", keyed, "--csv", keyed_csv, "--entity", "account", "--timestamp", "at",
+            "--zone", "ae", "--classification", "internal")
+        with h5py.File(keyed, "r") as f:
+            g = f["versions/v1"]
+            check(g.attrs["entity_type"] == "string", "entity type")
+            keys = g["entity_keys"][()][g["entity_ids"][()]]
+            check([k.decode() for k in keys] == ["DE44-0001", "c-9", "DE44-0001"], "keys[ids]")
+            check_digests(g, "keyed v1")
     # h5dump (hdf5-tools) reads it too, when installed.
     print("ok: h5py reads both versions; every digest matches its definition")
 

@@ -9,6 +9,7 @@
 
 #include "hpcml/featurecache/access.hpp"
 #include "hpcml/featurecache/csv.hpp"
+#include "hpcml/featurecache/entity_keys.hpp"
 #include "hpcml/featurecache/timeutil.hpp"
 
 namespace hpcml::inference {
@@ -37,9 +38,12 @@ class VersionInput final : public InputData {
   Status Ids(std::uint64_t first, std::uint64_t n, std::vector<std::string>* cells) const override {
     std::vector<std::int64_t> e(n), t(n);
     HPCML_RETURN_IF_ERROR(reader_.Read(first, n, nullptr, nullptr, e.data(), t.data()));
+    if (reader_.info().string_keys() && keys_.empty()) {
+      HPCML_ASSIGN_OR_RETURN(keys_, reader_.EntityKeys());
+    }
     cells->clear();
     for (std::uint64_t i = 0; i < n; ++i) {
-      cells->push_back(std::to_string(e[i]));
+      cells->push_back(fc::CsvQuote(fc::EntityText(e[i], keys_)));
       cells->push_back(fc::FormatTimestamp(t[i]));
     }
     return Status::Ok();
@@ -58,6 +62,7 @@ class VersionInput final : public InputData {
   fc::VersionReader reader_;
   std::vector<fc::ColumnScaling> scaling_;
   std::string what_, uri_;
+  mutable std::vector<std::string> keys_;  // string entity keys, read on first use
 };
 
 class CsvInput final : public InputData {

@@ -76,6 +76,7 @@ class VersionOutput final : public Output {
                     {fmt::format("file://{}", Canonical(m_.path)), m_.sha256}};
     spec.classification = classification;
     spec.expected_rows = vi.rows;
+    HPCML_RETURN_IF_ERROR(fc::InheritEntities(in_, &spec));
     return writer_.StartVersion(spec).status();
   }
 

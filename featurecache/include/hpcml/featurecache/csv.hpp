@@ -116,4 +116,7 @@ class CsvHeader {
 Result<float> ParseFloatCell(std::string_view text, bool* integral = nullptr);
 Result<int64_t> ParseIntCell(std::string_view text);
 
+// Quotes a CSV field when it holds a comma, quote or line break.
+std::string CsvQuote(const std::string& field);
+
 }  // namespace hpcml::featurecache

@@ -35,6 +35,10 @@ class VersionReader {
   Status Read(uint64_t first, uint64_t count, float* x, float* y, int64_t* entity_ids,
               int64_t* timestamps) const;
 
+  // The keys of a string-keyed version (entity_keys.hpp), in code order;
+  // empty for integer entities.
+  Result<std::vector<std::string>> EntityKeys() const;
+
   // For the loader's direct reads.
   hid_t features_dataset() const { return features_.get(); }
   hid_t labels_dataset() const { return labels_.get(); }
@@ -42,13 +46,14 @@ class VersionReader {
 
  private:
   friend class FeatureSet;
+  friend Status VerifyVersion(const VersionReader& version);
   Status ReadSlab(hid_t dset, hid_t mem_type, uint64_t first, uint64_t count, uint64_t width,
                   void* out, const char* name) const;
 
   std::shared_ptr<h5::File> file_;
   std::string path_;
   VersionInfo info_;
-  h5::Dataset features_, labels_, entity_ids_, timestamps_;
+  h5::Dataset features_, labels_, entity_ids_, timestamps_, entity_keys_;
 };
 
 class FeatureSet {
@@ -98,7 +103,8 @@ class FeatureSet {
 // names the first dataset that differs.
 Status VerifyVersion(const VersionReader& version);
 
-// Reads the `sha256` attribute of each dataset of the version group.
-Result<DatasetDigests> ReadDatasetDigests(hid_t group, bool has_labels, std::string_view version);
+// Reads the `sha256` attribute of each dataset of the version group (labels
+// and entity keys when `info` has them).
+Result<DatasetDigests> ReadDatasetDigests(hid_t group, const VersionInfo& info);
 
 }  // namespace hpcml::featurecache

@@ -9,7 +9,9 @@
 //                          format 1 files, a group holding the same:
 //       features     float32 (rows, features), chunked (chunk_rows, features)
 //       labels       float32 (rows)            absent when the version has no label
-//       entity_ids   int64   (rows)
+//       entity_ids   int64   (rows)            the entity; with entity_type "string",
+//                                              the code of its key in entity_keys
+//       entity_keys  fixed-length UTF-8 (keys) string-keyed versions only (entity_keys.hpp)
 //       timestamps   int64   (rows)            microseconds since 1970-01-01T00:00:00Z
 //     attrs: see VersionInfo
 #pragma once
@@ -29,6 +31,7 @@ inline constexpr const char* kVersionsGroup = "versions";
 inline constexpr const char* kFeatures = "features";
 inline constexpr const char* kLabels = "labels";
 inline constexpr const char* kEntityIds = "entity_ids";
+inline constexpr const char* kEntityKeys = "entity_keys";
 inline constexpr const char* kTimestamps = "timestamps";
 
 // The external link target of version `version` of the set file named
@@ -86,6 +89,7 @@ struct ParentRef {
 // SHA-256 of each dataset's raw little-endian bytes in row-major order.
 struct DatasetDigests {
   std::string features, labels, entity_ids, timestamps;
+  std::string entity_keys;  // string-keyed versions only
 };
 
 // Everything a version records about itself (its group's attributes).
@@ -98,6 +102,7 @@ struct VersionInfo {
       feature_types;       // per feature: "float" or "int" (as read); stored as float32
   std::string label_name;  // empty: no labels dataset
   std::string entity_name;
+  std::string entity_type = "int";  // "int", or "string" (entity_keys.hpp)
   std::string timestamp_name;
   std::string created_at;  // ISO 8601 UTC
   std::string created_by;  // user@host, with the job and role when inside one
@@ -116,6 +121,7 @@ struct VersionInfo {
 
   size_t features() const { return feature_names.size(); }
   bool has_labels() const { return !label_name.empty(); }
+  bool string_keys() const { return entity_type == "string"; }
 };
 
 // One column's standardisation as a derive recorded it in its transform:
@@ -130,9 +136,10 @@ struct ColumnScaling {
 // transform's standardize block is malformed.
 Result<std::vector<ColumnScaling>> RecordedStandardization(const VersionInfo& info);
 
-// The version digest: SHA-256 of this text (labels line only with labels):
+// The version digest: SHA-256 of this text (labels line only with labels,
+// entity_keys line only with string keys):
 //   hpcml-featurecache-v1\nrows=<N>\nfeatures=<F>\nfeatures:<hex>\n
-//   labels:<hex>\nentity_ids:<hex>\ntimestamps:<hex>\n
+//   labels:<hex>\nentity_ids:<hex>\nentity_keys:<hex>\ntimestamps:<hex>\n
 std::string DataDigest(uint64_t rows, uint64_t features, bool has_labels, const DatasetDigests& d);
 
 // Version attributes <-> VersionInfo. Reading checks that every attribute is

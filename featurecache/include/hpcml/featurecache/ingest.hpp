@@ -14,7 +14,10 @@ namespace hpcml::featurecache {
 
 struct IngestOptions {
   std::string csv_path;
-  std::string entity_column;                 // required: int64 entity ids
+  std::string entity_column;  // required
+  // "int" (int64 ids), "string" (any text: entity_keys.hpp) or "auto": the
+  // first row decides (an integer: int; a later non-integer is an error).
+  std::string entity_type = "auto";
   std::string timestamp_column;              // required: ISO 8601 or epoch seconds
   std::string label_column;                  // optional: float label
   std::vector<std::string> feature_columns;  // empty: every other column, in file order

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "hpcml/common/status.hpp"
+#include "hpcml/featurecache/feature_set.hpp"
 #include "hpcml/featurecache/format.hpp"
 #include "hpcml/featurecache/stats.hpp"
 
@@ -44,6 +45,10 @@ struct NewVersion {
   std::vector<std::string> feature_types;  // same length; "float" or "int"
   std::string label_name;                  // empty: no labels dataset
   std::string entity_name = "entity";
+  // "int", or "string": entity ids are codes into entity_keys, which must be
+  // complete at Commit (entity_keys.hpp).
+  std::string entity_type = "int";
+  std::vector<std::string> entity_keys;
   std::string timestamp_name = "timestamp";
   std::string operation;  // ingest, derive, asof
   std::string transform;  // JSON
@@ -60,6 +65,9 @@ struct NewVersion {
 // A derived version's codec and level: the parent's when neither is given
 // (codec empty, level < 0), else the given ones (ResolveCodec's rules).
 void InheritCodec(const VersionInfo& parent, const std::string& codec, int level, NewVersion* spec);
+
+// A version whose rows keep `parent`'s entities: its entity type and keys.
+Status InheritEntities(const VersionReader& parent, NewVersion* spec);
 
 class FeatureSetWriter {
  public:
