@@ -144,6 +144,7 @@ Status Program::MakeCpuBackend() {
 }
 
 Status Program::OpenInput() {
+  HPCML_RETURN_IF_ERROR(CheckValidationOptions());
   mc_.input_dim = o_.input_dim;
   HPCML_ASSIGN_OR_RETURN(mc_.hidden, topo::ParseWidths(o_.hidden, "--hidden"));
   mc_.output_dim = o_.outputs;
@@ -197,11 +198,8 @@ Status Program::MakeTrainer() {
   return Status::Ok();
 }
 
-// The validation set, when one is asked for: a feature-cache version
-// (--val-data/--val-version, checked against the training version) or
-// held-out synthetic samples (--val-samples), read by the first and last
-// stages in batches of the replica's rows.
-Status Program::OpenValidation() {
+// The validation options make sense together (before any input is opened).
+Status Program::CheckValidationOptions() const {
   const bool versioned = !o_.val_data.empty() || !o_.val_version.empty();
   const auto needs_set = [](const char* option, const std::string& value) {
     return InvalidArgument(
@@ -215,7 +213,6 @@ Status Program::OpenValidation() {
       return needs_set("--early-stop-patience", std::to_string(o_.early_stop_patience));
     }
     if (!o_.best_output.empty()) return needs_set("--best-output", o_.best_output);
-    return Status::Ok();
   }
   if (versioned && o_.val_samples > 0) {
     return InvalidArgument(
@@ -239,11 +236,22 @@ Status Program::OpenValidation() {
         "only after the last step)",
         o_.early_stop_patience);
   }
-  val_.best_path = o_.best_output.empty() ? DefaultBestPath(o_.output) : o_.best_output;
-  if (!val_.best_path.empty() && val_.best_path == o_.output) {
+  const std::string best = o_.best_output.empty() ? DefaultBestPath(o_.output) : o_.best_output;
+  if (!best.empty() && best == o_.output) {
     return InvalidArgument("--best-output {} is also --output: give the best model its own file",
-                           val_.best_path);
+                           best);
   }
+  return Status::Ok();
+}
+
+// The validation set, when one is asked for: a feature-cache version
+// (--val-data/--val-version, checked against the training version) or
+// held-out synthetic samples (--val-samples), read by the first and last
+// stages in batches of the replica's rows.
+Status Program::OpenValidation() {
+  if (!validating()) return Status::Ok();
+  const bool versioned = !o_.val_data.empty() || !o_.val_version.empty();
+  val_.best_path = o_.best_output.empty() ? DefaultBestPath(o_.output) : o_.best_output;
   if (grid_->first_stage() || grid_->last_stage()) {
     const std::int64_t rows = trainer_->replica_rows();
     const bool classes = mc_.loss == LossKind::kCrossEntropy;
