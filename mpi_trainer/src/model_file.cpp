@@ -202,7 +202,9 @@ Result<ModelLineage> ParseLineageJson(std::string_view text) {
       r.step = Get<std::int64_t>(v, "step", 0);
       r.selected = Get<std::string>(v, "selected", "");
       r.monitor = Get<std::string>(v, "monitor", "");
-      r.metrics = v.contains("metrics") ? v["metrics"].dump() : "{}";
+      // In the order written (json sorts keys; ordered_json keeps them).
+      const auto ordered = nlohmann::ordered_json::parse(text, nullptr, false);
+      r.metrics = v.contains("metrics") ? ordered["validation"]["metrics"].dump() : "{}";
       l.validation = std::move(r);
     }
     const size_t n = l.input.standardized.size();
