@@ -112,6 +112,7 @@ Status Checkpointer::StartSave(std::int64_t step, bool sync) {
   auto t0 = Clock::now();
   HPCML_RETURN_IF_ERROR(writer_->StartOwned(step, world_rank(), Snapshot(), RankState()));
   pending_step_ = step;
+  pending_run_state_ = run_state_ ? run_state_() : nlohmann::json();
   pending_started_ = t0;
   last_save_ = t0;
   if (sync) HPCML_RETURN_IF_ERROR(CommitPending());
@@ -151,6 +152,7 @@ Status Checkpointer::CommitPending() {
                  {"restart_count", SlurmRestartCount()},
                  {"elapsed_s", elapsed_before_ + Seconds(Clock::now() - attempt_start_)},
                  {"job_id", std::getenv("SLURM_JOB_ID") ? std::getenv("SLURM_JOB_ID") : ""}};
+      if (!pending_run_state_.is_null()) m.state["run"] = pending_run_state_;
       local = dir_->Commit(m);
     }
   }
@@ -249,6 +251,7 @@ Result<std::int64_t> Checkpointer::Resume() {
   stats_.last_saved_step = step;
   // Interruptions so far: Slurm's restart count over this job's life.
   elapsed_before_ = set->manifest().state.value("elapsed_s", 0.0);
+  resumed_run_state_ = set->manifest().state.value("run", nlohmann::json());
   interval_.ObserveInterruptions(SlurmRestartCount(), elapsed_before_);
   return step;
 }

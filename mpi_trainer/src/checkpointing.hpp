@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -76,6 +77,15 @@ class Checkpointer {
 
   const CheckpointStats& stats() const { return stats_; }
 
+  // The caller's own run state (e.g. validation: best value, patience),
+  // saved in each set's manifest under "run". `f` runs on every rank when a
+  // save starts, so the state is that of the step saved; rank 0's is
+  // written. Set it before Resume().
+  void set_run_state(std::function<nlohmann::json()> f) { run_state_ = std::move(f); }
+  // After Resume(): the "run" state of the set resumed from (null when
+  // fresh, or when that set has none). The same on every rank.
+  const nlohmann::json& resumed_run_state() const { return resumed_run_state_; }
+
  private:
   Checkpointer() = default;
   Status StartSave(std::int64_t step, bool sync);
@@ -102,7 +112,10 @@ class Checkpointer {
   std::unique_ptr<checkpoint::AsyncWriter> writer_;
   std::unique_ptr<checkpoint::SpotNoticePoller> poller_;
   checkpoint::AdaptiveInterval interval_{30, 3600, 4 * 3600};
-  std::int64_t pending_step_ = -1;  // set written in the background, not yet committed
+  std::int64_t pending_step_ = -1;    // set written in the background, not yet committed
+  nlohmann::json pending_run_state_;  // run_state_() when pending_step_'s save started
+  std::function<nlohmann::json()> run_state_;
+  nlohmann::json resumed_run_state_;
   Clock::time_point pending_started_;
   Clock::time_point last_save_ = Clock::now();
   Clock::time_point last_time_check_;

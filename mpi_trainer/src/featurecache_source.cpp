@@ -5,6 +5,9 @@
 #include <cstring>
 #include <filesystem>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include "hpcml/featurecache/feature_set.hpp"
 #include "hpcml/featurecache/loader.hpp"
 
@@ -12,6 +15,22 @@ namespace hpcml::trainer {
 namespace {
 
 namespace fc = hpcml::featurecache;
+
+// The batch's labels into `targets`; with classes, each must be one of them.
+Status CopyLabels(const FeatureCacheConfig& c, const fc::Loader& loader, const fc::Batch& b,
+                  float* targets) {
+  auto y = b.y();
+  for (size_t i = 0; i < y.size(); ++i) {
+    const float v = y[i];
+    if (c.num_classes > 0 &&
+        (!(v >= 0.0f) || v != std::floor(v) || v >= static_cast<float>(c.num_classes))) {
+      return Corrupt("{} {}: row {} has label {}, not a class in [0, {}) (--outputs)", c.path,
+                     loader.info().name, b.row_ids()[i], v, c.num_classes);
+    }
+    targets[i] = v;
+  }
+  return Status::Ok();
+}
 
 class FeatureCacheSource final : public BatchSource {
  public:
@@ -34,18 +53,7 @@ class FeatureCacheSource final : public BatchSource {
       return Internal("{}: short batch of {} rows (expected {})", c_.path, b.rows(), rows_);
     }
     if (features != nullptr) std::memcpy(features, b.x().data(), b.x().size_bytes());
-    if (targets != nullptr) {
-      auto y = b.y();
-      for (size_t i = 0; i < y.size(); ++i) {
-        const float v = y[i];
-        if (c_.num_classes > 0 &&
-            (!(v >= 0.0f) || v != std::floor(v) || v >= static_cast<float>(c_.num_classes))) {
-          return Corrupt("{} {}: row {} has label {}, not a class in [0, {}) (--outputs)", c_.path,
-                         loader_.info().name, b.row_ids()[i], v, c_.num_classes);
-        }
-        targets[i] = v;
-      }
-    }
+    if (targets != nullptr) HPCML_RETURN_IF_ERROR(CopyLabels(c_, loader_, b, targets));
     return Status::Ok();
   }
 
@@ -54,6 +62,39 @@ class FeatureCacheSource final : public BatchSource {
   Status RestorePosition(std::string_view position) override {
     HPCML_ASSIGN_OR_RETURN(fc::Position p, fc::Position::Parse(position));
     return loader_.Restore(p);
+  }
+
+ private:
+  FeatureCacheConfig c_;
+  fc::Loader loader_;
+  std::int64_t rows_;
+};
+
+// One pass over a validation version per evaluation (see OpenFeatureCacheEval).
+class FeatureCacheEvalSource final : public EvalSource {
+ public:
+  FeatureCacheEvalSource(FeatureCacheConfig config, fc::Loader loader, std::int64_t rows)
+      : c_(std::move(config)), loader_(std::move(loader)), rows_(rows) {}
+
+  std::int64_t feature_dim() const override {
+    return static_cast<std::int64_t>(loader_.features());
+  }
+  std::int64_t target_dim() const override { return 1; }
+  std::int64_t num_classes() const override { return c_.num_classes; }
+  std::int64_t rows() const override { return static_cast<std::int64_t>(loader_.rows()); }
+  std::int64_t batches() const override {
+    return static_cast<std::int64_t>(loader_.batches_per_epoch());
+  }
+
+  Result<std::int64_t> Next(std::int64_t max_rows, float* features, float* targets) override {
+    HPCML_ASSIGN_OR_RETURN(fc::Batch b, loader_.Next());
+    const auto n = static_cast<std::int64_t>(b.rows());
+    if (n > max_rows || n > rows_) {
+      return Internal("{}: batch of {} rows, room for {}", c_.path, n, std::min(max_rows, rows_));
+    }
+    if (features != nullptr) std::memcpy(features, b.x().data(), b.x().size_bytes());
+    if (targets != nullptr) HPCML_RETURN_IF_ERROR(CopyLabels(c_, loader_, b, targets));
+    return n;
   }
 
  private:
@@ -122,6 +163,36 @@ Status DescribeInput(const FeatureCacheConfig& config, const fc::Loader& loader,
   return Status::Ok();
 }
 
+std::string Names(const std::vector<std::string>& names) {
+  return fmt::format("[{}]", fmt::join(names, ", "));
+}
+
+// Whether the validation version's input is the training version's: same
+// feature names in the same order, the same label, the same recorded
+// standardisation (else the model would see other units).
+Status CheckSameInput(const ModelLineage& train, const ModelLineage& val) {
+  const std::string tv =
+      fmt::format("the training version (--data {} {})", train.data.path, train.data.version);
+  const std::string vv =
+      fmt::format("the validation version (--val-data {} {})", val.data.path, val.data.version);
+  const InputSchema &t = train.input, &v = val.input;
+  if (t.feature_names != v.feature_names) {
+    return InvalidArgument("{} has the features {}, {} has {}: they must match in name and order",
+                           vv, Names(v.feature_names), tv, Names(t.feature_names));
+  }
+  if (t.label_name != v.label_name) {
+    return InvalidArgument("{} has the label \"{}\", {} has \"{}\"", vv, v.label_name, tv,
+                           t.label_name);
+  }
+  if (t.standardized != v.standardized || t.mean != v.mean || t.scale != v.scale) {
+    return InvalidArgument(
+        "{} is standardised differently from {} (its transform's recorded mean and scale "
+        "differ): the model would see its features in other units",
+        vv, tv);
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 bool FeatureCacheAvailable() {
@@ -156,6 +227,39 @@ Result<std::unique_ptr<BatchSource>> OpenFeatureCache(const FeatureCacheConfig& 
   if (lineage != nullptr) HPCML_RETURN_IF_ERROR(DescribeInput(config, loader, lineage));
   return std::unique_ptr<BatchSource>(
       std::make_unique<FeatureCacheSource>(config, std::move(loader), rows));
+}
+
+}  // namespace hpcml::trainer
+
+namespace hpcml::trainer {
+
+Result<std::unique_ptr<EvalSource>> OpenFeatureCacheEval(const FeatureCacheConfig& config,
+                                                         std::int64_t rows, int replica,
+                                                         int replicas, const ModelLineage& training,
+                                                         TrainingData* described) {
+  if (rows < 1 || replicas < 1 || replica < 0 || replica >= replicas) {
+    return InvalidArgument("--val-data {}: {} rows per batch on replica {} of {}", config.path,
+                           rows, replica, replicas);
+  }
+  fc::LoaderOptions opt;
+  opt.rank = static_cast<std::uint32_t>(replica);
+  opt.world = static_cast<std::uint32_t>(replicas);
+  opt.batch_rows = static_cast<std::uint64_t>(rows);
+  opt.shuffle = false;
+  opt.drop_last = false;  // every row counts, the last batches may be short
+  opt.prefetch_depth = 2;
+  auto loader = fc::Loader::Open(config.path, config.version, opt);
+  if (!loader.ok()) return loader.status().WithContext("--val-data");
+  if (!loader->has_labels()) {
+    return InvalidArgument("--val-data {} {}: the version has no labels; validation needs them",
+                           config.path, loader->info().name);
+  }
+  ModelLineage val;
+  HPCML_RETURN_IF_ERROR(DescribeInput(config, *loader, &val));
+  HPCML_RETURN_IF_ERROR(CheckSameInput(training, val));
+  if (described != nullptr) *described = val.data;
+  return std::unique_ptr<EvalSource>(
+      std::make_unique<FeatureCacheEvalSource>(config, std::move(*loader), rows));
 }
 
 }  // namespace hpcml::trainer

@@ -39,4 +39,19 @@ Result<std::unique_ptr<BatchSource>> OpenFeatureCache(const FeatureCacheConfig& 
                                                       int replicas,
                                                       ModelLineage* lineage = nullptr);
 
+// A validation version (--val-data/--val-version) through the same loader
+// and access checks as the training data, unshuffled and without dropping
+// rows: replica r of R reads shard r of R (every row of the version once per
+// pass) in batches of `rows` rows, the last ones short or empty. The version
+// must have labels (classes checked as for training), the training
+// version's feature names in the same order, the same label name and the
+// same recorded standardisation (`training`: the training version's
+// lineage); otherwise InvalidArgument names both versions. `described`
+// (optional) receives the version's path, name, digest, zone,
+// classification and rows.
+Result<std::unique_ptr<EvalSource>> OpenFeatureCacheEval(const FeatureCacheConfig& config,
+                                                         std::int64_t rows, int replica,
+                                                         int replicas, const ModelLineage& training,
+                                                         TrainingData* described = nullptr);
+
 }  // namespace hpcml::trainer

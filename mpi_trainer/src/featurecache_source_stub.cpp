@@ -15,4 +15,13 @@ Result<std::unique_ptr<BatchSource>> OpenFeatureCache(const FeatureCacheConfig& 
       config.path);
 }
 
+Result<std::unique_ptr<EvalSource>> OpenFeatureCacheEval(const FeatureCacheConfig& config,
+                                                         std::int64_t, int, int,
+                                                         const ModelLineage&, TrainingData*) {
+  return Unavailable(
+      "--val-data {}: this hpcml-train was built without the featurecache library; "
+      "use --synthetic with --val-samples",
+      config.path);
+}
+
 }  // namespace hpcml::trainer

@@ -128,6 +128,21 @@ std::string LineageJson(const ModelLineage& l) {
   j["steps"] = l.steps;
   j["first_loss"] = l.first_loss;
   j["final_loss"] = l.final_loss;
+  if (l.validation) {
+    const ValidationRecord& v = *l.validation;
+    j["validation"] = {
+        {"data",
+         {{"path", v.data.path},
+          {"version", v.data.version},
+          {"data_sha256", v.data.data_sha256},
+          {"rows", v.data.rows}}},
+        {"rows", v.rows},
+        {"step", v.step},
+        {"selected", v.selected},
+        {"monitor", v.monitor},
+        {"metrics", v.metrics.empty() ? nlohmann::ordered_json::object()
+                                      : nlohmann::ordered_json::parse(v.metrics, nullptr, false)}};
+  }
   return JsonText(j);
 }
 
@@ -175,6 +190,23 @@ Result<ModelLineage> ParseLineageJson(std::string_view text) {
     l.steps = Get<std::int64_t>(j, "steps", 0);
     l.first_loss = Get<double>(j, "first_loss", 0.0);
     l.final_loss = Get<double>(j, "final_loss", 0.0);
+    if (j.contains("validation")) {
+      const json& v = j.at("validation");
+      const json& vd = v.at("data");
+      ValidationRecord r;
+      r.data.path = Get<std::string>(vd, "path", "");
+      r.data.version = Get<std::string>(vd, "version", "");
+      r.data.data_sha256 = Get<std::string>(vd, "data_sha256", "");
+      r.data.rows = Get<std::uint64_t>(vd, "rows", 0);
+      r.rows = Get<std::int64_t>(v, "rows", 0);
+      r.step = Get<std::int64_t>(v, "step", 0);
+      r.selected = Get<std::string>(v, "selected", "");
+      r.monitor = Get<std::string>(v, "monitor", "");
+      // In the order written (json sorts keys; ordered_json keeps them).
+      const auto ordered = nlohmann::ordered_json::parse(text, nullptr, false);
+      r.metrics = v.contains("metrics") ? ordered["validation"]["metrics"].dump() : "{}";
+      l.validation = std::move(r);
+    }
     const size_t n = l.input.standardized.size();
     if (n != 0 && (n != l.input.feature_names.size() || l.input.mean.size() != n ||
                    l.input.scale.size() != n)) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -23,6 +24,55 @@ namespace hpcml::trainer {
 
 namespace topo = hpcml::topology;
 
+namespace {
+
+// --output run/model.h5 -> run/model.best.h5 (any other name: + ".best.h5").
+std::string DefaultBestPath(const std::string& output) {
+  if (output.empty()) return "";
+  const std::string ext = ".h5";
+  if (output.size() > ext.size() && output.ends_with(ext)) {
+    return output.substr(0, output.size() - ext.size()) + ".best.h5";
+  }
+  return output + ".best.h5";
+}
+
+nlohmann::json Number(double v) {
+  return std::isnan(v) ? nlohmann::json() : nlohmann::json(v);
+}
+
+double NumberOr(const nlohmann::json& j, const char* key) {
+  auto it = j.find(key);
+  return it == j.end() || it->is_null() ? kNoMetric : it->get<double>();
+}
+
+nlohmann::json MetricsState(const EvalMetrics& m) {
+  return {{"step", m.step},
+          {"rows", m.rows},
+          {"loss", Name(m.loss)},
+          {"binary", m.binary},
+          {"log_loss", Number(m.log_loss)},
+          {"accuracy", Number(m.accuracy)},
+          {"auc", Number(m.auc)},
+          {"mse", Number(m.mse)},
+          {"rmse", Number(m.rmse)}};
+}
+
+Result<EvalMetrics> MetricsFromState(const nlohmann::json& j) {
+  EvalMetrics m;
+  m.step = j.at("step").get<std::int64_t>();
+  m.rows = j.at("rows").get<std::int64_t>();
+  HPCML_ASSIGN_OR_RETURN(m.loss, ParseLoss(j.at("loss").get<std::string>()));
+  m.binary = j.at("binary").get<bool>();
+  m.log_loss = NumberOr(j, "log_loss");
+  m.accuracy = NumberOr(j, "accuracy");
+  m.auc = NumberOr(j, "auc");
+  m.mse = NumberOr(j, "mse");
+  m.rmse = NumberOr(j, "rmse");
+  return m;
+}
+
+}  // namespace
+
 Status Program::Run() {
   HPCML_ASSIGN_OR_RETURN(grid_, Agree(ProcessGrid::Create(MPI_COMM_WORLD, o_.grid)));
   rank0_ = grid_->rank() == 0;
@@ -34,6 +84,7 @@ Status Program::Run() {
   MPI_Allreduce(MPI_IN_PLACE, &features, 1, MPI_INT64_T, MPI_MAX, grid_->world());
   mc_.input_dim = features;
   HPCML_RETURN_IF_ERROR(Agree(MakeTrainer()));
+  HPCML_RETURN_IF_ERROR(Agree(OpenValidation()));
   HPCML_RETURN_IF_ERROR(StartCheckpointing());
   return Train();
 }
@@ -93,6 +144,7 @@ Status Program::MakeCpuBackend() {
 }
 
 Status Program::OpenInput() {
+  HPCML_RETURN_IF_ERROR(CheckValidationOptions());
   mc_.input_dim = o_.input_dim;
   HPCML_ASSIGN_OR_RETURN(mc_.hidden, topo::ParseWidths(o_.hidden, "--hidden"));
   mc_.output_dim = o_.outputs;
@@ -146,6 +198,142 @@ Status Program::MakeTrainer() {
   return Status::Ok();
 }
 
+// The validation options make sense together (before any input is opened).
+Status Program::CheckValidationOptions() const {
+  const bool versioned = !o_.val_data.empty() || !o_.val_version.empty();
+  const auto needs_set = [](const char* option, const std::string& value) {
+    return InvalidArgument(
+        "{} {} needs a validation set: --val-data/--val-version (with --data) or --val-samples "
+        "(with --synthetic)",
+        option, value);
+  };
+  if (!versioned && o_.val_samples == 0) {
+    if (o_.eval_interval > 0) return needs_set("--eval-interval", std::to_string(o_.eval_interval));
+    if (o_.early_stop_patience > 0) {
+      return needs_set("--early-stop-patience", std::to_string(o_.early_stop_patience));
+    }
+    if (!o_.best_output.empty()) return needs_set("--best-output", o_.best_output);
+  }
+  if (versioned && o_.val_samples > 0) {
+    return InvalidArgument(
+        "--val-samples {} (a synthetic held-out set) and --val-data/--val-version exclude each "
+        "other",
+        o_.val_samples);
+  }
+  if (versioned && o_.data.empty()) {
+    return InvalidArgument(
+        "--val-data/--val-version need --data: the validation version's features are checked "
+        "against the training version's (with --synthetic use --val-samples)");
+  }
+  if (o_.val_samples > 0 && !o_.synthetic) {
+    return InvalidArgument(
+        "--val-samples {} is for --synthetic runs; with --data give --val-data/--val-version",
+        o_.val_samples);
+  }
+  if (o_.early_stop_patience > 0 && o_.eval_interval == 0) {
+    return InvalidArgument(
+        "--early-stop-patience {} needs --eval-interval N > 0 (with 0 the model is evaluated "
+        "only after the last step)",
+        o_.early_stop_patience);
+  }
+  const std::string best = o_.best_output.empty() ? DefaultBestPath(o_.output) : o_.best_output;
+  if (!best.empty() && best == o_.output) {
+    return InvalidArgument("--best-output {} is also --output: give the best model its own file",
+                           best);
+  }
+  return Status::Ok();
+}
+
+// The validation set, when one is asked for: a feature-cache version
+// (--val-data/--val-version, checked against the training version) or
+// held-out synthetic samples (--val-samples), read by the first and last
+// stages in batches of the replica's rows.
+Status Program::OpenValidation() {
+  if (!validating()) return Status::Ok();
+  const bool versioned = !o_.val_data.empty() || !o_.val_version.empty();
+  val_.best_path = o_.best_output.empty() ? DefaultBestPath(o_.output) : o_.best_output;
+  if (grid_->first_stage() || grid_->last_stage()) {
+    const std::int64_t rows = trainer_->replica_rows();
+    const bool classes = mc_.loss == LossKind::kCrossEntropy;
+    if (versioned) {
+      FeatureCacheConfig fc;
+      fc.path = o_.val_data.empty() ? o_.data : o_.val_data;
+      fc.version = o_.val_version;
+      fc.num_classes = classes ? o_.outputs : 0;
+      fc.shuffle = false;
+      HPCML_ASSIGN_OR_RETURN(
+          val_.source,
+          OpenFeatureCacheEval(fc, rows, grid_->dp_idx(), o_.grid.dp, input_lineage_, &val_.data));
+    } else {
+      SyntheticConfig sc;
+      sc.features = o_.input_dim;
+      sc.outputs = o_.outputs;
+      sc.classification = classes;
+      sc.samples = o_.val_samples;
+      sc.seed = o_.data_seed;
+      sc.held_out = true;
+      HPCML_ASSIGN_OR_RETURN(val_.source,
+                             MakeSyntheticEvalSource(sc, rows, grid_->dp_idx(), o_.grid.dp));
+      val_.data.rows = static_cast<std::uint64_t>(o_.val_samples);
+    }
+  }
+  if (rank0_) {
+    const std::string what =
+        versioned
+            ? fmt::format("{} {} ({} rows)", val_.data.path, val_.data.version, val_.data.rows)
+            : fmt::format("{} held-out synthetic samples", o_.val_samples);
+    log_.info("validation on {}: {}, {} {}{}{}", what,
+              o_.eval_interval > 0
+                  ? fmt::format("every {} steps and after the last", o_.eval_interval)
+                  : std::string("after the last step"),
+              "monitoring", EvalMetrics::MonitorName(mc_.loss),
+              val_.best_path.empty() ? "" : ", best model to " + val_.best_path,
+              o_.early_stop_patience > 0
+                  ? fmt::format(", early stop after {} evaluations without improvement",
+                                o_.early_stop_patience)
+                  : "");
+  }
+  return Status::Ok();
+}
+
+// The validation progress saved with each checkpoint ("run" in the
+// manifest), so a resumed run keeps its best value, patience count and the
+// figures of its latest evaluation.
+nlohmann::json Program::ValidationState() const {
+  if (!validating()) return nlohmann::json();
+  return {{"validation",
+           {{"evals", val_.evals},
+            {"since_best", val_.since_best},
+            {"best_step", val_.best_step},
+            {"best", val_.best_step > 0 ? nlohmann::json(val_.best) : nlohmann::json()},
+            {"last", val_.last ? MetricsState(*val_.last) : nlohmann::json()}}}};
+}
+
+Status Program::RestoreValidationState(const nlohmann::json& state) {
+  if (!state.is_object() || !state.contains("validation")) return Status::Ok();
+  try {
+    const nlohmann::json& v = state.at("validation");
+    val_.evals = v.at("evals").get<int>();
+    val_.since_best = v.at("since_best").get<int>();
+    val_.best_step = v.at("best_step").get<std::int64_t>();
+    val_.best = v.at("best").is_null() ? 0.0 : v.at("best").get<double>();
+    if (!v.at("last").is_null()) {
+      HPCML_ASSIGN_OR_RETURN(EvalMetrics m, MetricsFromState(v.at("last")));
+      val_.last = m;
+    }
+  } catch (const nlohmann::json::exception& e) {
+    return Corrupt("--checkpoint-dir {}: the checkpoint's validation state: {}", o_.ckpt.dir,
+                   e.what());
+  }
+  // A run that had stopped early stays stopped: resuming it trains no further.
+  if (o_.early_stop_patience > 0 && val_.since_best >= o_.early_stop_patience) {
+    val_.early_stop = fmt::format(
+        "already stopped early: {} evaluations without improvement (best {} {:.6f} at step {})",
+        val_.since_best, EvalMetrics::MonitorName(mc_.loss), val_.best, val_.best_step);
+  }
+  return Status::Ok();
+}
+
 // Collective: opens the checkpoint directory and resumes from its newest
 // complete set, whatever layout saved it.
 Status Program::StartCheckpointing() {
@@ -163,7 +351,10 @@ Status Program::StartCheckpointing() {
       Checkpointer::Create(c, grid_.get(), trainer_.get(), backend_.get(), source_.get(), &log_);
   HPCML_RETURN_IF_ERROR(Agree(ck.status()));
   ckpt_ = std::move(ck).value();
+  ckpt_->set_run_state([this] { return ValidationState(); });
   HPCML_ASSIGN_OR_RETURN(std::int64_t step, ckpt_->Resume());
+  // The state is the same on every rank (it was agreed before it was saved).
+  HPCML_RETURN_IF_ERROR(RestoreValidationState(ckpt_->resumed_run_state()));
   if (!rank0_) return Status::Ok();
   if (step > 0) {
     log_.info("resumed from checkpoint step {} in {}", step, o_.ckpt.dir);
@@ -184,7 +375,10 @@ Status Program::Train() {
   const std::int64_t first_step = trainer_->step();
   const auto wall_start = std::chrono::steady_clock::now();
   const std::int64_t start_time = static_cast<std::int64_t>(std::time(nullptr));
-  Status ran = trainer_->Run(o_.steps, [this](const StepStats& st) { return OnStep(st); });
+  // A resumed run that had stopped early trains no further.
+  Status ran = val_.early_stop.empty()
+                   ? trainer_->Run(o_.steps, [this](const StepStats& st) { return OnStep(st); })
+                   : Status::Ok();
   auto wall_s = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
   };
@@ -199,7 +393,12 @@ Status Program::Train() {
     PublishUsage(first_step, wall_s(), start_time);
     return Status::Ok();
   }
-  HPCML_RETURN_IF_ERROR(ran);
+  // Early stopping ends the step loop through the hook's status (OnStep).
+  if (!val_.early_stop.empty()) {
+    if (rank0_) log_.info("early stop at step {}: {}", trainer_->step(), val_.early_stop);
+  } else {
+    HPCML_RETURN_IF_ERROR(ran);
+  }
   if (ckpt_) HPCML_RETURN_IF_ERROR(ckpt_->Finish());
   PublishUsage(first_step, wall_s(), start_time);
   return Finish();
@@ -221,11 +420,104 @@ Status Program::OnStep(const StepStats& st) {
     metrics_.Write(StepDone{st, Measured(st.bubble)});
     if (st.step % o_.log_interval == 0 || st.step == o_.steps || st.step == 1) LogStep(st);
   }
-  if (!ckpt_) return Status::Ok();
-  HPCML_ASSIGN_OR_RETURN(auto stop, ckpt_->AfterStep(st));
-  if (!stop) return Status::Ok();
-  stop_ = *stop;
-  return Status(StatusCode::kUnavailable, "stop requested");
+  // Before the checkpointer, so that a set saved at this step holds this
+  // evaluation's best value and patience count.
+  HPCML_RETURN_IF_ERROR(Evaluate(st));
+  if (ckpt_) {
+    HPCML_ASSIGN_OR_RETURN(auto stop, ckpt_->AfterStep(st));
+    // A stop request at the step where training ends early anyway: finish
+    // normally (the checkpointer has saved this step).
+    if (stop && val_.early_stop.empty()) {
+      stop_ = *stop;
+      return Status(StatusCode::kUnavailable, "stop requested");
+    }
+  }
+  if (!val_.early_stop.empty()) return Status(StatusCode::kUnavailable, "early stop");
+  return Status::Ok();
+}
+
+// Every --eval-interval steps and after the last: the metrics, the best
+// model when they improve, and the early-stopping decision (all ranks
+// decide alike: the metrics are the same everywhere).
+Status Program::Evaluate(const StepStats& st) {
+  const bool due = (o_.eval_interval > 0 && st.step % o_.eval_interval == 0) || st.step == o_.steps;
+  if (!due || !validating()) return Status::Ok();
+  const auto t0 = std::chrono::steady_clock::now();
+  HPCML_ASSIGN_OR_RETURN(EvalMetrics m, trainer_->Evaluate(val_.source.get()));
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ++val_.evals;
+  const double v = m.monitored();
+  // Lower is better; NaN (a diverged model) never improves.
+  const bool improved = !std::isnan(v) && (val_.best_step == 0 || v < val_.best);
+  if (improved) {
+    val_.best = v;
+    val_.best_step = m.step;
+    val_.since_best = 0;
+  } else {
+    ++val_.since_best;
+  }
+  val_.last = m;
+  if (improved && !val_.best_path.empty()) {
+    HPCML_RETURN_IF_ERROR(SaveModel(val_.best_path, "--best-output", Record(m, "best")));
+  }
+  if (rank0_) {
+    metrics_.Write(EvalDone{m, improved, val_.best_step, val_.best, val_.since_best, seconds});
+    LogEval(m, improved, seconds);
+  }
+  if (o_.early_stop_patience > 0 && val_.since_best >= o_.early_stop_patience &&
+      st.step < o_.steps) {
+    val_.early_stop =
+        fmt::format("{} evaluations without a lower validation {} than {:.6f} (step {})",
+                    val_.since_best, EvalMetrics::MonitorName(mc_.loss), val_.best, val_.best_step);
+    if (rank0_) {
+      metrics_.Write(EarlyStopped{st.step, std::string(EvalMetrics::MonitorName(mc_.loss)),
+                                  val_.best_step, val_.best, o_.early_stop_patience});
+    }
+  }
+  return Status::Ok();
+}
+
+void Program::LogEval(const EvalMetrics& m, bool improved, double seconds) {
+  std::string figures;
+  if (m.loss == LossKind::kCrossEntropy) {
+    figures = fmt::format("log_loss {:.6f} accuracy {:.4f}", m.log_loss, m.accuracy);
+    if (m.binary) figures += fmt::format(" auc {:.4f}", m.auc);
+  } else {
+    figures = fmt::format("rmse {:.6f} mse {:.6f}", m.rmse, m.mse);
+  }
+  std::string best;
+  if (improved) {
+    best = val_.best_path.empty() ? "new best" : "new best, model written to " + val_.best_path;
+  } else {
+    best = fmt::format("best {:.6f} at step {}, {} evaluation(s) without improvement", val_.best,
+                       val_.best_step, val_.since_best);
+  }
+  log_.info("eval step {}/{}: val {} ({} rows, {:.2f} s); {}", m.step, o_.steps, figures, m.rows,
+            seconds, best);
+}
+
+Status Program::SaveModel(const std::string& path, const std::string& option,
+                          const std::optional<ValidationRecord>& validation) {
+  auto gathered = GatherModel(trainer_->model(), grid_.get(), *backend_, WhichTensor::kParams);
+  Status s = gathered.status();
+  if (s.ok() && rank0_) {
+    ModelLineage l = Lineage();
+    l.validation = validation;
+    s = SaveModelFile(path, mc_, *gathered, l);
+  }
+  return Agree(s.ok() ? s : std::move(s).WithContext(option + " " + path));
+}
+
+ValidationRecord Program::Record(const EvalMetrics& m, const char* selected) const {
+  ValidationRecord r;
+  r.data = val_.data;
+  r.rows = m.rows;
+  r.step = m.step;
+  r.selected = selected;
+  r.monitor = EvalMetrics::MonitorName(m.loss);
+  r.metrics = EvalMetricsJson(m);
+  return r;
 }
 
 void Program::LogStep(const StepStats& st) {
@@ -241,23 +533,29 @@ void Program::LogStep(const StepStats& st) {
 // After the last step: the model to --output, the done line and record.
 Status Program::Finish() {
   if (!o_.output.empty()) {
-    auto gathered = GatherModel(trainer_->model(), grid_.get(), *backend_, WhichTensor::kParams);
-    Status s = gathered.status();
-    if (s.ok() && rank0_) s = SaveModelFile(o_.output, mc_, *gathered, Lineage());
-    HPCML_RETURN_IF_ERROR(Agree(s.ok() ? s : std::move(s).WithContext("--output " + o_.output)));
+    std::optional<ValidationRecord> v;
+    if (val_.last) v = Record(*val_.last, "final");
+    HPCML_RETURN_IF_ERROR(SaveModel(o_.output, "--output", v));
   }
   if (!rank0_) return Status::Ok();
+  if (val_.best_step > 0) {
+    log_.info("best validation {} {:.6f} at step {}{}", EvalMetrics::MonitorName(mc_.loss),
+              val_.best, val_.best_step,
+              val_.best_path.empty() ? "" : ", model in " + val_.best_path);
+  }
   const double mean_step = fig_.mean_step();
   const double ideal = IdealBubble(o_.grid.pp, o_.microbatches);
   log_.info(
-      "done: {} steps, loss {:.6f} -> {:.6f}, mean step {:.2f} ms, {:.0f} samples/s, "
+      "done: {} steps{}, loss {:.6f} -> {:.6f}, mean step {:.2f} ms, {:.0f} samples/s, "
       "bubble {} (ideal {:.3f}){}",
-      o_.steps, fig_.first_loss, fig_.last_loss, mean_step * 1e3,
+      trainer_->step(), val_.early_stop.empty() ? "" : " (stopped early)", fig_.first_loss,
+      fig_.last_loss, mean_step * 1e3,
       mean_step > 0 ? static_cast<double>(o_.batch) / mean_step : 0.0,
       BubbleText(Measured(fig_.mean_bubble())), ideal,
       o_.output.empty() ? "" : ", model written to " + o_.output);
-  metrics_.Write(RunDone{o_.steps, fig_.first_loss, fig_.last_loss, mean_step,
-                         Measured(fig_.mean_bubble()), oversubscribed_, ideal});
+  metrics_.Write(RunDone{trainer_->step(), fig_.first_loss, fig_.last_loss, mean_step,
+                         Measured(fig_.mean_bubble()), oversubscribed_, ideal,
+                         !val_.early_stop.empty()});
   return Status::Ok();
 }
 
@@ -327,7 +625,9 @@ std::string Program::SettingsJson() const {
                               {"microbatches", o_.microbatches},
                               {"schedule", o_.schedule},
                               {"zero1", o_.zero1},
-                              {"backend", o_.backend}};
+                              {"backend", o_.backend},
+                              {"eval_interval", o_.eval_interval},
+                              {"early_stop_patience", o_.early_stop_patience}};
   return JsonText(j);
 }
 

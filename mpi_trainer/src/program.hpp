@@ -15,6 +15,7 @@
 #include "hpcml/common/log.hpp"
 #include "hpcml/trainer/backend.hpp"
 #include "hpcml/trainer/data.hpp"
+#include "hpcml/trainer/eval_metrics.hpp"
 #include "hpcml/trainer/grid.hpp"
 #include "hpcml/trainer/model_file.hpp"
 #include "hpcml/trainer/trainer.hpp"
@@ -49,14 +50,41 @@ class Program {
   }
   Status Agree(const Status& s) { return AgreeOnStatus(grid_->world(), s); }
 
+  // Validation (docs/trainer.md, "Validation"): the held-out set, the best
+  // evaluation so far and the patience count, the same on every rank (the
+  // metrics are agreed by Trainer::Evaluate), saved with each checkpoint.
+  struct Validation {
+    std::unique_ptr<EvalSource> source;  // first and last stages
+    TrainingData data;                   // first/last stages: the version (empty path: synthetic)
+    std::string best_path;               // the best model's file; empty: none written
+    double best = 0;                     // valid when best_step > 0
+    std::int64_t best_step = 0;
+    int evals = 0, since_best = 0;
+    std::optional<EvalMetrics> last;  // the latest evaluation (the final model's figures)
+    std::string early_stop;           // why training stopped early; empty: it did not
+  };
+
   Status Bind();
   Status MakeBackend();
   Status MakeCpuBackend();
   Status OpenInput();
   Status MakeTrainer();
+  bool validating() const {
+    return o_.val_samples > 0 || !o_.val_data.empty() || !o_.val_version.empty();
+  }
+  Status CheckValidationOptions() const;
+  Status OpenValidation();
   Status StartCheckpointing();
   Status Train();
   Status OnStep(const StepStats& st);
+  Status Evaluate(const StepStats& st);
+  void LogEval(const EvalMetrics& m, bool improved, double seconds);
+  // Collective: gathers the model and writes it to `path` on rank 0.
+  Status SaveModel(const std::string& path, const std::string& option,
+                   const std::optional<ValidationRecord>& validation);
+  ValidationRecord Record(const EvalMetrics& m, const char* selected) const;
+  nlohmann::json ValidationState() const;
+  Status RestoreValidationState(const nlohmann::json& state);
   void LogStep(const StepStats& st);
   Status Finish();
   ModelLineage Lineage() const;
@@ -76,6 +104,7 @@ class Program {
   ModelConfig mc_;
   TrainConfig tc_;
   std::unique_ptr<BatchSource> source_;
+  Validation val_;
   ModelLineage input_lineage_;  // rank 0: the training data and its schema
   std::unique_ptr<Trainer> trainer_;
   MetricsLog metrics_;

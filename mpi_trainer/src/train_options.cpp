@@ -73,6 +73,32 @@ void AddOptimizerOptions(CLI::App& app, TrainOptions& o) {
   app.add_option("--output", o.output, "final model as HDF5, written by rank 0");
 }
 
+// The held-out set, when to evaluate, the best model, early stopping.
+void AddValidationOptions(CLI::App& app, TrainOptions& o) {
+  app.add_option("--val-data", o.val_data,
+                 "feature set (.h5) to validate on (default: --data when --val-version is given)");
+  app.add_option("--val-version", o.val_version,
+                 "version of --val-data (default: latest); must have --data's features and label");
+  app.add_option("--val-samples", o.val_samples,
+                 "--synthetic: validate on this many held-out samples (same teacher, other "
+                 "features)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--eval-interval", o.eval_interval,
+                 "evaluate on the validation set every N steps and after the last (0: after the "
+                 "last only)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--early-stop-patience", o.early_stop_patience,
+                 "stop after K evaluations without a lower validation log loss (ce) or RMSE "
+                 "(mse) than the best (0: off)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--best-output", o.best_output,
+                 "model of the best evaluation, rewritten at each new best (default: --output "
+                 "with .best.h5)");
+}
+
 // Checkpoints, preemption, placement and the Slurm job.
 void AddJobOptions(CLI::App& app, TrainOptions& o) {
   app.add_option("--checkpoint-dir", o.ckpt.dir,
@@ -123,6 +149,7 @@ void AddTrainOptions(CLI::App& app, TrainOptions& o) {
   AddPlacementOptions(app, o);
   AddModelOptions(app, o);
   AddOptimizerOptions(app, o);
+  AddValidationOptions(app, o);
   AddJobOptions(app, o);
 }
 

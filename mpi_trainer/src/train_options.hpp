@@ -38,6 +38,12 @@ struct TrainOptions {
   bool zero1 = false;
   std::int64_t log_interval = 10;
   std::string metrics, output;
+  // Validation (docs/trainer.md, "Validation").
+  std::string val_data, val_version;
+  std::int64_t val_samples = 0;    // --synthetic: held-out samples
+  std::int64_t eval_interval = 0;  // 0: at the end only
+  int early_stop_patience = 0;     // 0: off
+  std::string best_output;         // default: --output's name with .best.h5
   CheckpointOptions ckpt;
   std::string ckpt_adaptive;  // "min,max" seconds
   bool ckpt_sync = false;

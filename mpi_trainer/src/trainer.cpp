@@ -445,6 +445,165 @@ void Trainer::GatherMoments(std::vector<float>* m, std::vector<float>* v) const 
   }
 }
 
+Result<EvalMetrics> Trainer::Evaluate(EvalSource* val) {
+  const bool first = pp_idx_ == 0, last = pp_idx_ == shape_.pp - 1;
+  const ModelConfig& mc = model_->config();
+  const bool classes = mc.loss == LossKind::kCrossEntropy;
+  // The source must fit the model where it is read; every rank learns the
+  // number of batches of a pass from those that read it.
+  Status fits;
+  std::int64_t batches = 0;
+  if (first || last) {
+    if (val == nullptr) {
+      fits = InvalidArgument("the first and last stages need a validation source");
+    } else if (val->feature_dim() != mc.input_dim) {
+      fits = InvalidArgument("the validation data has {} features but the model expects {}",
+                             val->feature_dim(), mc.input_dim);
+    } else if (val->num_classes() != (classes ? mc.output_dim : 0) ||
+               val->target_dim() != (classes ? 1 : mc.output_dim)) {
+      fits = InvalidArgument("the validation data's targets do not fit --loss {} with {} outputs",
+                             Name(mc.loss), mc.output_dim);
+    } else {
+      batches = val->batches();
+    }
+  }
+  if (grid_ != nullptr) {
+    HPCML_RETURN_IF_ERROR(AgreeOnStatus(grid_->world(), fits));
+    MPI_Allreduce(MPI_IN_PLACE, &batches, 1, MPI_INT64_T, MPI_MAX, grid_->world());
+  } else {
+    HPCML_RETURN_IF_ERROR(fits);
+  }
+
+  const auto in_w = static_cast<std::size_t>(mc.input_dim);
+  const std::size_t tdim = classes ? 1 : static_cast<std::size_t>(mc.output_dim);
+  std::vector<float> host_x, host_t;
+  if (first) host_x.resize(static_cast<std::size_t>(local_rows_) * in_w);
+  if (last) host_t.resize(static_cast<std::size_t>(local_rows_) * tdim);
+  EvalSums sums;
+  std::vector<double> scores;
+  std::vector<std::uint8_t> positive;
+  for (std::int64_t b = 0; b < batches; ++b) {
+    std::int64_t valid = 0;
+    Status read;
+    if (first || last) {
+      auto n =
+          val->Next(local_rows_, first ? host_x.data() : nullptr, last ? host_t.data() : nullptr);
+      read = n.status();
+      if (n.ok()) valid = *n;
+    }
+    // A rank that cannot read must not leave its peers waiting in the passes.
+    if (grid_ != nullptr) {
+      HPCML_RETURN_IF_ERROR(AgreeOnStatus(grid_->world(), read));
+    } else {
+      HPCML_RETURN_IF_ERROR(read);
+    }
+    if (first) {
+      // Padding rows: zeros, so they stay finite (and are not counted).
+      std::fill(host_x.begin() + static_cast<std::ptrdiff_t>(valid * mc.input_dim), host_x.end(),
+                0.0f);
+      backend_->ToDevice(features_.data(), host_x.data(), host_x.size());
+    }
+    ForwardOnly();
+    if (last && tp_idx_ == 0) AddEvalRows(valid, host_t.data(), &sums, &scores, &positive);
+  }
+  HPCML_RETURN_IF_ERROR(backend_->status());
+
+  double s[4] = {sums.rows, sums.loss_sum, sums.correct, sums.values};
+  if (grid_ != nullptr) backend_->AllreduceHost(s, 4, Group::kWorld);
+  const EvalSums all{s[0], s[1], s[2], s[3]};
+  EvalMetrics r;
+  r.step = step_;
+  r.rows = static_cast<std::int64_t>(all.rows);
+  r.loss = mc.loss;
+  if (classes) {
+    r.log_loss = LogLoss(all);
+    r.accuracy = Accuracy(all);
+    r.binary = mc.output_dim == 2;
+    if (r.binary) {
+      HPCML_ASSIGN_OR_RETURN(r.auc, GatheredAuc(scores, positive));
+    }
+  } else {
+    r.mse = all.values > 0 ? all.loss_sum / all.values : kNoMetric;
+    r.rmse = Rmse(all);
+  }
+  return r;
+}
+
+// All forwards of one batch, microbatch by microbatch (GPipe without the
+// backwards); the schedule's tags and flushing rule, so no stage waits for
+// a send that is held back.
+void Trainer::ForwardOnly() {
+  const bool first = pp_idx_ == 0, last = pp_idx_ == shape_.pp - 1;
+  const auto rows = static_cast<std::size_t>(mb_rows_);
+  const auto in_w = static_cast<std::size_t>(model_->input_width());
+  const auto out_w = static_cast<std::size_t>(model_->output_width());
+  const int nmb = config_.microbatches;
+  for (int mb = 0; mb < nmb; ++mb) {
+    const auto at = static_cast<std::size_t>(mb) * rows;
+    const float* input;
+    if (first) {
+      input = features_.data() + at * in_w;
+    } else {
+      float* buf = recv_act_.data() + at * in_w;
+      backend_->Recv(buf, rows * in_w, pp_idx_ - 1, 2 * mb);
+      input = buf;
+    }
+    model_->Forward(mb, input);
+    if (!last) {
+      backend_->Send(model_->Output(mb), rows * out_w, pp_idx_ + 1, 2 * mb);
+      // The next operation receives (a later stage) unless this was the last.
+      if (first || mb + 1 == nmb) backend_->FlushSends();
+    }
+  }
+  backend_->WaitSends();
+}
+
+void Trainer::AddEvalRows(std::int64_t valid, const float* targets, EvalSums* sums,
+                          std::vector<double>* scores, std::vector<std::uint8_t>* positive) {
+  const ModelConfig& mc = model_->config();
+  const auto out_w = static_cast<std::size_t>(mc.output_dim);
+  std::vector<float> out(static_cast<std::size_t>(mb_rows_) * out_w);
+  for (int mb = 0; mb < config_.microbatches; ++mb) {
+    const std::int64_t at = mb * mb_rows_;
+    const std::int64_t n = std::clamp<std::int64_t>(valid - at, 0, mb_rows_);
+    if (n == 0) break;
+    backend_->ToHost(out.data(), model_->Output(mb), static_cast<std::size_t>(n) * out_w);
+    if (mc.loss == LossKind::kCrossEntropy) {
+      AddCrossEntropy(out.data(), targets + at, n, mc.output_dim, sums, scores, positive);
+    } else {
+      AddSquaredError(out.data(), targets + at * mc.output_dim, n, mc.output_dim, sums);
+    }
+  }
+}
+
+// The binary scores of every replica's last stage (tensor rank 0) at world
+// rank 0, in world rank order (replica order: the rows' order in the set),
+// the AUC computed there and broadcast.
+Result<double> Trainer::GatheredAuc(const std::vector<double>& scores,
+                                    const std::vector<std::uint8_t>& positive) const {
+  if (grid_ == nullptr) return RocAuc(scores, positive);
+  MPI_Comm world = grid_->world();
+  const int size = grid_->size();
+  const bool root = grid_->rank() == 0;
+  int mine = static_cast<int>(scores.size());
+  std::vector<int> counts(root ? static_cast<std::size_t>(size) : 0), displs(counts.size());
+  MPI_Gather(&mine, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, world);
+  std::int64_t total = 0;
+  for (std::size_t i = 0; i < counts.size(); ++i) {
+    displs[i] = static_cast<int>(total);
+    total += counts[i];
+  }
+  std::vector<double> all_scores(static_cast<std::size_t>(total));
+  std::vector<std::uint8_t> all_pos(static_cast<std::size_t>(total));
+  MPI_Gatherv(scores.data(), mine, MPI_DOUBLE, all_scores.data(), counts.data(), displs.data(),
+              MPI_DOUBLE, 0, world);
+  MPI_Gatherv(positive.data(), mine, MPI_UINT8_T, all_pos.data(), counts.data(), displs.data(),
+              MPI_UINT8_T, 0, world);
+  double auc = root ? RocAuc(std::move(all_scores), all_pos) : 0.0;
+  MPI_Bcast(&auc, 1, MPI_DOUBLE, 0, world);
+  return auc;
+}
+
 Status Trainer::Run(std::int64_t steps, const std::function<Status(const StepStats&)>& after_step) {
   while (step_ < steps) {
     HPCML_ASSIGN_OR_RETURN(StepStats st, Step());

@@ -44,6 +44,13 @@ expect_failure 1 "no input: give --data" --dp "$np" --steps 2
 expect_failure 1 "--metrics $tmp/no/such/dir/m.jsonl" --synthetic --dp "$np" --steps 2 --metrics "$tmp/no/such/dir/m.jsonl"
 expect_failure 1 "--output $tmp/no/such/dir/model.h5" --synthetic --dp "$np" --steps 2 --output "$tmp/no/such/dir/model.h5"
 expect_failure 1 "unknown activation 'sigmoid'" --synthetic --dp "$np" --activation sigmoid --steps 2
+expect_failure 1 "--eval-interval 5 needs a validation set" --synthetic --dp "$np" --steps 2 --eval-interval 5
+expect_failure 1 "--early-stop-patience 2 needs --eval-interval" --synthetic --dp "$np" --steps 2 --val-samples 10 --early-stop-patience 2
+expect_failure 1 "--val-samples 10 is for --synthetic runs" --data /nonexistent/features.h5 --dp "$np" --val-samples 10
+expect_failure 1 "--val-data/--val-version need --data" --synthetic --dp "$np" --steps 2 --val-version v2
+expect_failure 1 "--best-output $tmp/m.h5 is also --output" --synthetic --dp "$np" --steps 2 --val-samples 10 --output "$tmp/m.h5" --best-output "$tmp/m.h5"
+expect_failure 1 "--best-output $tmp/no/such/dir/b.h5" --synthetic --dp "$np" --steps 2 --val-samples 10 --best-output "$tmp/no/such/dir/b.h5"
+expect_failure usage "early-stop-patience: Value -1 not in range" --synthetic --early-stop-patience -1
 expect_failure usage "The following argument was not expected: --bogus" --synthetic --bogus
 
 [ $failures -eq 0 ] || { echo "$failures bad-input case(s) failed"; exit 1; }

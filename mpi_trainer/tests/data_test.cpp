@@ -116,5 +116,48 @@ TEST(SyntheticTest, RejectsBadShapes) {
   EXPECT_FALSE((*s)->Next(8, x.data(), y.data()).ok());  // more than its share
 }
 
+// 10 held-out samples over 4 replicas in batches of 2: parts of 3, 3, 2, 2
+// rows, 2 batches each (2+1, 2+1, 2+0, 2+0 rows); together every sample once,
+// in order, the same on the next pass.
+TEST(SyntheticEvalTest, ReplicaPartsCoverEveryRowOnceWithShortAndEmptyBatches) {
+  SyntheticConfig c = Config(true);
+  c.samples = 10;
+  c.held_out = true;
+  auto whole = MakeSyntheticEvalSource(c, 10, 0, 1);
+  ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+  EXPECT_EQ((*whole)->batches(), 1);
+  std::vector<float> all_x(50), all_y(10);
+  ASSERT_EQ(*(*whole)->Next(10, all_x.data(), all_y.data()), 10);
+  std::vector<float> got_x, got_y;
+  const std::vector<std::vector<std::int64_t>> want_rows = {{2, 1}, {2, 1}, {2, 0}, {2, 0}};
+  for (int r = 0; r < 4; ++r) {
+    auto part = MakeSyntheticEvalSource(c, 2, r, 4);
+    ASSERT_TRUE(part.ok());
+    EXPECT_EQ((*part)->batches(), 2);
+    EXPECT_EQ((*part)->rows(), 10);
+    for (int pass = 0; pass < 2; ++pass) {
+      for (int b = 0; b < 2; ++b) {
+        std::vector<float> x(10, -7.0f), y(2, -7.0f);
+        auto n = (*part)->Next(2, x.data(), y.data());
+        ASSERT_TRUE(n.ok());
+        EXPECT_EQ(*n, want_rows[static_cast<size_t>(r)][static_cast<size_t>(b)]);
+        if (pass == 0) {
+          got_x.insert(got_x.end(), x.begin(), x.begin() + *n * 5);
+          got_y.insert(got_y.end(), y.begin(), y.begin() + *n);
+        }
+      }
+    }
+  }
+  EXPECT_EQ(got_x, all_x);
+  EXPECT_EQ(got_y, all_y);
+  // Held out: other features than the training stream's.
+  auto train = MakeSyntheticSource(Config(true), 10, 0, 1);
+  ASSERT_TRUE(train.ok());
+  std::vector<float> tx(50), ty(10);
+  ASSERT_TRUE((*train)->Next(10, tx.data(), ty.data()).ok());
+  EXPECT_NE(tx, all_x);
+  EXPECT_FALSE(MakeSyntheticEvalSource(Config(true), 2, 0, 1).ok());  // no samples
+}
+
 }  // namespace
 }  // namespace hpcml::trainer

@@ -1,8 +1,12 @@
-// make_fcache_fixture <path> [rows]: writes a feature set for the trainer's
-// end-to-end test with hpcml::featurecache's writer: 4 N(0,1) features and
-// label = argmax of a fixed linear map (3 classes), zone "ae".
+// make_fcache_fixture <path> [rows] [classes] [seed] [names]: writes a
+// feature set for the trainer's end-to-end tests with hpcml::featurecache's
+// writer: 4 N(0,1) features drawn from `seed` (default 5) and label = argmax
+// of the first `classes` (2 or 3, default 3) rows of a fixed linear map, zone
+// "ae"; `names` (default a,b,c,d) are the comma-separated feature names. An
+// existing file gets the rows as its next version (v2, v3, ...).
 #include <cstdio>
 #include <cstdlib>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -11,18 +15,27 @@
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: make_fcache_fixture <path> [rows]\n");
+    std::fprintf(stderr, "usage: make_fcache_fixture <path> [rows] [classes] [seed] [names]\n");
     return 2;
   }
   namespace fc = hpcml::featurecache;
   const std::uint64_t rows = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 512;
+  const int classes = argc > 3 ? std::atoi(argv[3]) : 3;
+  const std::uint64_t seed = argc > 4 ? std::strtoull(argv[4], nullptr, 10) : 5;
+  std::vector<std::string> names;
+  std::stringstream list(argc > 5 ? argv[5] : "a,b,c,d");
+  for (std::string n; std::getline(list, n, ',');) names.push_back(n);
+  if (classes < 2 || classes > 3 || names.size() != 4) {
+    std::fprintf(stderr, "make_fcache_fixture: 2 or 3 classes and 4 names\n");
+    return 2;
+  }
   auto w = fc::FeatureSetWriter::Begin(argv[1], fc::WriterOptions{"ae", 30});
   if (!w.ok()) {
     std::fprintf(stderr, "make_fcache_fixture: %s\n", w.status().ToString().c_str());
     return 1;
   }
   fc::NewVersion spec;
-  spec.feature_names = {"a", "b", "c", "d"};
+  spec.feature_names = names;
   spec.feature_types = {"float", "float", "float", "float"};
   spec.label_name = "label";
   spec.operation = "ingest";
@@ -38,12 +51,12 @@ int main(int argc, char** argv) {
   for (std::uint64_t r = 0; r < rows; ++r) {
     double v[4];
     for (int j = 0; j < 4; ++j) {
-      v[j] = hpcml::trainer::GaussianAt(5, r * 4 + static_cast<std::uint64_t>(j));
+      v[j] = hpcml::trainer::GaussianAt(seed, r * 4 + static_cast<std::uint64_t>(j));
       x.push_back(static_cast<float>(v[j]));
     }
     int best = 0;
     double best_s = -1e300;
-    for (int k = 0; k < 3; ++k) {
+    for (int k = 0; k < classes; ++k) {
       double s = 0;
       for (int j = 0; j < 4; ++j) s += W[k][j] * v[j];
       if (s > best_s) {

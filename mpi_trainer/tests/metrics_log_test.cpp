@@ -54,6 +54,46 @@ TEST_F(MetricsLogTest, WritesOneTypedEventPerLine) {
   EXPECT_EQ(lines[4]["oversubscribed"], true);
 }
 
+TEST_F(MetricsLogTest, EvalEventsCarryTheMetricsOfTheirLoss) {
+  MetricsLog log;
+  ASSERT_TRUE(log.Open(path_).ok());
+  EvalMetrics ce;
+  ce.step = 20;
+  ce.rows = 300;
+  ce.binary = true;
+  ce.log_loss = 0.25;
+  ce.accuracy = 0.9;
+  ce.auc = 0.95;
+  log.Write(EvalDone{ce, true, 20, 0.25, 0, 0.5});
+  EvalMetrics mse;
+  mse.loss = LossKind::kMse;
+  mse.step = 30;
+  mse.rows = 0;  // no rows: NaN figures are null
+  log.Write(EvalDone{mse, false, 10, 0.5, 2, 0.1});
+  log.Write(EarlyStopped{30, "rmse", 10, 0.5, 2});
+  log.Write(RunDone{30, 1.0, 0.1, 0.02, 0.0, false, 0.0, true});
+  const auto lines = ReadLines(path_);
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_EQ(lines[0]["event"], "eval");
+  EXPECT_EQ(lines[0]["step"], 20);
+  EXPECT_EQ(lines[0]["auc"], 0.95);
+  EXPECT_EQ(lines[0]["monitor"], "log_loss");
+  EXPECT_EQ(lines[0]["value"], 0.25);
+  EXPECT_EQ(lines[0]["best"], true);
+  EXPECT_FALSE(lines[0].contains("rmse"));
+  EXPECT_EQ(lines[1]["monitor"], "rmse");
+  EXPECT_TRUE(lines[1]["rmse"].is_null());
+  EXPECT_FALSE(lines[1].contains("log_loss"));
+  EXPECT_EQ(lines[1]["best_step"], 10);
+  EXPECT_EQ(lines[1]["evals_since_best"], 2);
+  EXPECT_EQ(lines[2]["event"], "early_stop");
+  EXPECT_EQ(lines[2]["patience"], 2);
+  EXPECT_EQ(lines[3]["early_stopped"], true);
+  const auto j = nlohmann::json::parse(EvalMetricsJson(ce));
+  EXPECT_EQ(j.size(), 3u);
+  EXPECT_EQ(j["accuracy"], 0.9);
+}
+
 TEST_F(MetricsLogTest, ABadByteInTextIsReplacedNotThrown) {
   MetricsLog log;
   ASSERT_TRUE(log.Open(path_).ok());

@@ -58,6 +58,12 @@ TEST_F(ModelIoTest, GatherSaveLoadRoundTrip) {
   lin.steps = 10;
   lin.first_loss = 0.75;
   lin.final_loss = 0.5;
+  lin.validation = ValidationRecord{{"/data/ae/churn.h5", "v3", std::string(64, 'b'), "", "", 300},
+                                    300,
+                                    8,
+                                    "best",
+                                    "log_loss",
+                                    R"({"log_loss":0.25,"accuracy":0.9,"auc":0.95})"};
   ASSERT_TRUE(SaveModelFile(path, c, *full, lin).ok());
   EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
   auto back = LoadModelFile(path);
@@ -75,6 +81,10 @@ TEST_F(ModelIoTest, GatherSaveLoadRoundTrip) {
   ASSERT_TRUE(back->lineage.has_value());
   EXPECT_EQ(LineageJson(*back->lineage), LineageJson(lin));
   EXPECT_EQ(back->lineage->input.scale[2], 3.5);
+  ASSERT_TRUE(back->lineage->validation.has_value());
+  EXPECT_EQ(back->lineage->validation->step, 8);
+  EXPECT_EQ(back->lineage->validation->selected, "best");
+  EXPECT_EQ(back->lineage->validation->data.version, "v3");
   ASSERT_TRUE(back->lineage->input.stats.has_value());
   EXPECT_EQ(back->lineage->input.stats->max[1], 9);
   EXPECT_TRUE(std::isnan(back->lineage->input.stats->mean[2])) << "NaN is written as null";

@@ -34,6 +34,30 @@ class BatchSource {
   virtual Status RestorePosition(std::string_view position) = 0;
 };
 
+// A held-out set read once per evaluation, sharded by replica.
+//
+// Contract: replica r of R reads a fixed part of the set (the parts are
+// disjoint and cover every row once) in batches of at most the `rows` given
+// at creation; every replica reads batches() batches per pass, the last ones
+// short or even empty (0 rows) where its part is smaller, so the replicas
+// stay in lock step. After the last batch of a pass the next Next() starts
+// the following pass, which holds the same rows in the same order. Ranks of
+// one replica get the same rows (the first stage reads features, the last
+// labels), as with BatchSource.
+class EvalSource {
+ public:
+  virtual ~EvalSource() = default;
+  virtual std::int64_t feature_dim() const = 0;
+  virtual std::int64_t target_dim() const = 0;
+  virtual std::int64_t num_classes() const = 0;
+  // Rows in the whole set (all replicas) and batches per pass.
+  virtual std::int64_t rows() const = 0;
+  virtual std::int64_t batches() const = 0;
+  // Fills the next batch (either pointer may be null), at most `max_rows`
+  // rows; returns how many it filled.
+  virtual Result<std::int64_t> Next(std::int64_t max_rows, float* features, float* targets) = 0;
+};
+
 // A deterministic synthetic data set, so the trainer runs and is tested
 // without a feature store.
 //
@@ -52,10 +76,22 @@ struct SyntheticConfig {
   bool classification = true;
   std::int64_t samples = 0;  // data set size; 0 = fresh samples forever
   std::uint64_t seed = 1234;
+  // The held-out stream: the same teacher (same targets for the same
+  // features), features drawn from another stream of (seed, i), so its
+  // samples are not the training samples.
+  bool held_out = false;
 };
 
 Result<std::unique_ptr<BatchSource>> MakeSyntheticSource(const SyntheticConfig& config,
                                                          std::int64_t global_batch, int replica,
                                                          int replicas);
+
+// Samples [0, config.samples) of `config` (usually held_out) as an
+// EvalSource: replica r gets the contiguous part the feature cache's shard
+// rule gives it (q = N / R rows, one more for the first N % R replicas), in
+// batches of `rows` (ceil(ceil(N / R) / rows) batches per pass).
+Result<std::unique_ptr<EvalSource>> MakeSyntheticEvalSource(const SyntheticConfig& config,
+                                                            std::int64_t rows, int replica,
+                                                            int replicas);
 
 }  // namespace hpcml::trainer

@@ -63,6 +63,16 @@ struct TrainingData {
   std::uint64_t rows = 0;
 };
 
+// The held-out evaluation a model file's validation figures come from.
+struct ValidationRecord {
+  TrainingData data;      // the validation version; empty path: a synthetic held-out set
+  std::int64_t rows = 0;  // rows evaluated
+  std::int64_t step = 0;  // the step whose weights were evaluated (and are in the file)
+  std::string selected;   // "best": the best evaluation's model; "final": the last step's
+  std::string monitor;    // "log_loss" (ce) or "rmse" (mse): lower is better
+  std::string metrics;    // JSON object: log_loss, accuracy[, auc] (ce) or mse, rmse (mse)
+};
+
 struct ModelLineage {
   TrainingData data;
   InputSchema input;
@@ -74,6 +84,7 @@ struct ModelLineage {
   std::string settings;    // JSON object: the training options that shaped the model
   std::int64_t steps = 0;
   double first_loss = 0, final_loss = 0;
+  std::optional<ValidationRecord> validation;  // absent: no validation ran
 };
 
 struct ModelFile {

@@ -19,6 +19,7 @@
 #include "hpcml/common/status.hpp"
 #include "hpcml/trainer/backend.hpp"
 #include "hpcml/trainer/data.hpp"
+#include "hpcml/trainer/eval_metrics.hpp"
 #include "hpcml/trainer/grid.hpp"
 #include "hpcml/trainer/model.hpp"
 #include "hpcml/trainer/partition.hpp"
@@ -88,6 +89,19 @@ class Trainer {
   // every rank (use AgreeOnStatus when the decision is local to one rank).
   Status Run(std::int64_t steps, const std::function<Status(const StepStats&)>& after_step);
 
+  // The model on a held-out set: the forward pass over every row of `val`
+  // (one pass of val->batches() batches of replica_rows() rows, split into
+  // the training microbatches and run through the pipeline stages; a short
+  // batch is padded with zero rows, which are computed and not counted),
+  // then the metrics over the rows of all replicas, computed once and
+  // identical on every rank (sums all-reduced, binary scores gathered to
+  // world rank 0 for the AUC). `val` is read on the first and last stages
+  // and may be null on the others. Changes no weights, gradients, optimizer
+  // state or training data position; result.step is step().
+  Result<EvalMetrics> Evaluate(EvalSource* val);
+  // Rows per replica of one global batch (an EvalSource's batch size).
+  std::int64_t replica_rows() const { return local_rows_; }
+
   Model& model() { return *model_; }
   const ModelPartition& partition() const { return partition_; }
   const TrainConfig& config() const { return config_; }
@@ -134,6 +148,13 @@ class Trainer {
   // Receives into `buf`, filling the wait with pending weight gradients.
   void RecvFilling(float* buf, std::size_t n, int peer, int tag);
   void ReduceGradients(bool overlapped);
+  // Evaluate's steps: one batch's forward passes (no loss, no backward),
+  // and the last stage's metric sums of its first `valid` rows.
+  void ForwardOnly();
+  void AddEvalRows(std::int64_t valid, const float* targets, EvalSums* sums,
+                   std::vector<double>* scores, std::vector<std::uint8_t>* positive);
+  Result<double> GatheredAuc(const std::vector<double>& scores,
+                             const std::vector<std::uint8_t>& positive) const;
 
   // Step's steps: the squared gradient norm of this rank's part, the update.
   double GradNormSquaredPart() const;
