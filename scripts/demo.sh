@@ -74,7 +74,7 @@ say "3. a data admin ingests a feature set in zone ae"
 fc=$bin/featurecache/hpcml-fcache
 python3 examples/featurecache/make_sample_data.py --rows 20000 --entities 2000 --requests 8000 \
   --out "$guard/raw" >/dev/null
-rm -f "$data/ae/churn.h5"
+rm -rf "$data/ae/churn.h5" "$data/ae/churn.h5.d"
 "$fc" ingest "$data/ae/churn.h5" --csv "$guard/raw/features.csv" --entity customer \
   --timestamp event_time --zone ae --classification internal
 "$fc" asof "$data/ae/churn.h5" --requests "$guard/raw/requests.csv" --entity customer \

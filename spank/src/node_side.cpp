@@ -135,6 +135,7 @@ Result<JobFacts> StepJobFacts(const StepIds& ids, const Policy& policy, AuditRec
 // datasets as the user resolved them.
 Result<Request> NodeRequest(const Policy& policy, const UserCredentials& creds,
                             const std::string& user, const JobFacts& facts,
+                            const std::vector<std::string>& requested,
                             const std::vector<Result<ResolvedPath>>& resolved, AuditRecord* rec) {
   const GuardState& s = State();
   Request req;
@@ -153,9 +154,37 @@ Result<Request> NodeRequest(const Policy& policy, const UserCredentials& creds,
   req.node_zone = zone;
   req.role = s.role;
   req.zone = s.zone;
-  HPCML_ASSIGN_OR_RETURN(req.datasets, CanonicalDatasets(s.datasets, resolved, user));
+  HPCML_ASSIGN_OR_RETURN(req.datasets, CanonicalDatasets(requested, resolved, user));
   rec->datasets = req.datasets;
   return req;
+}
+
+// A feature set is a file and the directory of its versions beside it,
+// <file>.d (docs/featurecache.md): for each requested dataset that resolved
+// to a regular file, its <canonical>.d, when the user resolves it to exactly
+// that path (a directory, not through a symlink), joins the request as one
+// more dataset: decided on, listed and mounted like the others. Nothing else
+// is added; an error resolving the companions denies.
+Status AddFeatureSetVersions(const UserCredentials& creds, std::vector<std::string>* requested,
+                             std::vector<Result<ResolvedPath>>* resolved) {
+  std::vector<std::string> companions;
+  for (const auto& r : *resolved) {
+    struct stat st {};
+    if (r.ok() && ::fstat(r->fd.get(), &st) == 0 && S_ISREG(st.st_mode))
+      companions.push_back(r->path + ".d");
+  }
+  if (companions.empty()) return Status::Ok();
+  HPCML_ASSIGN_OR_RETURN(auto found, CanonicalPathsAsUser(creds, companions));
+  for (std::size_t i = 0; i < found.size(); ++i) {
+    struct stat st {};
+    if (!found[i].ok() || found[i]->path != companions[i] ||
+        ::fstat(found[i]->fd.get(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+      continue;
+    }
+    requested->push_back(companions[i]);
+    resolved->push_back(std::move(found[i]));
+  }
+  return Status::Ok();
 }
 
 // The inode of the calling thread's mount namespace (0 if unknown).
@@ -203,7 +232,10 @@ Result<Decision> DecideOnNodeOrError(spank_t sp, AuditRecord* rec) {
   HPCML_ASSIGN_OR_RETURN(JobFacts facts, StepJobFacts(ids, policy, rec));
 
   HPCML_ASSIGN_OR_RETURN(auto resolved, CanonicalPathsAsUser(creds, s.datasets));
-  HPCML_ASSIGN_OR_RETURN(Request req, NodeRequest(policy, creds, *user, facts, resolved, rec));
+  std::vector<std::string> requested = s.datasets;
+  HPCML_RETURN_IF_ERROR(AddFeatureSetVersions(creds, &requested, &resolved));
+  HPCML_ASSIGN_OR_RETURN(Request req,
+                         NodeRequest(policy, creds, *user, facts, requested, resolved, rec));
   Decision d = Decide(policy, req);
   if (d.allow && s.config.enforce_mount) {
     // From the descriptors resolved above, never from a fresh lookup.

@@ -28,7 +28,7 @@ with open(sys.argv[1], "w") as f:
         f.write(f"{i},{1700000000 + i},{int(a + b > 5)},{a:.3f},{b:.3f}\n")
 PY
 make_set() {  # make_set <file> <zone>
-  rm -f "$1"
+  rm -rf "$1" "$1.d"
   "$FCACHE" ingest "$1" --csv "$JOB_DIR/rows.csv" --entity id --timestamp t --label y \
     --zone "$2" --classification internal >/dev/null || fail "ingest $1"
   chmod 0644 "$1"

@@ -44,6 +44,28 @@ assert_contains "$step" "hidden ae/public/b.h5" "inner step: b.h5 not requested"
 assert_contains "$add" "cannot be resolved" "inner step adding a dataset the job does not see"
 assert_contains "$add" "refused" "inner step adding a dataset the job does not see"
 
+# A feature set is a file and its versions' directory <file>.d: declaring
+# the file brings its own .d into the view (decided on like the file), not a
+# sibling's, and not one that is a symlink (here into another zone's data).
+install -d -m 0755 "$DATA/ae/public/a.h5.d" "$DATA/ae/public/b.h5.d"
+echo v1 >"$DATA/ae/public/a.h5.d/v1.h5"
+echo v1 >"$DATA/ae/public/b.h5.d/v1.h5"
+echo data >"$DATA/ae/public/c.h5"
+ln -sfn "$DATA/eu" "$DATA/ae/public/c.h5.d"
+chmod 0644 "$DATA/ae/public/a.h5.d/v1.h5" "$DATA/ae/public/b.h5.d/v1.h5" "$DATA/ae/public/c.h5"
+probe_sets='for f in ae/public/a.h5.d/v1.h5 ae/public/b.h5.d/v1.h5 eu/b.h5; do
+  if [ -e "$D/$f" ]; then echo "visible $f: $(cat "$D/$f")"; else echo "hidden $f"; fi
+done; echo "datasets=$HPCML_DATASETS"'
+run_as $ALICE timeout 60 srun -n1 --ml-role=ml-engineer \
+  --dataset="$DATA/ae/public/a.h5,$DATA/ae/public/c.h5" env D="$DATA" sh -c "$probe_sets"
+expect_allowed "srun with a feature set file"
+assert_contains "$OUT" "visible ae/public/a.h5.d/v1.h5: v1" "the set's versions"
+assert_contains "$OUT" "hidden ae/public/b.h5.d/v1.h5" "another set's versions"
+assert_contains "$OUT" "hidden eu/b.h5" "a .d that is a symlink into eu"
+assert_contains "$OUT" "$DATA/ae/public/a.h5.d" "the versions in HPCML_DATASETS"
+rm -rf "$DATA/ae/public/a.h5.d" "$DATA/ae/public/b.h5.d" "$DATA/ae/public/c.h5" \
+  "$DATA/ae/public/c.h5.d"
+
 # The node saw none of it.
 [ -e "$DATA/ae/public/b.h5" ] || fail "b.h5 is gone from the node's view"
 [ ! -e "$DATA/ae/public/new.h5" ] || fail "a task wrote under a cover"
