@@ -4,6 +4,7 @@
 //   fcache_bench loader [--gib 1] [--dir D] [--window ROWS]   loader vs plain sequential read
 //   fcache_bench codec [--gib 1]    shuffled loading of each codec vs uncompressed
 //   fcache_bench version [--gib 10] cost of adding a 1% version, before/after version files
+//   fcache_bench quality [--rows 10000000]   stats, validate, drift on a large set (CLI)
 //   fcache_bench ingest [--rows 1000000]      CSV ingest MB/s, cost of a copy
 //   fcache_bench asof   [--rows 10000000]     point-in-time join: time, peak RSS
 //   fcache_bench all                          all of them (default sizes)
@@ -25,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "hpcml/common/fs.hpp"
 #include "hpcml/common/h5.hpp"
 #include "hpcml/featurecache/format.hpp"
 #include "hpcml/featurecache/ingest.hpp"
@@ -70,6 +72,17 @@ void MustOk(const Status& st) {
   if (!st.ok()) Die(st);
 }
 
+// Removes a feature set: its file and its version files.
+void RemoveSet(const std::string& path) {
+  std::filesystem::remove(path);
+  std::filesystem::remove_all(path + ".d");
+}
+
+// The file holding a one-version set's data (its version file).
+std::string DataFile(const std::string& set) {
+  return set + ".d/v1.h5";
+}
+
 // A version of `nf` float features f0..f<nf-1>, as the benchmarks write them.
 NewVersion FloatVersion(uint64_t nf, std::string transform) {
   NewVersion s;
@@ -87,7 +100,7 @@ NewVersion FloatVersion(uint64_t nf, std::string transform) {
 // ResolveCodec); the values are compressible when `compressible`.
 void MakeSet(const std::string& path, uint64_t rows, uint64_t nf, const std::string& codec,
              int level, bool compressible) {
-  std::filesystem::remove(path);
+  RemoveSet(path);
   auto w = Must(FeatureSetWriter::Begin(path, WriterOptions{"bench", 60}));
   NewVersion s = FloatVersion(nf, "{\"op\":\"bench\"}");
   s.label_name = "y";
@@ -168,7 +181,7 @@ Rate LoaderRate(const std::string& path, bool shuffle, uint32_t threads, uint64_
   Rate best;
   volatile float sink = 0;
   for (int epoch = 0; epoch < 3; ++epoch) {
-    if (cold) DropCache(path);
+    if (cold) DropCache(DataFile(path));
     auto t0 = Clock::now();
     double c0 = CpuSeconds();
     uint64_t bytes = 0;
@@ -217,19 +230,19 @@ void BenchLoader(const std::string& dir, double gib) {
     MakeSet(path, rows, nf, "", level, level > 0);
     std::printf("%s file: %.2f GiB on disk, written in %.1f s\n",
                 level ? "compressed (deflate 1 + shuffle)" : "uncompressed",
-                static_cast<double>(FileSize(path)) / (1ull << 30), Since(t0));
-    WarmCache(path);
-    uint64_t raw_bytes = level ? std::min<uint64_t>(FileSize(path), bytes) : bytes;
+                static_cast<double>(FileSize(DataFile(path))) / (1ull << 30), Since(t0));
+    WarmCache(DataFile(path));
+    uint64_t raw_bytes = level ? std::min<uint64_t>(FileSize(DataFile(path)), bytes) : bytes;
     // This machine is shared (2 cores): each loader figure is bracketed by
     // baseline reads, and the median of three such ratios is reported.
     for (bool shuffle : {false, true}) {
       for (uint32_t threads : {1u, 2u}) {
         std::vector<double> ratios, rates, bases, cpu_ratios;
         for (int rep = 0; rep < 3; ++rep) {
-          Rate b0 = SequentialRead(path, raw_bytes);
+          Rate b0 = SequentialRead(DataFile(path), raw_bytes);
           uint64_t batches = 0;
           Rate rate = LoaderRate(path, shuffle, threads, &batches);
-          Rate b1 = SequentialRead(path, raw_bytes);
+          Rate b1 = SequentialRead(DataFile(path), raw_bytes);
           rates.push_back(rate.wall);
           bases.push_back((b0.wall + b1.wall) / 2);
           ratios.push_back(rate.wall / ((b0.wall + b1.wall) / 2));
@@ -244,7 +257,7 @@ void BenchLoader(const std::string& dir, double gib) {
             level ? " [decoded bytes vs raw read of the compressed file]" : "");
       }
     }
-    std::filesystem::remove(path);
+    RemoveSet(path);
   }
 }
 
@@ -264,12 +277,12 @@ void BenchCodecs(const std::string& dir, double gib) {
     auto t0 = Clock::now();
     MakeSet(path, rows, nf, codec, level, true);
     std::printf("  %-10s level %d: %.3f GiB on disk (%.2fx smaller), written in %.1f s\n",
-                codec.c_str(), level, static_cast<double>(FileSize(path)) / (1ull << 30),
-                paths.empty()
-                    ? 1.0
-                    : static_cast<double>(FileSize(paths[0])) / static_cast<double>(FileSize(path)),
+                codec.c_str(), level, static_cast<double>(FileSize(DataFile(path))) / (1ull << 30),
+                paths.empty() ? 1.0
+                              : static_cast<double>(FileSize(DataFile(paths[0]))) /
+                                    static_cast<double>(FileSize(DataFile(path))),
                 Since(t0));
-    WarmCache(path);
+    WarmCache(DataFile(path));
     paths.push_back(path);
   }
   // threads 1 and 2 from the page cache; then 2 threads from the disk.
@@ -293,7 +306,7 @@ void BenchCodecs(const std::string& dir, double gib) {
           Median(rates), Median(bases), Median(ratios), ratios[0], ratios[1], ratios[2]);
     }
   }
-  for (const auto& p : paths) std::filesystem::remove(p);
+  for (const auto& p : paths) RemoveSet(p);
 }
 
 // A copy of the one-version set `split` in format 1, the layout before
@@ -353,7 +366,7 @@ void BenchVersionCost(const std::string& dir, double gib) {
               static_cast<unsigned long long>(small), static_cast<unsigned long long>(rows),
               static_cast<unsigned long long>(nf));
   const std::string split = dir + "/big.h5", old = dir + "/big-format1.h5";
-  std::filesystem::remove_all(split + ".d");
+  RemoveSet(split);
   auto t0 = Clock::now();
   MakeSet(split, rows, nf, "none", 0, false);
   std::printf("  set written in %.1f s: %.2f GiB\n", Since(t0),
@@ -370,10 +383,8 @@ void BenchVersionCost(const std::string& dir, double gib) {
       "  ratio before/after: %.1fx; set file now %.1f KiB, the new version %.1f MiB\n",
       before, after, before / after, static_cast<double>(FileSize(split)) / 1024,
       static_cast<double>(FileSize(split + ".d/v2.h5")) / (1 << 20));
-  std::filesystem::remove_all(split + ".d");
-  std::filesystem::remove_all(old + ".d");
-  std::filesystem::remove(split);
-  std::filesystem::remove(old);
+  RemoveSet(split);
+  RemoveSet(old);
 }
 
 std::string MakeCsv(const std::string& path, uint64_t rows, uint64_t nf) {
@@ -393,13 +404,77 @@ std::string MakeCsv(const std::string& path, uint64_t rows, uint64_t nf) {
   return path;
 }
 
+// Runs `hpcml-fcache <args>` (output to `log`); returns its exit status and
+// sets *seconds.
+int Fcache(const std::string& args, const std::string& log, double* seconds) {
+  const std::string cmd = fmt::format("{} {} > {} 2>&1", HPCML_FCACHE_BIN, args, log);
+  auto t0 = Clock::now();
+  int st = std::system(cmd.c_str());
+  *seconds = Since(t0);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+// Feature quality on a large set, through the command line as a user runs
+// it: ingest (with statistics), ingest again with validation rules, a
+// standardised derive (a shifted distribution), stats, validate, and drift
+// from the stored samples and --exact. Each command's time and exit status.
+void BenchQuality(const std::string& dir, uint64_t rows) {
+  const uint64_t nf = 16;
+  std::printf("\n== feature quality on %llu rows x %llu features (through hpcml-fcache)\n",
+              static_cast<unsigned long long>(rows), static_cast<unsigned long long>(nf));
+  auto t0 = Clock::now();
+  const std::string csv = MakeCsv(dir + "/quality.csv", rows, nf);
+  std::printf("  CSV %.2f GB made in %.1f s\n", static_cast<double>(FileSize(csv)) / 1e9,
+              Since(t0));
+  const std::string h5 = dir + "/quality.h5", rules = dir + "/rules.toml", log = dir + "/log";
+  RemoveSet(h5);
+  MustOk(WriteFileAtomic(rules,
+                         fmt::format("[rows]\nmin = {}\nmax = {}\n[features.f0]\nmin = 0.0\n"
+                                     "max = 137.0\nmax_missing = 0.0\n[label]\nmin_share = 0.4\n",
+                                     rows / 2, rows * 2)));
+  const std::string ingest = fmt::format(
+      "ingest {} --csv {} --entity id --timestamp ts --label y --zone bench "
+      "--classification internal",
+      h5, csv);
+  struct Step {
+    std::string what, args;
+    int expect;
+  };
+  const std::vector<Step> steps = {
+      {"ingest v1 (statistics while writing)", ingest, 0},
+      {"ingest v2 with --rules (checked before publishing)", ingest + " --rules " + rules, 0},
+      {"derive v3 --standardize (a shifted distribution)",
+       "derive " + h5 + " --from v1 --standardize", 0},
+      {"stats v1", "stats " + h5 + " v1", 0},
+      {"stats v1 --json", "stats " + h5 + " v1 --json", 0},
+      {"validate v1 --rules", "validate " + h5 + " v1 --rules " + rules, 0},
+      {"validate v3 --rules (breaks f0's range)", "validate " + h5 + " v3 --rules " + rules, 3},
+      {"drift v1 v2 (same data: none)", "drift " + h5 + " v1 v2", 0},
+      {"drift v1 v3 (stored samples)", "drift " + h5 + " v1 v3", 3},
+      {"drift v1 v3 --exact (reads both versions)", "drift " + h5 + " v1 v3 --exact", 3},
+  };
+  for (const Step& st : steps) {
+    double secs = 0;
+    int rc = Fcache(st.args, log, &secs);
+    std::printf("  %-52s %7.2f s  exit %d%s\n", st.what.c_str(), secs, rc,
+                rc == st.expect ? "" : fmt::format(" (expected {})", st.expect).c_str());
+    if (rc != st.expect) {
+      auto text = ReadFile(log);
+      std::printf("%s\n", text.ok() ? text->c_str() : "");
+      std::exit(1);
+    }
+  }
+  std::filesystem::remove(csv);
+  RemoveSet(h5);
+}
+
 void BenchIngest(const std::string& dir, uint64_t rows) {
   const uint64_t nf = 16;
   std::string csv = MakeCsv(dir + "/ingest.csv", rows, nf);
   uint64_t size = FileSize(csv);
   WarmCache(csv);
   std::string h5 = dir + "/ingest.h5";
-  std::filesystem::remove(h5);
+  RemoveSet(h5);
   IngestOptions o;
   o.csv_path = csv;
   o.entity_column = "id";
@@ -413,7 +488,7 @@ void BenchIngest(const std::string& dir, uint64_t rows) {
   VersionInfo v;
   for (int round = 0; round < 2; ++round) {
     for (bool stats : {false, true}) {
-      std::filesystem::remove(h5);
+      RemoveSet(h5);
       o.statistics = stats;
       auto t0 = Clock::now();
       v = Must(Ingest(h5, o));
@@ -435,14 +510,15 @@ void BenchIngest(const std::string& dir, uint64_t rows) {
       "  statistics (count, missing, min, max, mean, std, a 4096-row sample per column): ingest "
       "%.3f s with, %.3f s without, ratio %.3f (goal <= 1.10)\n",
       s, bare, s / bare);
-  // The price of atomic publication: adding a version copies the file.
+  // The price of atomic publication: adding a version copies the set file
+  // (since format 2 only its links; the versions are files of their own).
   uint64_t h5size = FileSize(h5);
   auto t2 = Clock::now();
   { auto w = Must(FeatureSetWriter::Begin(h5, WriterOptions{"", 60})); }
-  std::printf("  copy-before-write of the %.1f MB file when adding a version: %.3f s\n",
+  std::printf("  copy-before-write of the %.3f MB set file when adding a version: %.3f s\n",
               static_cast<double>(h5size) / 1e6, Since(t2));
   std::filesystem::remove(csv);
-  std::filesystem::remove(h5);
+  RemoveSet(h5);
 }
 
 void BenchAsof(const std::string& dir, uint64_t rows) {
@@ -450,7 +526,7 @@ void BenchAsof(const std::string& dir, uint64_t rows) {
   std::string h5 = dir + "/asof.h5";
   auto t0 = Clock::now();
   {
-    std::filesystem::remove(h5);
+    RemoveSet(h5);
     auto w = Must(FeatureSetWriter::Begin(h5, WriterOptions{"bench", 60}));
     MustOk(w.StartVersion(FloatVersion(nf, "{}")).status());
     const uint64_t block = 65536, entities = rows / 10 + 1;
@@ -502,7 +578,7 @@ void BenchAsof(const std::string& dir, uint64_t rows) {
       s, static_cast<double>(ru.ru_maxrss) / 1024,
       static_cast<double>(rows * (nf * 4 + 16)) / (1 << 20),
       static_cast<double>(FileSize(req)) / (1 << 20));
-  std::filesystem::remove(h5);
+  RemoveSet(h5);
   std::filesystem::remove(req);
 }
 
@@ -512,7 +588,7 @@ int main(int argc, char** argv) {
   std::string mode = argc > 1 ? argv[1] : "all";
   std::string dir = "/tmp/hpcml-fcache-bench";
   double gib = 1.0;
-  uint64_t ingest_rows = 1000000, asof_rows = 10000000;
+  uint64_t ingest_rows = 1000000, asof_rows = 10000000, quality_rows = 10000000;
   for (int i = 2; i + 1 < argc; i += 2) {
     std::string k = argv[i], v = argv[i + 1];
     if (k == "--dir")
@@ -520,7 +596,7 @@ int main(int argc, char** argv) {
     else if (k == "--gib")
       gib = std::stod(v);
     else if (k == "--rows")
-      ingest_rows = asof_rows = std::stoull(v);
+      ingest_rows = asof_rows = quality_rows = std::stoull(v);
     else if (k == "--window")
       g_window = std::stoull(v);
     else
@@ -530,12 +606,14 @@ int main(int argc, char** argv) {
     gib = 0.01;
     ingest_rows = 2000;
     asof_rows = 5000;
+    quality_rows = 5000;
   }
   std::filesystem::create_directories(dir);
   setvbuf(stdout, nullptr, _IOLBF, 0);
   if (mode == "loader" || mode == "all" || mode == "smoke") BenchLoader(dir, gib);
   if (mode == "codec" || mode == "all" || mode == "smoke") BenchCodecs(dir, gib);
   if (mode == "version" || mode == "all" || mode == "smoke") BenchVersionCost(dir, gib);
+  if (mode == "quality" || mode == "all" || mode == "smoke") BenchQuality(dir, quality_rows);
   if (mode == "ingest" || mode == "all" || mode == "smoke") BenchIngest(dir, ingest_rows);
   if (mode == "asof" || mode == "all" || mode == "smoke") BenchAsof(dir, asof_rows);
   std::filesystem::remove_all(dir);
