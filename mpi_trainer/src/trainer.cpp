@@ -273,21 +273,23 @@ void Trainer::RunSchedule() {
   backend_->WaitSends();
 }
 
-void Trainer::ForwardOp(int mb, bool flush) {
-  const bool first = pp_idx_ == 0, last = pp_idx_ == shape_.pp - 1;
-  const ModelConfig& mc = model_->config();
+const float* Trainer::StageInput(int mb) {
   const auto rows = static_cast<std::size_t>(mb_rows_);
   const auto in_w = static_cast<std::size_t>(model_->input_width());
+  const auto at = static_cast<std::size_t>(mb) * rows;
+  if (pp_idx_ == 0) return features_.data() + at * in_w;
+  float* buf = recv_act_.data() + at * in_w;
+  RecvFilling(buf, rows * in_w, pp_idx_ - 1, 2 * mb);
+  return buf;
+}
+
+void Trainer::ForwardOp(int mb, bool flush) {
+  const bool last = pp_idx_ == shape_.pp - 1;
+  const ModelConfig& mc = model_->config();
+  const auto rows = static_cast<std::size_t>(mb_rows_);
   const auto out_w = static_cast<std::size_t>(model_->output_width());
   const auto at = static_cast<std::size_t>(mb) * rows;
-  const float* input;
-  if (first) {
-    input = features_.data() + at * in_w;
-  } else {
-    float* buf = recv_act_.data() + at * in_w;
-    RecvFilling(buf, rows * in_w, pp_idx_ - 1, 2 * mb);
-    input = buf;
-  }
+  const float* input = StageInput(mb);
   const auto c0 = Clock::now();
   model_->Forward(mb, input);
   if (last) {
@@ -535,20 +537,11 @@ Result<EvalMetrics> Trainer::Evaluate(EvalSource* val) {
 void Trainer::ForwardOnly() {
   const bool first = pp_idx_ == 0, last = pp_idx_ == shape_.pp - 1;
   const auto rows = static_cast<std::size_t>(mb_rows_);
-  const auto in_w = static_cast<std::size_t>(model_->input_width());
   const auto out_w = static_cast<std::size_t>(model_->output_width());
   const int nmb = config_.microbatches;
   for (int mb = 0; mb < nmb; ++mb) {
-    const auto at = static_cast<std::size_t>(mb) * rows;
-    const float* input;
-    if (first) {
-      input = features_.data() + at * in_w;
-    } else {
-      float* buf = recv_act_.data() + at * in_w;
-      backend_->Recv(buf, rows * in_w, pp_idx_ - 1, 2 * mb);
-      input = buf;
-    }
-    model_->Forward(mb, input);
+    // No weight gradients are pending between steps: StageInput only receives.
+    model_->Forward(mb, StageInput(mb));
     if (!last) {
       backend_->Send(model_->Output(mb), rows * out_w, pp_idx_ + 1, 2 * mb);
       // The next operation receives (a later stage) unless this was the last.

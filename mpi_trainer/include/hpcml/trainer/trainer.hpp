@@ -147,6 +147,9 @@ class Trainer {
   void BackwardOp(int mb, bool flush);
   // Receives into `buf`, filling the wait with pending weight gradients.
   void RecvFilling(float* buf, std::size_t n, int peer, int tag);
+  // Microbatch mb's input on this stage: the batch's features on the first
+  // stage, else the previous stage's activations (received with RecvFilling).
+  const float* StageInput(int mb);
   void ReduceGradients(bool overlapped);
   // Evaluate's steps: one batch's forward passes (no loss, no backward),
   // and the last stage's metric sums of its first `valid` rows.
