@@ -33,6 +33,12 @@ target_include_directories(hpcml::slurm INTERFACE ${HPCML_SLURM_INCLUDE})
 target_link_libraries(hpcml::slurm INTERFACE ${HPCML_SLURM_LIBRARY})
 
 find_program(HPCML_MPIEXEC NAMES mpirun mpiexec REQUIRED)
+# Man pages (man/): help2man from each command's --help, pandoc from docs/.
+find_program(HPCML_HELP2MAN help2man)
+find_program(HPCML_PANDOC pandoc)
+if(NOT HPCML_HELP2MAN OR NOT HPCML_PANDOC)
+  message(FATAL_ERROR "help2man and pandoc make the man pages: ${_hpcml_hint}")
+endif()
 find_program(HPCML_SBATCH sbatch REQUIRED)
 
 # HDF5 as one imported target.

@@ -37,6 +37,9 @@ packages=(
   procps passwd curl time
   # the local cluster's nodes: network namespaces, veths, a bridge (ip); nsenter, unshare
   iproute2 util-linux
+  # man pages (help2man from --help, pandoc from docs/, groff and man to check
+  # them) and the Debian packages (cpack runs dpkg-shlibdeps; lintian checks)
+  help2man pandoc groff-base man-db dpkg-dev lintian
 )
 
 # node and npm run ONNX Runtime. A machine with another npm on PATH (say

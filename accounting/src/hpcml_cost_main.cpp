@@ -20,6 +20,7 @@
 #include "format.hpp"
 #include "hpcml/accounting/usage_record.hpp"
 #include "hpcml/common/fs.hpp"
+#include "hpcml/common/identity.hpp"
 #include "hpcml/common/log.hpp"
 #include "hpcml/common/strings.hpp"
 #include "hpcml/common/unique_fd.hpp"
@@ -255,7 +256,9 @@ CLI::App* AddRecordCommand(CLI::App& app, RecordArgs& rec) {
 int main(int argc, char** argv) {
   CLI::App app{
       "hpcml-cost: GPU cost reports over sacct (per job, user, account, partition, GPU "
-      "type), and usage records for training jobs"};
+      "type), and usage records for training jobs",
+      "hpcml-cost"};
+  app.set_version_flag("--version", hpcml::VersionLine("hpcml-cost"));
   ReportArgs ra;
   AddReportOptions(app, ra);
   RecordArgs rec;

@@ -34,4 +34,8 @@ std::string_view Version() {
   return HPCML_VERSION;
 }
 
+std::string VersionLine(std::string_view tool) {
+  return fmt::format("{} {}", tool, Version());
+}
+
 }  // namespace hpcml

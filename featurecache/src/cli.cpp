@@ -581,7 +581,8 @@ int RunCli(int argc, char** argv) {
   out.log.set_level(LogLevel::kInfo);
   CLI::App app{
       "hpcml-fcache: versioned HDF5 feature sets with lineage, residency checks and point-in-time "
-      "joins"};
+      "joins",
+      "hpcml-fcache"};
   app.set_version_flag("--version", ToolString());
   app.require_subcommand(1);
   // In this order in the help.

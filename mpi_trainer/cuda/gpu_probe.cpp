@@ -2,6 +2,7 @@
 // across all of them from one process (ncclCommInitAll).
 //
 //   hpcml-gpu-probe [--require-gpu]
+//   hpcml-gpu-probe --help | --version     (answered without touching CUDA)
 // Exit status: 0 ok (or no GPU on this machine without --require-gpu);
 // 1 a check failed, or CUDA failed beside a GPU (an old driver, a driver
 // without its device nodes, no libcuda: never a skip); 77 this machine has
@@ -17,6 +18,7 @@
 #include <cstring>
 #include <vector>
 
+#include "hpcml/common/identity.hpp"
 #include "kernels.cuh"
 
 namespace {
@@ -131,8 +133,34 @@ int CheckAllReduce(int n, int version) {
 
 }  // namespace
 
+constexpr const char* kHelp =
+    "hpcml-gpu-probe: list the CUDA devices and check an NCCL all-reduce across them\n"
+    "Usage: hpcml-gpu-probe [OPTIONS]\n"
+    "\n"
+    "Options:\n"
+    "  -h,--help                   Print this help message and exit\n"
+    "  --version                   Display program version information and exit\n"
+    "  --require-gpu               With no NVIDIA GPU on this machine exit 77 (skipped)\n"
+    "                              instead of 0; with HPCML_REQUIRE_GPU=1 in the\n"
+    "                              environment exit 1\n";
+
 int main(int argc, char** argv) {
-  const bool require = argc > 1 && std::strcmp(argv[1], "--require-gpu") == 0;
+  bool require = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "-h") == 0 || std::strcmp(argv[i], "--help") == 0) {
+      std::fputs(kHelp, stdout);
+      return 0;
+    }
+    if (std::strcmp(argv[i], "--version") == 0) {
+      std::puts(hpcml::VersionLine("hpcml-gpu-probe").c_str());
+      return 0;
+    }
+    if (std::strcmp(argv[i], "--require-gpu") != 0) {
+      std::fprintf(stderr, "hpcml-gpu-probe: unknown argument '%s' (see --help)\n", argv[i]);
+      return 2;
+    }
+    require = true;
+  }
   const char* must = std::getenv("HPCML_REQUIRE_GPU");
   const bool must_have = must != nullptr && std::strcmp(must, "1") == 0;
   int version = 0;

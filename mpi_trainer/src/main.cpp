@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
+#include "hpcml/common/identity.hpp"
 #include "hpcml/common/log.hpp"
 #include "hpcml/common/mpi.hpp"
 #include "hpcml/topology/gather.hpp"
@@ -70,6 +71,7 @@ int main(int argc, char** argv) {
   TrainOptions o;
   CLI::App app{"hpcml-train: data, pipeline and tensor parallel MLP training over MPI",
                "hpcml-train"};
+  app.set_version_flag("--version", hpcml::VersionLine("hpcml-train"));
   hpcml::trainer::AddTrainOptions(app, o);
   int code = -1;
   try {

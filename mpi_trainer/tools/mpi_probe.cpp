@@ -2,9 +2,11 @@
 //
 // Every rank reports its host, pid, CPU affinity and Slurm ids; rank 0 prints
 // them in rank order. The ranks then check an all-reduce and a ring exchange.
-// Exit status: 0 when every check passes on every rank, 1 otherwise.
+// Exit status: 0 when every check passes on every rank, 1 otherwise; 2 for a
+// bad argument.
 //
 //   hpcml-mpi-probe [--expect-ranks N]
+//   hpcml-mpi-probe --help | --version     (answered without starting MPI)
 #include <mpi.h>
 #include <sched.h>
 #include <unistd.h>
@@ -17,7 +19,21 @@
 
 #include <fmt/format.h>
 
+#include "hpcml/common/identity.hpp"
+
 namespace {
+
+// The --help text, in CLI11's layout like the other commands (help2man makes
+// the man page from it).
+constexpr const char* kHelp =
+    "hpcml-mpi-probe: check that an MPI launch works end to end (host, pid, CPU affinity and\n"
+    "Slurm ids of every rank, then an all-reduce and a ring exchange)\n"
+    "Usage: hpcml-mpi-probe [OPTIONS]\n"
+    "\n"
+    "Options:\n"
+    "  -h,--help                   Print this help message and exit\n"
+    "  --version                   Display program version information and exit\n"
+    "  --expect-ranks INT          Fail unless the world has this many ranks\n";
 
 std::string CpuList() {
   cpu_set_t set;
@@ -43,6 +59,18 @@ std::string Env(const char* name) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // --help and --version need no MPI: answered before MPI_Init (also outside
+  // any launcher, as help2man runs them).
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "-h") == 0 || std::strcmp(argv[i], "--help") == 0) {
+      std::fputs(kHelp, stdout);
+      return 0;
+    }
+    if (std::strcmp(argv[i], "--version") == 0) {
+      std::puts(hpcml::VersionLine("hpcml-mpi-probe").c_str());
+      return 0;
+    }
+  }
   MPI_Init(&argc, &argv);
   int rank = 0, size = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);

@@ -94,8 +94,8 @@ std::string Finish(nlohmann::ordered_json& j, const std::string& prev_hash) {
 
 // What makes two denials the same for summarising: all but job, step, time.
 std::string RepeatKey(const AuditRecord& r) {
-  nlohmann::json j = {r.context, r.enforce, r.cluster, r.node,     r.uid,
-                      r.user,    r.role,    r.zone,    r.datasets, r.reason};
+  nlohmann::json j = {r.context, r.enforce, r.guard_version, r.policy_sha256, r.cluster,  r.node,
+                      r.uid,     r.user,    r.role,          r.zone,          r.datasets, r.reason};
   return Sha256::Hex(JsonText(j));
 }
 
@@ -166,6 +166,8 @@ std::string FormatAuditLine(const AuditRecord& rec, std::uint64_t seq,
   j["time"] = FormatUtcMillis(std::chrono::system_clock::now());
   j["context"] = Bounded(rec.context);
   j["enforce"] = Bounded(rec.enforce);
+  j["guard_version"] = Bounded(rec.guard_version);
+  j["policy_sha256"] = Bounded(rec.policy_sha256);
   j["cluster"] = Bounded(rec.cluster);
   j["node"] = Bounded(rec.node);
   j["job_id"] = Bounded(rec.job_id);

@@ -14,10 +14,12 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include "hpcml/common/identity.hpp"
 #include "hpcml/guard/audit.hpp"
 
 int main(int argc, char** argv) {
-  CLI::App app{"hpcml-audit: check the hpcml guard's audit log"};
+  CLI::App app{"hpcml-audit: check the hpcml guard's audit log", "hpcml-audit"};
+  app.set_version_flag("--version", hpcml::VersionLine("hpcml-audit"));
   app.require_subcommand(1);
   std::vector<std::string> files;
   std::string witness, node, head;

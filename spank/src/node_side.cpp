@@ -229,6 +229,7 @@ Result<Decision> DecideOnNodeOrError(spank_t sp, AuditRecord* rec) {
   HPCML_ASSIGN_OR_RETURN(Policy loaded, LoadPolicyFile(s.config.policy_path));
   step.policy = std::move(loaded);  // kept: the view and the tasks' checks use it
   const Policy& policy = *step.policy;
+  rec->policy_sha256 = policy.sha256();
   HPCML_ASSIGN_OR_RETURN(JobFacts facts, StepJobFacts(ids, policy, rec));
 
   HPCML_ASSIGN_OR_RETURN(auto resolved, CanonicalPathsAsUser(creds, s.datasets));

@@ -6,7 +6,9 @@
 // - remote context (slurmstepd, root): node_side.cpp, the authoritative
 //   decision, the step's dataset view and environment, the tasks' checks;
 // - job script context (slurmd's prolog and epilog): node_side.cpp, the job
-//   facts cache's attempts.
+//   facts cache's attempts;
+// - slurmd context (slurmd starting): plugin_common.cpp, the version and the
+//   policy's digest in the slurmd log.
 // Where each runs and why (Slurm 22.05): docs/guard.md, "Where it runs".
 // Every part catches everything: no exception crosses into Slurm, and in
 // remote context every failure becomes a denial, never a drained node.
@@ -38,6 +40,8 @@ HPCML_GUARD_EXPORT int slurm_spank_init(spank_t sp, int ac, char** av) {
       return plugin::InitGuard(sp, ac, av, /*submit=*/true);
     case S_CTX_REMOTE:
       return plugin::InitGuard(sp, ac, av, /*submit=*/false);
+    case S_CTX_SLURMD:
+      return plugin::SlurmdInit(ac, av);
     default:
       return 0;
   }

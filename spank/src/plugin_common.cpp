@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "hpcml/common/identity.hpp"
 #include "plugin_parts.hpp"
 
 namespace hpcml::guard::plugin {
@@ -112,6 +113,31 @@ int InitGuard(spank_t sp, int ac, char** av, bool submit) noexcept {
   }
 }
 
+int SlurmdInit(int ac, char** av) noexcept {
+  try {
+    const std::string version(Version());
+    auto config = ParsePluginArgs(Args(ac, av));
+    if (!config.ok()) {
+      slurm_error("hpcml-guard %s: plugstack.conf arguments of hpcml_guard.so: %s", version.c_str(),
+                  config.status().message().c_str());
+      return 0;
+    }
+    auto policy = LoadPolicyFile(config->policy_path);
+    if (policy.ok()) {
+      slurm_info("hpcml-guard %s loaded: policy %s sha256 %s, enforce=%s, audit %s",
+                 version.c_str(), config->policy_path.c_str(), policy->sha256().c_str(),
+                 config->enforce_name(), config->audit_path.c_str());
+    } else {
+      slurm_error(
+          "hpcml-guard %s loaded: policy %s: %s (every job step is denied until it is fixed)",
+          version.c_str(), config->policy_path.c_str(), policy.status().message().c_str());
+    }
+  } catch (...) {
+    slurm_error("hpcml-guard: internal error in slurm_spank_init (slurmd)");
+  }
+  return 0;
+}
+
 std::vector<std::string_view> Args(int ac, char** av) {
   std::vector<std::string_view> args;
   for (int i = 0; i < ac; ++i) args.emplace_back(av[i] ? av[i] : "");
@@ -153,6 +179,7 @@ AuditRecord NewRecord(const char* context) {
   AuditRecord rec;
   rec.context = context;
   rec.enforce = s.config.enforce_name();
+  rec.guard_version = std::string(Version());
   rec.node = ShortHostname();
   rec.datasets = s.datasets;
   return rec;

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
+#include "hpcml/common/sha256.hpp"
 #include "hpcml/common/strings.hpp"
 #include "hpcml/common/unique_fd.hpp"
 #include "options.hpp"
@@ -545,6 +546,7 @@ Result<Policy> ParsePolicy(std::string_view text, std::string_view source) {
   }
   Policy p;
   p.source_ = std::string(source);
+  p.sha256_ = Sha256::Hex(text);
   HPCML_RETURN_IF_ERROR(CheckKeys(r, root, "top level",
                                   {"zones", "datasets", "roles", "bindings", "defaults", "view"}));
   // The order of the checks: zones, defaults, view, datasets, roles, the

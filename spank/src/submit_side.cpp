@@ -70,6 +70,7 @@ Decision DecideOnSubmit(AuditRecord* rec, std::string* data_zones) {
   rec->user = *user;
   auto policy = LoadPolicyFile(s.config.policy_path);
   if (!policy.ok()) return DenyForError(policy.status());
+  rec->policy_sha256 = policy->sha256();
   Request req;
   req.uid = ::getuid();
   req.user = *user;

@@ -27,6 +27,9 @@ namespace fs = std::filesystem;
 AuditRecord Rec(int i) {
   AuditRecord r;
   r.context = "node";
+  r.enforce = "mount";
+  r.guard_version = "0.1.0";
+  r.policy_sha256 = std::string(64, 'a');
   r.cluster = "c";
   r.node = "n1";
   r.job_id = std::to_string(100 + i);
@@ -85,9 +88,12 @@ TEST_F(AuditTest, LinesCarryEveryFieldAndChain) {
   EXPECT_EQ(j0["prev"], std::string(64, '0'));
   EXPECT_EQ(j1["seq"], 1);
   EXPECT_EQ(j1["prev"], Sha256::Hex(lines[0]));
-  for (const char* key : {"time", "context", "cluster", "node", "job_id", "step_id", "uid", "user",
-                          "role", "zone", "datasets", "decision", "reason"})
+  for (const char* key :
+       {"time", "context", "enforce", "guard_version", "policy_sha256", "cluster", "node", "job_id",
+        "step_id", "uid", "user", "role", "zone", "datasets", "decision", "reason"})
     EXPECT_TRUE(j1.contains(key)) << key;
+  EXPECT_EQ(j1["guard_version"], "0.1.0");
+  EXPECT_EQ(j1["policy_sha256"], std::string(64, 'a'));
   EXPECT_EQ(j0["decision"], "allow");
   EXPECT_EQ(j1["decision"], "deny");
   // "YYYY-MM-DDTHH:MM:SS.mmmZ", UTC, now.
@@ -298,6 +304,47 @@ TEST_F(AuditTest, RepeatedIdenticalDenialsAreSummarised) {
   ASSERT_TRUE(AppendAudit(path_, Rec(1)).ok());
   ASSERT_TRUE(AppendAudit(path_, other).ok());
   EXPECT_EQ(Lines().size(), 5u);
+}
+
+// Which guard and which policy decided are part of what makes two denials
+// the same: a changed policy starts a line of its own.
+TEST_F(AuditTest, ANewPolicyDigestIsNotARepeat) {
+  AuditRecord deny = Rec(1);
+  ASSERT_TRUE(AppendAudit(path_, deny).ok());
+  ASSERT_TRUE(AppendAudit(path_, deny).ok());
+  EXPECT_EQ(Lines().size(), 1u);
+  deny.policy_sha256 = std::string(64, 'b');
+  ASSERT_TRUE(AppendAudit(path_, deny).ok());
+  auto lines = Lines();
+  ASSERT_EQ(lines.size(), 3u);  // the first, the repeat summary, the new policy's line
+  EXPECT_EQ(nlohmann::json::parse(lines[2])["policy_sha256"], std::string(64, 'b'));
+}
+
+// Lines written before the guard recorded its version and the policy digest
+// (no "guard_version", no "policy_sha256") still verify, and the chain goes
+// on from them.
+TEST_F(AuditTest, OldLinesWithoutVersionAndDigestStillVerify) {
+  const std::string old0 =
+      R"({"seq":0,"time":"2026-11-22T03:08:56.793Z","context":"node","enforce":"mount",)"
+      R"("cluster":"hpcml","node":"n1","job_id":"2","step_id":"0","uid":1001,"user":"alice",)"
+      R"("role":"reader","zone":"ae","datasets":["/data/ae/x.h5"],"decision":"allow",)"
+      R"("reason":"allowed","prev":")" +
+      std::string(64, '0') + R"("})";
+  {
+    std::ofstream out(path_);
+    out << old0 << "\n";
+  }
+  ASSERT_TRUE(AppendAudit(path_, Rec(2)).ok());
+  auto lines = Lines();
+  ASSERT_EQ(lines.size(), 2u);
+  auto j1 = nlohmann::json::parse(lines[1]);
+  EXPECT_EQ(j1["seq"], 1);
+  EXPECT_EQ(j1["prev"], Sha256::Hex(old0));
+  EXPECT_EQ(j1["guard_version"], "0.1.0");
+  auto rep = VerifyAuditLog(path_);
+  ASSERT_TRUE(rep.ok());
+  EXPECT_TRUE(rep->intact) << Problems(*rep);
+  EXPECT_EQ(rep->lines, 2u);
 }
 
 TEST_F(AuditTest, LoggedValuesAreBounded) {

@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include "hpcml/common/sha256.hpp"
 #include "test_policy.hpp"
 
 namespace hpcml::guard {
@@ -49,6 +50,18 @@ TEST(Policy, TheShippedExampleParses) {
   ASSERT_TRUE(p.ok()) << p.status().message();
   EXPECT_EQ(p->MatchDataset("/data/ae/fraud-2024.h5")->classification, "restricted");
   EXPECT_EQ(p->default_role(), "reader");
+}
+
+// The digest names the exact text parsed (audit lines and the slurmd log
+// carry it): one byte more is another policy.
+TEST(Policy, DigestIsTheSha256OfTheText) {
+  auto p = ParsePolicy(testing::kPolicy, "policy.toml");
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_EQ(p->sha256(), Sha256::Hex(testing::kPolicy));
+  EXPECT_EQ(p->sha256().size(), 64u);
+  auto q = ParsePolicy(std::string(testing::kPolicy) + "\n", "policy.toml");
+  ASSERT_TRUE(q.ok());
+  EXPECT_NE(q->sha256(), p->sha256());
 }
 
 TEST(Policy, EntriesBelowADirectory) {

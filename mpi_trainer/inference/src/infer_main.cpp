@@ -116,7 +116,7 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   Args a;
   CLI::App app{"hpcml-infer: batch scoring, model lineage and ONNX export", "hpcml-infer"};
-  app.set_version_flag("--version", "hpcml-infer " + std::string(hpcml::Version()));
+  app.set_version_flag("--version", hpcml::VersionLine("hpcml-infer"));
   app.require_subcommand(1);
   AddScore(app, a);
   AddInspect(app, a);

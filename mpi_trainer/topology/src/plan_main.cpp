@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "hpcml/common/identity.hpp"
 #include "hpcml/common/json.hpp"
 #include "hpcml/common/log.hpp"
 #include "hpcml/common/mpi.hpp"
@@ -144,7 +145,9 @@ int RunLive(const Args& a, Logger& log) {
 
 int main(int argc, char** argv) {
   Logger log("hpcml-plan");
-  CLI::App app{"hpcml-plan: choose dp x pp x tp and rank placement from the machine's topology"};
+  CLI::App app{"hpcml-plan: choose dp x pp x tp and rank placement from the machine's topology",
+               "hpcml-plan"};
+  app.set_version_flag("--version", hpcml::VersionLine("hpcml-plan"));
   Args a;
   AddOptions(app, a);
   CLI11_PARSE(app, argc, argv);

@@ -13,4 +13,8 @@ std::string CurrentPrincipal();
 // The project's version ("0.1.0"), from CMake's project().
 std::string_view Version();
 
+// What every command prints for --version: "<tool> <version>" (help2man reads
+// the man pages' version from it).
+std::string VersionLine(std::string_view tool);
+
 }  // namespace hpcml

@@ -39,6 +39,12 @@ inline constexpr int kAuditRepeatWindowSeconds = 60;
 struct AuditRecord {
   std::string context;  // "node" (slurmstepd) or "submit" (srun/sbatch/salloc)
   std::string enforce;  // the plugin's enforce= mode: "mount" or "advisory"
+  // Which guard and which policy decided: the plugin's version, and the
+  // SHA-256 of the policy text it parsed ("" when the policy could not be
+  // loaded; the reason then says why). Lines written before these fields
+  // existed lack them; verify does not need them.
+  std::string guard_version;
+  std::string policy_sha256;
   std::string cluster;
   std::string node;
   std::string job_id;   // "" on the submit side (no job yet)

@@ -54,6 +54,9 @@ class Policy {
  public:
   // Where it came from (a path), used in messages.
   const std::string& source() const { return source_; }
+  // SHA-256 (lower-case hex) of the exact text parsed: names this policy in
+  // the audit log and the slurmd log, so a decision can be tied to the file.
+  const std::string& sha256() const { return sha256_; }
   const std::map<std::string, std::string>& zones() const { return zones_; }  // name -> description
   // The zones whose `nodes` ([zones.<name>] nodes = ["node[1-4]", ...])
   // name this node; empty when no zone names it.
@@ -99,6 +102,7 @@ class Policy {
   void BuildIndexes();
 
   std::string source_;
+  std::string sha256_;
   std::map<std::string, std::string> zones_;
   std::map<std::string, std::vector<std::string>> zone_nodes_;  // zone -> host patterns
   std::vector<DatasetEntry> datasets_;
