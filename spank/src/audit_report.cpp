@@ -258,6 +258,9 @@ Result<AuditReport> ReadAuditReport(const std::vector<std::string>& files,
   std::vector<std::string> stems;
   std::map<std::string, std::vector<LogFile>> by_stem;
   for (const std::string& path : files) {
+    // The log's side files, as a glob (audit.jsonl*) names them: the chain
+    // check reads the head file itself.
+    if (path.ends_with(".jsonl.head") || path.ends_with(".jsonl.repeat")) continue;
     if (Compressed(path))
       return InvalidArgument("{}: compressed; decompress rotated logs first (zcat, xzcat ...)",
                              path);
@@ -272,6 +275,7 @@ Result<AuditReport> ReadAuditReport(const std::vector<std::string>& files,
     if (!by_stem.count(stem)) stems.push_back(stem);
     by_stem[stem].push_back(std::move(f));
   }
+  if (stems.empty()) return InvalidArgument("no audit log given (only side files)");
   AuditReport report;
   for (const std::string& stem : stems) {
     HPCML_RETURN_IF_ERROR(ReadLog(std::move(by_stem[stem]), report, filter));

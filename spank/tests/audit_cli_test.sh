@@ -15,7 +15,7 @@ mv "$log" "$log.1"  # rotated: the chain goes on in a new file
 
 # Who read anything under /data/ae/customers in the last week: bob, denied
 # twice in each file; files in any order.
-out=$("$audit" report --dataset /data/ae/customers --since 7d "$log" "$log.1") || fail "report: $out"
+out=$("$audit" report --dataset /data/ae/customers --since 7d "$tmp"/audit.jsonl*) || fail "report: $out"
 [ "$(grep -c ' deny ' <<<"$out")" = 4 ] || fail "expected 4 denials: $out"
 grep -q "4 decision line(s) shown: 0 allowed, 4 denied; 12 lines read" <<<"$out" || fail "summary: $out"
 grep -q "chain $log: intact, 12 lines" <<<"$out" || fail "chain line: $out"

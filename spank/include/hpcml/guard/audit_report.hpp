@@ -70,8 +70,9 @@ struct AuditReport {
   bool intact() const;              // every log's chain is intact
 };
 
-// Reads, verifies and filters. Fails only when a file cannot be read or is
-// compressed (named in the error).
+// Reads, verifies and filters. The side files "<name>.jsonl.head" and
+// ".repeat" among `files` (a glob's) are skipped. Fails only when a file
+// cannot be read or is compressed (named in the error).
 Result<AuditReport> ReadAuditReport(const std::vector<std::string>& files,
                                     const AuditFilter& filter = {});
 
