@@ -35,6 +35,8 @@ packages=(
   libonnx-dev libprotobuf-dev python3-onnx
   # misc tools used by scripts
   procps passwd curl time
+  # the monitoring test: node_exporter's textfile collector scraped by Prometheus
+  prometheus prometheus-node-exporter
   # the local cluster's nodes: network namespaces, veths, a bridge (ip); nsenter, unshare
   iproute2 util-linux
   # man pages (help2man from --help, pandoc from docs/, groff and man to check

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "hpcml/common/json.hpp"
+#include "hpcml/common/prometheus.hpp"
 #include "hpcml/common/strings.hpp"
 
 namespace hpcml::accounting {
@@ -44,16 +45,6 @@ std::string InputText(const InputStats& in) {
   if (in.never_started) s += fmt::format(", {} never started", in.never_started);
   if (in.outside_period) s += fmt::format(", {} outside the period", in.outside_period);
   return s;
-}
-
-std::string CsvField(std::string_view s) {
-  if (s.find_first_of(",\"\n\r") == std::string_view::npos) return std::string(s);
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"') out += '"';
-    out += c;
-  }
-  return out + "\"";
 }
 
 // Text for XML content and attribute values: markup characters escaped, and
@@ -116,7 +107,8 @@ Result<Format> ParseFormat(std::string_view name) {
   if (name == "csv") return Format::kCsv;
   if (name == "json") return Format::kJson;
   if (name == "svg") return Format::kSvg;
-  return InvalidArgument("unknown format '{}' (expected table, csv, json, svg)", name);
+  if (name == "prometheus" || name == "openmetrics") return Format::kPrometheus;
+  return InvalidArgument("unknown format '{}' (expected table, csv, json, svg, prometheus)", name);
 }
 
 std::string FormatMoney(Micros m, int decimals) {
@@ -377,6 +369,62 @@ std::string FormatSvg(const Report& r) {
   return SvgFrame(r, c) + SvgBars(r, c) + SvgLegend(c) + "</svg>\n";
 }
 
+std::string FormatPrometheus(const Report& r) {
+  // Gauges, not counters: each is a sum over the report's period, which the
+  // caller chooses (--start/--end), and goes down when the period moves on.
+  MetricsText m;
+  const struct {
+    const char* name;
+    const char* help;
+    bool money;  // labelled with the currency
+    double (*value)(const Metrics&);
+  } series[] = {
+      {"hpcml_cost_currency",
+       "Cost of the allocations in the report's period, in units of the label currency", true,
+       [](const Metrics& x) { return static_cast<double>(x.cost) / 1e6; }},
+      {"hpcml_cost_gpu_seconds", "GPU-seconds allocated in the report's period", false,
+       [](const Metrics& x) { return x.gpu_seconds; }},
+      {"hpcml_cost_preemption_loss_currency",
+       "Part of the cost spent on work redone after preemption, in units of the label currency",
+       true, [](const Metrics& x) { return static_cast<double>(x.preemption_loss) / 1e6; }},
+      {"hpcml_cost_idle_gpu_currency",
+       "Part of the cost spent on allocated GPUs left idle, in units of the label currency "
+       "(attempts with a usage record only)",
+       true, [](const Metrics& x) { return static_cast<double>(x.idle_gpu_cost) / 1e6; }},
+  };
+  for (const auto& s : series) {
+    m.Family(s.name, MetricType::kGauge,
+             fmt::format("{}; per account, user, partition and GPU type ({}: not a GPU).", s.help,
+                         kNonGpuLabel));
+    for (const auto& [key, metrics] : r.cross) {
+      MetricLabels labels = {{"account", key.account},
+                             {"user", key.user},
+                             {"partition", key.partition},
+                             {"gpu_type", key.gpu_type}};
+      if (s.money) labels.emplace_back("currency", r.currency);
+      m.Sample(labels, s.value(metrics));
+    }
+  }
+  const ReportOptions& o = r.options;
+  if (o.period_start != kNoTime) {
+    m.Family("hpcml_cost_report_period_start_timestamp_seconds", MetricType::kGauge,
+             "Start of the report's period, seconds since the epoch.");
+    m.Sample({}, static_cast<double>(o.period_start));
+  }
+  const int64_t end = o.period_end != kNoTime ? o.period_end : o.now;
+  m.Family("hpcml_cost_report_period_end_timestamp_seconds", MetricType::kGauge,
+           "End of the report's period (--end, else the time running attempts were priced "
+           "to), seconds since the epoch.");
+  m.Sample({}, static_cast<double>(end));
+  m.Family("hpcml_cost_report_rows", MetricType::kGauge,
+           "sacct allocation rows priced in the report.");
+  m.Sample({}, static_cast<double>(r.input.rows));
+  m.Family("hpcml_cost_report_malformed_lines", MetricType::kGauge,
+           "sacct lines skipped as malformed.");
+  m.Sample({}, static_cast<double>(r.input.malformed));
+  return m.text();
+}
+
 std::string Render(const Report& r, Format f) {
   switch (f) {
     case Format::kTable:
@@ -387,6 +435,8 @@ std::string Render(const Report& r, Format f) {
       return FormatJson(r);
     case Format::kSvg:
       return FormatSvg(r);
+    case Format::kPrometheus:
+      return FormatPrometheus(r);
   }
   return {};
 }

@@ -1,5 +1,5 @@
-// Rendering a Report: aligned text table, CSV, JSON and an SVG chart of cost
-// by account over time. Pure functions of the report; thread-safe.
+// Rendering a Report: aligned text table, CSV, JSON, an SVG chart of cost
+// by account over time, and Prometheus metrics. Pure functions of the report; thread-safe.
 //
 // Table and chart round money to cents for reading; CSV and JSON carry the
 // exact micro-unit sums (six decimals), which is what reconciles.
@@ -12,8 +12,8 @@
 
 namespace hpcml::accounting {
 
-enum class Format { kTable, kCsv, kJson, kSvg };
-// "table", "csv", "json", "svg".
+enum class Format { kTable, kCsv, kJson, kSvg, kPrometheus };
+// "table", "csv", "json", "svg", "prometheus" (also "openmetrics").
 Result<Format> ParseFormat(std::string_view name);
 
 std::string FormatTable(const Report& r);
@@ -24,6 +24,11 @@ std::string FormatJson(const Report& r);
 // Stacked bars, one per time bucket (hour, day or week, chosen so there are
 // at most ~60 bars), one colour per account, with a legend. Valid standalone SVG.
 std::string FormatSvg(const Report& r);
+// The Prometheus text format (docs/monitoring.md): gauges of the period's
+// cost, GPU-seconds, preemption loss and idle GPU cost, one series per
+// account, user, partition and GPU type (Report::cross, which must have been
+// kept: ReportOptions::cross), and the report's period and input.
+std::string FormatPrometheus(const Report& r);
 
 std::string Render(const Report& r, Format f);
 

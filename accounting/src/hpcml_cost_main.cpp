@@ -115,6 +115,7 @@ hpcml::Result<ha::ReportOptions> ReportOptionsOf(const ReportArgs& a, ha::Format
   opt.partitions = a.partition;
   opt.jobs = a.jobs;
   opt.chart = format == ha::Format::kSvg || !a.svg.empty();
+  opt.cross = format == ha::Format::kPrometheus;
   return opt;
 }
 
@@ -213,7 +214,11 @@ void AddReportOptions(CLI::App& app, ReportArgs& ra) {
   app.add_option("--jobs,-j", ra.jobs, "Only these job ids (comma-separated)");
   app.add_option("--by", ra.by, "Groupings: job,user,account,partition,gpu_type")
       ->capture_default_str();
-  app.add_option("--format,-f", ra.format, "table, csv, json or svg")->capture_default_str();
+  app.add_option(
+         "--format,-f", ra.format,
+         "table, csv, json, svg or prometheus (the text format node_exporter's textfile collector "
+         "reads; docs/monitoring.md)")
+      ->capture_default_str();
   app.add_option("--output,-o", ra.output,
                  "Write the report to FILE (atomically) instead of stdout");
   app.add_option("--svg", ra.svg, "Also write the cost-by-account chart to FILE");

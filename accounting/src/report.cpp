@@ -94,15 +94,26 @@ std::vector<std::pair<std::string, Metrics>> Report::SortedRows(size_t group_ind
 bool Report::Reconcile(std::string* detail) const {
   bool ok = true;
   std::string out;
+  // Each grouping's rows, then the cross rows (when kept), against the total.
+  std::vector<std::pair<std::string_view, Metrics>> sums;
   for (const auto& group : groups) {
-    const GroupBy by = group.first;  // not a structured binding: clang 14 cannot capture one
     Metrics sum;
     for (const auto& [key, m] : group.second) sum.Add(m);
+    sums.emplace_back(GroupByName(group.first), sum);
+  }
+  if (options.cross) {
+    Metrics sum;
+    for (const auto& [key, m] : cross) sum.Add(m);
+    sums.emplace_back("account+user+partition+gpu_type", sum);
+  }
+  for (const auto& entry : sums) {
+    const std::string_view by =
+        entry.first;  // not a structured binding: clang 14 cannot capture one
+    const Metrics& sum = entry.second;
     auto check = [&](std::string_view what, Micros got, Micros want) {
       if (got != want) {
         ok = false;
-        out += fmt::format("{}: {} rows sum to {} micro-units, total is {}; ", GroupByName(by),
-                           what, got, want);
+        out += fmt::format("{}: {} rows sum to {} micro-units, total is {}; ", by, what, got, want);
       }
     };
     check("cost", sum.cost, total.cost);
@@ -111,8 +122,8 @@ bool Report::Reconcile(std::string* detail) const {
     check("idle GPU cost", sum.idle_gpu_cost, total.idle_gpu_cost);
     if (std::fabs(sum.gpu_seconds - total.gpu_seconds) > 1e-6 * std::max(1.0, total.gpu_seconds)) {
       ok = false;
-      out += fmt::format("{}: GPU-seconds rows sum to {}, total is {}; ", GroupByName(by),
-                         sum.gpu_seconds, total.gpu_seconds);
+      out += fmt::format("{}: GPU-seconds rows sum to {}, total is {}; ", by, sum.gpu_seconds,
+                         total.gpu_seconds);
     }
   }
   if (detail) *detail = out;
@@ -304,9 +315,22 @@ Result<std::vector<Component>> Price(const PriceTable& prices, const Attempt& a,
   return parts;
 }
 
+// Whether a component is a row of the GPU-type grouping: a job without
+// GPUs still counts as an attempt of the non-GPU row.
+bool GpuTypeRow(const Component& c, size_t parts) {
+  return !(c.label == kNonGpuLabel && c.cost == 0 && parts > 1);
+}
+
 void AddToGroups(Report& report, const Attempt& a, const Metrics& m,
                  const std::vector<Component>& parts) {
   const size_t n = parts.size();
+  if (report.options.cross) {
+    for (const Component& c : parts) {
+      if (!GpuTypeRow(c, n)) continue;
+      report.cross[CrossKey{a.account, a.user, a.partition, std::string(c.label)}].Add(
+          ComponentMetrics(m, c));
+    }
+  }
   for (auto& [by, rows] : report.groups) {
     switch (by) {
       case GroupBy::kJob:
@@ -323,8 +347,7 @@ void AddToGroups(Report& report, const Attempt& a, const Metrics& m,
         break;
       case GroupBy::kGpuType:
         for (const Component& c : parts) {
-          // A job without GPUs still counts as an attempt of the non-GPU row.
-          if (c.label == kNonGpuLabel && c.cost == 0 && n > 1) continue;
+          if (!GpuTypeRow(c, n)) continue;
           Row(rows, c.label).Add(ComponentMetrics(m, c));
         }
         break;

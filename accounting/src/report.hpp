@@ -87,6 +87,15 @@ struct ReportOptions {
   // Filters applied to input rows (empty = all); comma-separated lists.
   std::string accounts, users, partitions, jobs;
   bool chart = false;  // keep cost per account per hour for the SVG chart
+  // Keep Report::cross: one row per account, user, partition and GPU type
+  // together (the Prometheus output's series, which PromQL sums by any label).
+  bool cross = false;
+};
+
+// A row of Report::cross: account, user, partition, GPU-type label.
+struct CrossKey {
+  std::string account, user, partition, gpu_type;
+  auto operator<=>(const CrossKey&) const = default;
 };
 
 struct InputStats {
@@ -111,6 +120,9 @@ struct Report {
   std::vector<std::pair<GroupBy, MetricsMap>> groups;
   // Cost per account per hour (hour start, seconds since the epoch).
   std::map<int64_t, std::map<std::string, double>> cost_by_hour;
+  // With ReportOptions::cross: the attempts' parts by all four keys at once,
+  // split by GPU type as the gpu_type grouping is (rows sum to the total).
+  std::map<CrossKey, Metrics> cross;
   bool chart_too_long = false;  // the chart would span over kMaxChartHours: cost_by_hour empty
   int64_t first_time = kNoTime, last_time = kNoTime;  // extent of the priced intervals
 

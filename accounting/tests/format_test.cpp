@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -196,6 +197,62 @@ TEST(AcctFormat, TableAndCsvCompleteOnInvalidUtf8) {
 TEST(AcctFormat, ParseFormat) {
   EXPECT_EQ(*ParseFormat("csv"), Format::kCsv);
   EXPECT_FALSE(ParseFormat("xml").ok());
+}
+
+TEST(AcctFormat, ParsesPrometheusFormatNames) {
+  EXPECT_EQ(*ParseFormat("prometheus"), Format::kPrometheus);
+  EXPECT_EQ(*ParseFormat("openmetrics"), Format::kPrometheus);
+  EXPECT_NE(ParseFormat("prom").status().message().find("prometheus"), std::string::npos);
+}
+
+// The Prometheus output: one series per account, user, partition and GPU
+// type, whose sums by any label are the report's groupings and total.
+TEST(AcctFormat, PrometheusSeriesSumToTheGroupings) {
+  PriceTable prices = testing::LoadPrices("prices_untyped.toml");
+  ReportOptions o;
+  o.now = Utc("2026-03-10T00:00:00");
+  o.cross = true;
+  CostAggregator agg(prices, o);
+  ASSERT_TRUE(testing::RunFixture("typed_untyped.sacct", agg).ok());
+  ASSERT_TRUE(testing::RunFixture("requeue.sacct", agg).ok());
+  const Report& r = agg.report();
+  std::string detail;
+  ASSERT_TRUE(r.Reconcile(&detail)) << detail;
+  const std::string text = FormatPrometheus(r);
+  // Every sample line: name{labels} value; the cost by account from them.
+  std::map<std::string, double> by_account;
+  double total = 0;
+  int series = 0;
+  for (const std::string& line : Lines(text)) {
+    if (line.starts_with("#")) {
+      EXPECT_TRUE(line.starts_with("# HELP hpcml_cost_") || line.starts_with("# TYPE hpcml_cost_"))
+          << line;
+      continue;
+    }
+    if (!line.starts_with("hpcml_cost_currency{")) continue;
+    ++series;
+    const size_t a = line.find("account=\"") + 9;
+    const std::string account = line.substr(a, line.find('"', a) - a);
+    const double v = std::stod(line.substr(line.rfind(' ') + 1));
+    by_account[account] += v;
+    total += v;
+    EXPECT_NE(line.find(",currency=\"USD\"}"), std::string::npos) << line;
+  }
+  EXPECT_EQ(series, static_cast<int>(r.cross.size()));
+  EXPECT_NEAR(total, static_cast<double>(r.total.cost) / 1e6, 1e-6);
+  for (const auto& [key, m] : r.SortedRows(0)) {  // the account grouping
+    EXPECT_NEAR(by_account[key], static_cast<double>(m.cost) / 1e6, 1e-6) << key;
+  }
+  // Job 102 ran on an a100 and an h100: two series for alice/ml/urgent.
+  EXPECT_NE(text.find("hpcml_cost_gpu_seconds{account=\"ml\",user=\"alice\",partition=\"urgent\","
+                      "gpu_type=\"a100\"} 3600\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("# TYPE hpcml_cost_preemption_loss_currency gauge\n"), std::string::npos);
+  EXPECT_NE(text.find("# TYPE hpcml_cost_idle_gpu_currency gauge\n"), std::string::npos);
+  EXPECT_NE(text.find("hpcml_cost_report_period_end_timestamp_seconds 1773100800\n"),
+            std::string::npos)
+      << text;
 }
 
 }  // namespace

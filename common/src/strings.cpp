@@ -68,4 +68,14 @@ std::optional<std::size_t> FindInvalidUtf8(std::string_view s) {
   return std::nullopt;
 }
 
+std::string CsvField(std::string_view s) {
+  if (s.find_first_of(",\"\n\r") == std::string_view::npos) return std::string(s);
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
 }  // namespace hpcml

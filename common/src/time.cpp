@@ -23,6 +23,18 @@ std::string Format(std::chrono::system_clock::time_point t, bool millis) {
   return out + "Z";
 }
 
+// `n` digits of `s` at `pos` into `out`.
+bool Digits(std::string_view s, std::size_t pos, std::size_t n, int* out) {
+  if (pos + n > s.size()) return false;
+  int v = 0;
+  for (std::size_t i = pos; i < pos + n; ++i) {
+    if (s[i] < '0' || s[i] > '9') return false;
+    v = v * 10 + (s[i] - '0');
+  }
+  *out = v;
+  return true;
+}
+
 }  // namespace
 
 std::string FormatUtc(std::chrono::system_clock::time_point t) {
@@ -35,6 +47,57 @@ std::string FormatUtcMillis(std::chrono::system_clock::time_point t) {
 
 std::string UtcNow() {
   return FormatUtc(std::chrono::system_clock::now());
+}
+
+Result<std::int64_t> ParseIsoMillis(std::string_view text) {
+  const auto bad = [&] {
+    return InvalidArgument(
+        "time '{}' is not ISO 8601 (YYYY-MM-DD or YYYY-MM-DDTHH:MM[:SS[.fff]][Z|+HH:MM])", text);
+  };
+  int y = 0, mo = 0, d = 0, h = 0, mi = 0, sec = 0, ms = 0;
+  if (!Digits(text, 0, 4, &y) || text.size() < 10 || text[4] != '-' || !Digits(text, 5, 2, &mo) ||
+      text[7] != '-' || !Digits(text, 8, 2, &d))
+    return bad();
+  std::size_t pos = 10;
+  std::int64_t offset_min = 0;
+  if (pos < text.size()) {
+    if (text[pos] != 'T' && text[pos] != ' ') return bad();
+    if (!Digits(text, pos + 1, 2, &h) || pos + 3 >= text.size() || text[pos + 3] != ':' ||
+        !Digits(text, pos + 4, 2, &mi))
+      return bad();
+    pos += 6;
+    if (pos < text.size() && text[pos] == ':') {
+      if (!Digits(text, pos + 1, 2, &sec)) return bad();
+      pos += 3;
+      if (pos < text.size() && text[pos] == '.') {
+        std::size_t i = pos + 1;
+        int scale = 100;
+        for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i, scale /= 10)
+          ms += (text[i] - '0') * scale;
+        if (i == pos + 1) return bad();
+        pos = i;
+      }
+    }
+    if (pos < text.size()) {
+      int oh = 0, om = 0;
+      if (text[pos] == 'Z' && pos + 1 == text.size()) {
+        pos += 1;
+      } else if ((text[pos] == '+' || text[pos] == '-') && text.size() == pos + 6 &&
+                 Digits(text, pos + 1, 2, &oh) && text[pos + 3] == ':' &&
+                 Digits(text, pos + 4, 2, &om) && oh < 24 && om < 60) {
+        offset_min = (text[pos] == '-' ? -1 : 1) * (oh * 60 + om);
+        pos += 6;
+      } else {
+        return bad();
+      }
+    }
+  }
+  if (pos != text.size() || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60)
+    return bad();
+  const std::int64_t s =
+      DaysFromCivil(y, static_cast<unsigned>(mo), static_cast<unsigned>(d)) * 86400 + h * 3600 +
+      mi * 60 + sec - offset_min * 60;
+  return s * 1000 + ms;
 }
 
 std::int64_t DaysFromCivil(std::int64_t y, unsigned m, unsigned d) {

@@ -53,5 +53,13 @@ TEST(FindInvalidUtf8, NamesTheFirstMalformedByte) {
   EXPECT_EQ(FindInvalidUtf8("\x80"), 0u);                // lone continuation
 }
 
+TEST(CsvField, QuotesOnlyWhenNeeded) {
+  EXPECT_EQ(CsvField("plain"), "plain");
+  EXPECT_EQ(CsvField(""), "");
+  EXPECT_EQ(CsvField("a,b"), "\"a,b\"");
+  EXPECT_EQ(CsvField("say \"hi\""), "\"say \"\"hi\"\"\"");
+  EXPECT_EQ(CsvField("two\nlines"), "\"two\nlines\"");
+}
+
 }  // namespace
 }  // namespace hpcml

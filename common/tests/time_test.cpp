@@ -47,5 +47,27 @@ TEST(UtcNow, HasTheShapeOfFormatUtc) {
   EXPECT_TRUE(std::regex_match(UtcNow(), std::regex(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)")));
 }
 
+TEST(ParseIsoMillis, ReadsDatesTimesAndOffsets) {
+  EXPECT_EQ(*ParseIsoMillis("1970-01-01"), 0);
+  EXPECT_EQ(*ParseIsoMillis("2024-02-29T23:59:59Z"), 1709251199000);
+  EXPECT_EQ(*ParseIsoMillis("2024-02-29T23:59:59.123Z"), 1709251199123);
+  EXPECT_EQ(*ParseIsoMillis("2024-02-29T23:59:59.1234567Z"), 1709251199123);
+  EXPECT_EQ(*ParseIsoMillis("2024-02-29 23:59"), 1709251140000);
+  EXPECT_EQ(*ParseIsoMillis("2024-03-01T01:59:59+02:00"), 1709251199000);
+  EXPECT_EQ(*ParseIsoMillis("2024-02-29T20:59:59-03:00"), 1709251199000);
+  // What FormatUtcMillis writes reads back.
+  const auto t = system_clock::time_point{milliseconds{1709251199123}};
+  EXPECT_EQ(*ParseIsoMillis(FormatUtcMillis(t)), 1709251199123);
+  for (const char* bad :
+       {"", "2024", "2024-13-01", "2024-02-30x", "2024-02-29T24:00", "2024-02-29T23:59:59.",
+        "2024-02-29T23:59Zjunk", "2024-02-29T23:59+2", "yesterday"}) {
+    auto r = ParseIsoMillis(bad);
+    EXPECT_FALSE(r.ok()) << bad;
+    if (!r.ok()) {
+      EXPECT_NE(r.status().message().find("ISO 8601"), std::string::npos);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace hpcml

@@ -1,6 +1,7 @@
 #include "checkpointing.hpp"
 
 #include "hpcml/common/json.hpp"
+#include "hpcml/common/time.hpp"
 
 #include <mpi.h>
 
@@ -161,6 +162,8 @@ Status Checkpointer::CommitPending() {
   interval_.ObserveCheckpointCost(cost);
   stats_.saves++;
   stats_.last_saved_step = pending_step_;
+  stats_.last_complete_unix =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   if (world_rank() == 0)
     log_->info("checkpoint: step {} saved in {:.2f} s to {}", pending_step_, cost,
                dir_->SetPath(pending_step_));
@@ -249,6 +252,8 @@ Result<std::int64_t> Checkpointer::Resume() {
   trainer_->set_step(step);
   stats_.resumed_step = step;
   stats_.last_saved_step = step;
+  if (auto t = ParseIsoMillis(set->manifest().created_at); t.ok())
+    stats_.last_complete_unix = static_cast<double>(*t) / 1e3;
   // Interruptions so far: Slurm's restart count over this job's life.
   elapsed_before_ = set->manifest().state.value("elapsed_s", 0.0);
   resumed_run_state_ = set->manifest().state.value("run", nlohmann::json());

@@ -49,6 +49,9 @@ struct CheckpointStats {
   double save_seconds = 0;        // time training waited for saves (snapshots, sync saves)
   std::int64_t resumed_step = 0;  // 0: fresh start
   std::int64_t last_saved_step = 0;
+  // When the newest complete set was committed (or, after a resume, written:
+  // its manifest's created_at), seconds since the epoch; 0: none yet.
+  double last_complete_unix = 0;
 };
 
 class Checkpointer {

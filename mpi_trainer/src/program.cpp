@@ -373,6 +373,11 @@ Status Program::Train() {
         o_.batch, o_.microbatches, o_.schedule);
   }
   const std::int64_t first_step = trainer_->step();
+  // Opened here, after a resume, so its first figures show the resumed step.
+  if (!o_.metrics_textfile.empty()) {
+    HPCML_RETURN_IF_ERROR(
+        Agree(rank0_ ? textfile_.Open(o_.metrics_textfile, Gauges(nullptr)) : Status::Ok()));
+  }
   const auto wall_start = std::chrono::steady_clock::now();
   const std::int64_t start_time = static_cast<std::int64_t>(std::time(nullptr));
   // A resumed run that had stopped early trains no further.
@@ -389,6 +394,7 @@ Status Program::Train() {
           "job",
           trainer_->step(), stop_->reason, o_.ckpt.dir, o_.stop_exit_code);
       metrics_.Write(RunStopped{trainer_->step(), stop_->reason});
+      WriteTextfile(nullptr);
     }
     PublishUsage(first_step, wall_s(), start_time);
     return Status::Ok();
@@ -418,7 +424,12 @@ Status Program::OnStep(const StepStats& st) {
   }
   if (rank0_) {
     metrics_.Write(StepDone{st, Measured(st.bubble)});
-    if (st.step % o_.log_interval == 0 || st.step == o_.steps || st.step == 1) LogStep(st);
+    last_loss_ = st.loss;
+    last_bubble_ = Measured(st.bubble);
+    if (st.step % o_.log_interval == 0 || st.step == o_.steps || st.step == 1) {
+      LogStep(st);
+      WriteTextfile(&st);
+    }
   }
   // Before the checkpointer, so that a set saved at this step holds this
   // evaluation's best value and patience count.
@@ -530,6 +541,39 @@ void Program::LogStep(const StepStats& st) {
       avg * 1e3, BubbleText(Measured(st.bubble)), eta);
 }
 
+TrainerGauges Program::Gauges(const StepStats* st) const {
+  TrainerGauges g;
+  const char* job = std::getenv("SLURM_JOB_ID");
+  const char* restarts = std::getenv("SLURM_RESTART_COUNT");
+  g.job_id = job ? job : "";
+  g.attempt = restarts ? std::atoi(restarts) : 0;
+  g.step = trainer_->step();
+  g.steps = o_.steps;
+  g.loss = last_loss_;
+  if (st) {
+    const double avg = fig_.timed > 0 ? fig_.mean_step() : st->step_time_s;
+    g.samples_per_s = avg > 0 ? static_cast<double>(o_.batch) / avg : 0.0;
+  } else if (fig_.timed > 0) {
+    g.samples_per_s = static_cast<double>(o_.batch) / fig_.mean_step();
+  }
+  g.bubble = last_bubble_;
+  if (ckpt_ && ckpt_->stats().last_complete_unix > 0)
+    g.last_checkpoint_unix = ckpt_->stats().last_complete_unix;
+  g.now_unix =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  return g;
+}
+
+void Program::WriteTextfile(const StepStats* st) {
+  if (!textfile_.is_open()) return;
+  Status s = textfile_.Write(Gauges(st));
+  if (!s.ok() && !textfile_warned_) {
+    // Monitoring never stops training.
+    log_.warn("{} (training goes on; said once)", s.message());
+    textfile_warned_ = true;
+  }
+}
+
 // After the last step: the model to --output, the done line and record.
 Status Program::Finish() {
   if (!o_.output.empty()) {
@@ -553,6 +597,7 @@ Status Program::Finish() {
       mean_step > 0 ? static_cast<double>(o_.batch) / mean_step : 0.0,
       BubbleText(Measured(fig_.mean_bubble())), ideal,
       o_.output.empty() ? "" : ", model written to " + o_.output);
+  WriteTextfile(nullptr);  // the final checkpoint is in it now
   metrics_.Write(RunDone{trainer_->step(), fig_.first_loss, fig_.last_loss, mean_step,
                          Measured(fig_.mean_bubble()), oversubscribed_, ideal,
                          !val_.early_stop.empty()});

@@ -20,6 +20,7 @@
 #include "hpcml/trainer/model_file.hpp"
 #include "hpcml/trainer/trainer.hpp"
 #include "metrics_log.hpp"
+#include "metrics_textfile.hpp"
 #include "train_options.hpp"
 
 namespace hpcml::trainer {
@@ -86,6 +87,10 @@ class Program {
   nlohmann::json ValidationState() const;
   Status RestoreValidationState(const nlohmann::json& state);
   void LogStep(const StepStats& st);
+  // Rank 0: the run's gauges now (`st`: the step just done, if any).
+  TrainerGauges Gauges(const StepStats* st) const;
+  // Rank 0: replaces the textfile; a failure is a warning, said once.
+  void WriteTextfile(const StepStats* st);
   Status Finish();
   ModelLineage Lineage() const;
   std::string SettingsJson() const;
@@ -108,6 +113,10 @@ class Program {
   ModelLineage input_lineage_;  // rank 0: the training data and its schema
   std::unique_ptr<Trainer> trainer_;
   MetricsLog metrics_;
+  MetricsTextfile textfile_;
+  bool textfile_warned_ = false;
+  std::optional<double> last_loss_;  // rank 0: of the last step, for the textfile
+  Bubble last_bubble_;
   Logger log_{"hpcml-train"};
   std::unique_ptr<Checkpointer> ckpt_;
   std::optional<StopRequest> stop_;

@@ -70,6 +70,9 @@ void AddOptimizerOptions(CLI::App& app, TrainOptions& o) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   app.add_option("--metrics", o.metrics, "JSON-lines metrics file written by rank 0");
+  app.add_option("--metrics-textfile", o.metrics_textfile,
+                 "Prometheus gauges (a *.prom file in node_exporter's textfile directory), "
+                 "replaced by rank 0 at each log interval");
   app.add_option("--output", o.output, "final model as HDF5, written by rank 0");
 }
 

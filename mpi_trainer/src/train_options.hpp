@@ -37,7 +37,7 @@ struct TrainOptions {
   bool no_overlap = false;
   bool zero1 = false;
   std::int64_t log_interval = 10;
-  std::string metrics, output;
+  std::string metrics, metrics_textfile, output;
   // Validation (docs/trainer.md, "Validation").
   std::string val_data, val_version;
   std::int64_t val_samples = 0;    // --synthetic: held-out samples

@@ -7,15 +7,124 @@
 //   hpcml-audit witness --node N --head HEAD W
 //       the collector (on another host than N, e.g. the controller): records
 //       N's head (a copy of its audit.jsonl.head) in W if it changed
+//   hpcml-audit report [--user U] [--dataset PREFIX] [--zone Z] [--decision D]
+//                      [--since T] [--until T] [--csv|--json] FILE...
+//       the decisions in logs and rotated files (any order, several logs),
+//       each chain checked; exit 0, 1 when a chain is not intact (the
+//       report is still written), 2 on usage/IO errors
+//   hpcml-audit metrics [--output F.prom] FILE...
+//       decisions counted for Prometheus (docs/monitoring.md)
+#include <chrono>
 #include <cstdio>
+#include <iostream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
 #include "hpcml/common/identity.hpp"
+#include "hpcml/common/fs.hpp"
+#include "hpcml/common/strings.hpp"
 #include "hpcml/guard/audit.hpp"
+#include "hpcml/guard/audit_report.hpp"
+
+namespace {
+
+namespace hg = hpcml::guard;
+
+struct ReportArgs {
+  std::vector<std::string> files, users, datasets, zones;
+  std::string decision, since, until, output;
+  bool csv = false, json = false;
+};
+
+// Comma-separated values, options repeatable: --user a,b --user c.
+std::vector<std::string> Items(const std::vector<std::string>& values) {
+  std::vector<std::string> out;
+  for (const std::string& v : values) {
+    for (std::string& item : hpcml::SplitList(v)) out.push_back(std::move(item));
+  }
+  return out;
+}
+
+hpcml::Status WriteOut(const std::string& output, const std::string& text) {
+  if (output.empty() || output == "-") {
+    std::cout << text << std::flush;
+    if (!std::cout) return hpcml::IoError("writing to stdout failed");
+    return hpcml::Status::Ok();
+  }
+  return hpcml::WriteFileAtomic(output, text);
+}
+
+void PrintProblems(const hg::AuditReport& r) {
+  for (const hg::AuditLog& log : r.logs) {
+    for (const auto& p : log.verify.problems) {
+      if (p.line > 0) {
+        fmt::print(stderr, "hpcml-audit: {}:{}: {}\n", p.file, p.line, p.reason);
+      } else {
+        fmt::print(stderr, "hpcml-audit: {}: {}\n", p.file, p.reason);
+      }
+    }
+  }
+}
+
+int RunReport(const ReportArgs& a) {
+  hg::AuditFilter f;
+  f.users = Items(a.users);
+  f.datasets = Items(a.datasets);
+  f.zones = Items(a.zones);
+  f.decision = a.decision;
+  const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  for (const auto& [option, text, out] : {std::tuple{"--since", &a.since, &f.since_ms},
+                                          std::tuple{"--until", &a.until, &f.until_ms}}) {
+    if (text->empty()) continue;
+    auto t = hg::ParseAuditTime(option, *text, now_ms);
+    if (!t.ok()) {
+      fmt::print(stderr, "hpcml-audit: report: {}\n", t.status().message());
+      return 2;
+    }
+    *out = *t;
+  }
+  auto report = hg::ReadAuditReport(a.files, f);
+  if (!report.ok()) {
+    fmt::print(stderr, "hpcml-audit: report: {}\n", report.status().message());
+    return 2;
+  }
+  const std::string text = a.json  ? hg::FormatAuditJson(*report)
+                           : a.csv ? hg::FormatAuditCsv(*report)
+                                   : hg::FormatAuditTable(*report);
+  if (hpcml::Status st = WriteOut(a.output, text); !st.ok()) {
+    fmt::print(stderr, "hpcml-audit: report: {}\n", st.message());
+    return 2;
+  }
+  PrintProblems(*report);
+  if (!report->intact()) {
+    fmt::print(stderr,
+               "hpcml-audit: NOT intact: decisions marked 'bad' or 'unverified' are not vouched "
+               "for by their log's hash chain\n");
+    return 1;
+  }
+  return 0;
+}
+
+int RunMetrics(const std::vector<std::string>& files, const std::string& output) {
+  auto report = hg::ReadAuditReport(files);
+  if (!report.ok()) {
+    fmt::print(stderr, "hpcml-audit: metrics: {}\n", report.status().message());
+    return 2;
+  }
+  if (hpcml::Status st = WriteOut(output, hg::FormatAuditMetrics(*report)); !st.ok()) {
+    fmt::print(stderr, "hpcml-audit: metrics: {}\n", st.message());
+    return 2;
+  }
+  return 0;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"hpcml-audit: check the hpcml guard's audit log", "hpcml-audit"};
@@ -35,12 +144,50 @@ int main(int argc, char** argv) {
   collect->add_option("--node", node, "the node the head comes from")->required();
   collect->add_option("--head", head, "a copy of the node's <audit log>.head")->required();
   collect->add_option("WITNESS", witness, "the witness file (appended)")->required();
+  ReportArgs ra;
+  auto* report_cmd = app.add_subcommand(
+      "report",
+      "who was allowed or denied which datasets, where and when, from audit logs and their "
+      "rotated files (any order; each chain is verified)");
+  report_cmd->add_option("FILE", ra.files, "audit logs and rotated files")->required();
+  report_cmd->add_option("--user", ra.users, "only these users (comma-separated, repeatable)")
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  report_cmd
+      ->add_option("--dataset", ra.datasets,
+                   "only decisions on datasets within (or containing) this path prefix "
+                   "(repeatable)")
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  report_cmd->add_option("--zone", ra.zones, "only these zones (comma-separated, repeatable)")
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  report_cmd->add_option("--decision", ra.decision, "only allow or deny")
+      ->check(CLI::IsMember({"allow", "deny"}));
+  report_cmd->add_option("--since", ra.since,
+                         "from this time: ISO 8601 (UTC unless an offset is given) or an age "
+                         "(30m, 12h, 7d, 2w)");
+  report_cmd->add_option("--until", ra.until, "before this time (same forms as --since)");
+  auto* csv = report_cmd->add_flag("--csv", ra.csv, "CSV instead of a table");
+  report_cmd->add_flag("--json", ra.json, "JSON instead of a table")->excludes(csv);
+  report_cmd->add_option("--output,-o", ra.output, "write to FILE (atomically) instead of stdout");
+  std::vector<std::string> metric_files;
+  std::string metrics_output;
+  auto* metrics_cmd = app.add_subcommand(
+      "metrics",
+      "decisions counted by decision and reason, in the Prometheus text format (for "
+      "node_exporter's textfile collector)");
+  metrics_cmd->add_option("FILE", metric_files, "audit logs and rotated files")->required();
+  metrics_cmd->add_option("--output,-o", metrics_output,
+                          "write to FILE (atomically; name it *.prom for the textfile collector)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     int rc = app.exit(e);
     return rc == 0 ? 0 : 2;
   }
+  if (report_cmd->parsed()) return RunReport(ra);
+  if (metrics_cmd->parsed()) return RunMetrics(metric_files, metrics_output);
   if (collect->parsed()) {
     auto added = hpcml::guard::AppendWitness(witness, node, head);
     if (!added.ok()) {

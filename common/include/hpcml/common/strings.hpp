@@ -26,6 +26,10 @@ std::vector<std::string_view> SplitFields(std::string_view s, char sep);
 // The one rule the guard and the feature cache apply to approved datasets.
 bool IsWithin(std::string_view path, std::string_view dir);
 
+// One CSV field (RFC 4180): as it is, or in double quotes (inner ones
+// doubled) when it holds a comma, a double quote or a line break.
+std::string CsvField(std::string_view s);
+
 // Offset of the first byte of `s` that does not belong to a well-formed UTF-8
 // sequence (overlong forms, surrogates and code points above U+10FFFF count
 // as malformed); nullopt when all of `s` is valid UTF-8.
