@@ -150,7 +150,11 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", hpcml::VersionLine("hpcml-plan"));
   Args a;
   AddOptions(app, a);
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;  // --help and --version are 0; usage errors 2
+  }
   if (a.bind) a.live = true;
   if (a.live == !a.files.empty()) {
     log.error("give either --topology FILE... or --live/--bind");

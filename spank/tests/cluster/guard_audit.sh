@@ -119,4 +119,12 @@ expect_allowed "a step after rotation"
 cat "$AUDIT" >>"$AUDIT.1"
 mv "$AUDIT.1" "$AUDIT"
 "$AUDIT_BIN" verify "$AUDIT" >/dev/null || fail "the log put back together does not verify"
+
+# The auditor's question on this real log: who was allowed which data under
+# ae/public in the last week, by which policy.
+report=$("$AUDIT_BIN" report --dataset "$DATA/ae/public" --since 7d --decision allow --csv "$AUDIT") ||
+  fail "hpcml-audit report on the live log: $report"
+assert_contains "$report" "$ALICE" "the report names the user who read ae/public"
+assert_contains "$report" "$DATA/ae/public" "the report names the dataset"
+assert_contains "$report" "$(sha256sum "$POLICY" | cut -d' ' -f1)" "the report names the policy digest"
 pass
