@@ -4,6 +4,7 @@
 #include <pwd.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -36,6 +37,21 @@ std::string_view Version() {
 
 std::string VersionLine(std::string_view tool) {
   return fmt::format("{} {}", tool, Version());
+}
+
+int AnswerHelpOrVersion(int argc, char** argv, std::string_view tool, const char* help) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "-h" || arg == "--help") {
+      std::fputs(help, stdout);
+      return 0;
+    }
+    if (arg == "--version") {
+      std::puts(VersionLine(tool).c_str());
+      return 0;
+    }
+  }
+  return -1;
 }
 
 }  // namespace hpcml

@@ -146,15 +146,8 @@ constexpr const char* kHelp =
 
 int main(int argc, char** argv) {
   bool require = false;
+  if (int rc = hpcml::AnswerHelpOrVersion(argc, argv, "hpcml-gpu-probe", kHelp); rc >= 0) return rc;
   for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "-h") == 0 || std::strcmp(argv[i], "--help") == 0) {
-      std::fputs(kHelp, stdout);
-      return 0;
-    }
-    if (std::strcmp(argv[i], "--version") == 0) {
-      std::puts(hpcml::VersionLine("hpcml-gpu-probe").c_str());
-      return 0;
-    }
     if (std::strcmp(argv[i], "--require-gpu") != 0) {
       std::fprintf(stderr, "hpcml-gpu-probe: unknown argument '%s' (see --help)\n", argv[i]);
       return 2;

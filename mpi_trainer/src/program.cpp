@@ -26,6 +26,20 @@ namespace topo = hpcml::topology;
 
 namespace {
 
+// The synthetic data of the options' model: `samples` rows; `held_out`: the
+// validation part (the same teacher, other features).
+SyntheticConfig SyntheticFor(const TrainOptions& o, bool classes, std::int64_t samples,
+                             bool held_out) {
+  SyntheticConfig sc;
+  sc.features = o.input_dim;
+  sc.outputs = o.outputs;
+  sc.classification = classes;
+  sc.samples = samples;
+  sc.seed = o.data_seed;
+  sc.held_out = held_out;
+  return sc;
+}
+
 // --output run/model.h5 -> run/model.best.h5 (any other name: + ".best.h5").
 std::string DefaultBestPath(const std::string& output) {
   if (output.empty()) return "";
@@ -168,13 +182,9 @@ Status Program::OpenInput() {
     return Status::Ok();
   }
   if (!o_.synthetic) return InvalidArgument("no input: give --data <feature set> or --synthetic");
-  SyntheticConfig sc;
-  sc.features = o_.input_dim;
-  sc.outputs = o_.outputs;
-  sc.classification = classes;
-  sc.samples = o_.synthetic_samples;
-  sc.seed = o_.data_seed;
-  HPCML_ASSIGN_OR_RETURN(source_, MakeSyntheticSource(sc, o_.batch, grid_->dp_idx(), o_.grid.dp));
+  HPCML_ASSIGN_OR_RETURN(
+      source_, MakeSyntheticSource(SyntheticFor(o_, classes, o_.synthetic_samples, false), o_.batch,
+                                   grid_->dp_idx(), o_.grid.dp));
   return Status::Ok();
 }
 
@@ -265,15 +275,9 @@ Status Program::OpenValidation() {
           val_.source,
           OpenFeatureCacheEval(fc, rows, grid_->dp_idx(), o_.grid.dp, input_lineage_, &val_.data));
     } else {
-      SyntheticConfig sc;
-      sc.features = o_.input_dim;
-      sc.outputs = o_.outputs;
-      sc.classification = classes;
-      sc.samples = o_.val_samples;
-      sc.seed = o_.data_seed;
-      sc.held_out = true;
-      HPCML_ASSIGN_OR_RETURN(val_.source,
-                             MakeSyntheticEvalSource(sc, rows, grid_->dp_idx(), o_.grid.dp));
+      HPCML_ASSIGN_OR_RETURN(
+          val_.source, MakeSyntheticEvalSource(SyntheticFor(o_, classes, o_.val_samples, true),
+                                               rows, grid_->dp_idx(), o_.grid.dp));
       val_.data.rows = static_cast<std::uint64_t>(o_.val_samples);
     }
   }

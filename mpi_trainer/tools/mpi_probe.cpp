@@ -61,16 +61,7 @@ std::string Env(const char* name) {
 int main(int argc, char** argv) {
   // --help and --version need no MPI: answered before MPI_Init (also outside
   // any launcher, as help2man runs them).
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "-h") == 0 || std::strcmp(argv[i], "--help") == 0) {
-      std::fputs(kHelp, stdout);
-      return 0;
-    }
-    if (std::strcmp(argv[i], "--version") == 0) {
-      std::puts(hpcml::VersionLine("hpcml-mpi-probe").c_str());
-      return 0;
-    }
-  }
+  if (int rc = hpcml::AnswerHelpOrVersion(argc, argv, "hpcml-mpi-probe", kHelp); rc >= 0) return rc;
   MPI_Init(&argc, &argv);
   int rank = 0, size = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);

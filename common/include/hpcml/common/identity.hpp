@@ -17,4 +17,9 @@ std::string_view Version();
 // the man pages' version from it).
 std::string VersionLine(std::string_view tool);
 
+// For commands without an argument parser (the probes), which must answer
+// before starting MPI or CUDA: prints `help` for -h/--help or VersionLine for
+// --version and returns 0; otherwise -1 (go on).
+int AnswerHelpOrVersion(int argc, char** argv, std::string_view tool, const char* help);
+
 }  // namespace hpcml
