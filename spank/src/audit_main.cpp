@@ -24,8 +24,8 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
-#include "hpcml/common/identity.hpp"
 #include "hpcml/common/fs.hpp"
+#include "hpcml/common/identity.hpp"
 #include "hpcml/common/strings.hpp"
 #include "hpcml/guard/audit.hpp"
 #include "hpcml/guard/audit_report.hpp"
