@@ -14,8 +14,14 @@ find_package(MPI REQUIRED COMPONENTS C CXX)
 find_package(HDF5 REQUIRED COMPONENTS C)
 find_package(BLAS REQUIRED)
 # oneDNN: the CPU trainer's GEMMs (docs/trainer.md says why); its Debian
-# build threads with GNU OpenMP, which the trainer's loops share.
-find_package(dnnl REQUIRED)
+# build threads with GNU OpenMP, which the trainer's loops share. Found by
+# header and library, not by dnnl-config.cmake: that file requires OpenCL,
+# which libdnnl-dev only recommends and a CPU build never uses.
+find_path(HPCML_DNNL_INCLUDE oneapi/dnnl/dnnl.hpp REQUIRED)
+find_library(HPCML_DNNL_LIBRARY dnnl REQUIRED)
+add_library(hpcml::dnnl INTERFACE IMPORTED)
+target_include_directories(hpcml::dnnl INTERFACE ${HPCML_DNNL_INCLUDE})
+target_link_libraries(hpcml::dnnl INTERFACE ${HPCML_DNNL_LIBRARY})
 find_package(OpenMP REQUIRED COMPONENTS CXX)
 find_package(Boost REQUIRED)
 find_package(pugixml REQUIRED)

@@ -5,7 +5,7 @@
 #   hpcml-tools  hpcml-fcache, hpcml-train, hpcml-infer, hpcml-plan,
 #                hpcml-cost, hpcml-mpi-probe (and hpcml-gpu-probe when the
 #                CUDA backend is built), man pages 1 and 5
-#   cmake --build build/ci && (cd build/ci && cpack)    ->  hpcml-guard_<v>_<arch>.deb ...
+#   cmake --build build/default && (cd build/default && cpack)    ->  hpcml-guard_<v>_<arch>.deb ...
 # Why CPack and not a debian/ directory: docs/install.md ("Why CPack").
 # Included by the top-level CMakeLists.txt after every target exists.
 include(GNUInstallDirs)

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Runs every hpcml test on this machine: installs dependencies, builds with
-# the 'ci' preset (warnings are errors), starts the local Slurm cluster
-# through ctest's fixture, runs unit, mpi and cluster tests, stops the cluster.
+# Runs every hpcml test on this machine: installs dependencies, builds the
+# 'default' preset (warnings are errors; scripts/demo.sh uses the same build),
+# starts the local Slurm cluster through ctest's fixture, runs unit, mpi and
+# cluster tests, stops the cluster.
 #   sudo scripts/test.sh [ctest args...]     e.g. scripts/test.sh -L unit
 # Exit 0 only if every test passed and the only skipped tests are those that
 # need a GPU (label gpu) on a machine without one.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
-preset=${HPCML_PRESET:-ci}
+preset=${HPCML_PRESET:-default}
 "$top/scripts/build.sh" "$preset"
 cd "$top"
 bin=build/$preset

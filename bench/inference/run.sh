@@ -5,7 +5,7 @@
 # (256 -> 4096 x 3 -> 16) model; the machine's GEMM peak measured in the same
 # run (oneDNN, dnnl_sgemm, OpenBLAS); single-row latency p50/p99.
 #
-#   bench/inference/run.sh build/ci
+#   bench/inference/run.sh build/default
 #
 # ONNX Runtime runs through onnxruntime-node (installed by
 # scripts/install-deps.sh). Its figures are given twice: wall time per

@@ -19,8 +19,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 prom=$(command -v prometheus || true)
 node_exporter=$(command -v prometheus-node-exporter || command -v node_exporter || true)
 if [ -z "$prom" ] || [ -z "$node_exporter" ]; then
-  echo "SKIP: prometheus and prometheus-node-exporter are not installed (scripts/install-deps.sh installs them)"
-  exit 77
+  fail "prometheus and prometheus-node-exporter are not installed (scripts/install-deps.sh installs them)"
 fi
 
 tmp=$(mktemp -d /tmp/hpcml-monitoring.XXXXXX)

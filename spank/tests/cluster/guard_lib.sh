@@ -13,7 +13,7 @@ AUDIT_BIN=$HPCML_BUILD_DIR/spank/hpcml-audit
 if readelf -d "$GUARD_SO" | grep -q 'libasan\|libubsan'; then
   # A sanitizer build of the plugin cannot be loaded into Debian's srun,
   # sbatch and slurmstepd (the sanitizer runtime must come first).
-  echo "SKIP: $TEST_NAME: $GUARD_SO is a sanitizer build; run the cluster tests with the default or ci preset"
+  echo "SKIP: $TEST_NAME: $GUARD_SO is a sanitizer build; run the cluster tests with the default preset"
   exit 77
 fi
 GUARD_ETC=$HPCML_CLUSTER_DIR/guard-etc  # root 0755: the policy's directory
