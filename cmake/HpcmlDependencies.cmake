@@ -61,7 +61,14 @@ if(HPCML_ENABLE_CUDA)
   if(NOT DEFINED CUDAToolkit_ROOT AND EXISTS /usr/local/cuda)
     set(CUDAToolkit_ROOT /usr/local/cuda)
   endif()
+  # Debian's CMake 3.25 FindCUDAToolkit sets a property on CUDA::nvToolsExt
+  # without checking that the target exists, and CUDA 13 has no such library:
+  # configure fails. The property is only set for projects that require
+  # CMake 3.25 or later, so the search runs as for 3.24 (fixed in CMake 3.26).
+  set(_hpcml_min_version ${CMAKE_MINIMUM_REQUIRED_VERSION})
+  set(CMAKE_MINIMUM_REQUIRED_VERSION 3.24)
   find_package(CUDAToolkit QUIET)
+  set(CMAKE_MINIMUM_REQUIRED_VERSION ${_hpcml_min_version})
   if(CUDAToolkit_FOUND)
     find_library(HPCML_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} ${CUDAToolkit_ROOT}/lib64)
     find_path(HPCML_NCCL_INCLUDE nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS})

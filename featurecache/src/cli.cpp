@@ -202,6 +202,8 @@ Subcommand AddDerive(CLI::App& app, Out& out) {
   c->add_option("--from", o.from, "parent version (default latest)");
   c->add_option("--select", a->select,
                 "keep these feature columns, comma-separated, in this order");
+  c->add_flag("--drop-missing", o.drop_missing,
+              "keep only rows with every kept feature and the label present (not nan)");
   c->add_flag("--standardize", a->standardize, "standardise every kept column: (x - mean) / std");
   c->add_option("--standardize-columns", a->std_cols, "standardise only these columns");
   c->add_option("--since", a->since, "keep rows with timestamp >= this time");

@@ -1,7 +1,10 @@
 #include "derive.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
+
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "hpcml/common/json.hpp"
@@ -78,6 +81,16 @@ bool KeepTime(const DeriveOptions& o, int64_t ts) {
   return (!o.since || ts >= *o.since) && (!o.until || ts < *o.until);
 }
 
+// Whether row `x` (the parent's features) with label `y` (null: none) has
+// every kept feature and the label present.
+bool Complete(const Selection& sel, const float* x, const float* y) {
+  if (y != nullptr && std::isnan(*y)) return false;
+  for (size_t c : sel.cols) {
+    if (std::isnan(x[c])) return false;
+  }
+  return true;
+}
+
 // Rows per block read from the parent (about 8 MiB of features).
 uint64_t BlockRows(const VersionInfo& pi) {
   return std::max<uint64_t>(1024, (8u << 20) / (4 * pi.features()));
@@ -99,47 +112,62 @@ Result<KeptRows> ComputeStats(const std::string& path, VersionReader& parent, co
   const size_t nf = sel.cols.size();
   const uint64_t pf = pi.features(), step = BlockRows(pi);
   const bool any_std = sel.any_standardize();
-  std::vector<float> x(any_std ? step * pf : 0);
+  const bool read_x = any_std || o.drop_missing, read_y = o.drop_missing && pi.has_labels();
+  std::vector<float> x(read_x ? step * pf : 0), y(read_y ? step : 0);
   std::vector<int64_t> t(step);
   KeptRows s;
   s.mean.assign(nf, 0.0);
   s.scale.assign(nf, 1.0);
   std::vector<double> m2(nf, 0.0);
+  std::vector<uint64_t> missing(nf, 0), count(nf, 0);
   for (uint64_t first = 0; first < pi.rows; first += step) {
     uint64_t n = std::min(step, pi.rows - first);
-    HPCML_RETURN_IF_ERROR(
-        parent.Read(first, n, any_std ? x.data() : nullptr, nullptr, nullptr, t.data()));
+    HPCML_RETURN_IF_ERROR(parent.Read(first, n, read_x ? x.data() : nullptr,
+                                      read_y ? y.data() : nullptr, nullptr, t.data()));
     for (uint64_t r = 0; r < n; ++r) {
       if (!KeepTime(o, t[r])) continue;
+      if (o.drop_missing && !Complete(sel, &x[r * pf], read_y ? &y[r] : nullptr)) continue;
       ++s.kept;
       for (size_t j = 0; any_std && j < nf; ++j) {
         if (!sel.standardize[j]) continue;
         double v = x[r * pf + sel.cols[j]];
+        if (std::isnan(v)) {
+          ++missing[j];
+          continue;
+        }
         double d = v - s.mean[j];
-        s.mean[j] += d / static_cast<double>(s.kept);
+        s.mean[j] += d / static_cast<double>(++count[j]);
         m2[j] += d * (v - s.mean[j]);
       }
     }
   }
-  if (s.kept == 0)
-    return InvalidArgument("{}: the time filter keeps none of the {} rows of {}", path, pi.rows,
-                           pi.name);
+  if (s.kept == 0) {
+    return InvalidArgument("{}: the {} keep none of the {} rows of {}", path,
+                           o.drop_missing ? "time filter and --drop-missing" : "time filter",
+                           pi.rows, pi.name);
+  }
+  std::vector<MissingCells> gaps;
+  for (size_t j = 0; j < nf; ++j) {
+    if (missing[j] > 0) gaps.push_back({pi.feature_names[sel.cols[j]], missing[j]});
+  }
+  if (!gaps.empty()) {
+    return MissingCellsError(fmt::format("{} {}", path, pi.name), "standardising", gaps);
+  }
   for (size_t j = 0; j < nf; ++j) {
     if (!sel.standardize[j]) continue;
-    double sd = std::sqrt(m2[j] / static_cast<double>(s.kept));
-    if (std::isnan(s.mean[j])) {
-      return InvalidArgument("{}: cannot standardise \"{}\": it holds nan values", path,
-                             pi.feature_names[sel.cols[j]]);
-    }
+    double sd = std::sqrt(m2[j] / static_cast<double>(count[j]));
     s.scale[j] = sd > 0 ? sd : 1.0;  // a constant column becomes all zeros
   }
   return s;
 }
 
-// The recorded transform: parent, selection, time filter and the
-// standardisation's parameters.
+// The recorded transform: parent, selection, filters and the scaling of each
+// standardised output column relative to the unstandardised data: this
+// derive's own, the parent's (`inherited`, from its record) or both composed,
+// (((raw - m1) / s1) - m2) / s2 = (raw - (m1 + m2 s1)) / (s1 s2).
 std::string DeriveTransform(const VersionInfo& pi, const DeriveOptions& o, const Selection& sel,
-                            const KeptRows& s, const std::vector<std::string>& names) {
+                            const KeptRows& s, const std::vector<std::string>& names,
+                            const std::vector<ColumnScaling>& inherited) {
   nlohmann::json tr = {{"op", "derive"}, {"from", pi.name}};
   if (!o.select.empty()) tr["select"] = o.select;
   if (o.since || o.until) {
@@ -148,17 +176,23 @@ std::string DeriveTransform(const VersionInfo& pi, const DeriveOptions& o, const
     if (o.until) f["until"] = FormatTimestamp(*o.until);
     tr["filter_time"] = f;
   }
-  if (sel.any_standardize()) {
-    nlohmann::json cols_j = nlohmann::json::array(), mean_j = nlohmann::json::array(),
-                   std_j = nlohmann::json::array();
-    for (size_t j = 0; j < sel.cols.size(); ++j) {
-      if (!sel.standardize[j]) continue;
-      cols_j.push_back(names[j]);
-      mean_j.push_back(s.mean[j]);
-      std_j.push_back(s.scale[j]);
+  if (o.drop_missing) tr["drop_missing"] = true;
+  nlohmann::json cols_j = nlohmann::json::array(), mean_j = nlohmann::json::array(),
+                 std_j = nlohmann::json::array();
+  for (size_t j = 0; j < sel.cols.size(); ++j) {
+    auto parent = std::find_if(inherited.begin(), inherited.end(),
+                               [&](const ColumnScaling& c) { return c.column == names[j]; });
+    if (!sel.standardize[j] && parent == inherited.end()) continue;
+    double mean = sel.standardize[j] ? s.mean[j] : 0.0, sd = sel.standardize[j] ? s.scale[j] : 1.0;
+    if (parent != inherited.end()) {
+      mean = parent->mean + mean * parent->scale;
+      sd *= parent->scale;
     }
-    tr["standardize"] = {{"columns", cols_j}, {"mean", mean_j}, {"std", std_j}};
+    cols_j.push_back(names[j]);
+    mean_j.push_back(mean);
+    std_j.push_back(sd);
   }
+  if (!cols_j.empty()) tr["standardize"] = {{"columns", cols_j}, {"mean", mean_j}, {"std", std_j}};
   return JsonText(tr);
 }
 
@@ -187,7 +221,8 @@ Result<std::vector<ColumnScaling>> RecordedStandardization(const VersionInfo& in
 namespace {
 
 NewVersion DeriveSpec(const VersionInfo& pi, const DeriveOptions& o, const Selection& sel,
-                      const KeptRows& s, const std::string& classification) {
+                      const KeptRows& s, const std::string& classification,
+                      const std::vector<ColumnScaling>& inherited) {
   NewVersion spec;
   for (size_t j = 0; j < sel.cols.size(); ++j) {
     spec.feature_names.push_back(pi.feature_names[sel.cols[j]]);
@@ -202,7 +237,7 @@ NewVersion DeriveSpec(const VersionInfo& pi, const DeriveOptions& o, const Selec
   spec.chunk_rows = o.chunk_rows;
   spec.expected_rows = s.kept;
   InheritCodec(pi, o.codec, o.compression, &spec);
-  spec.transform = DeriveTransform(pi, o, sel, s, spec.feature_names);
+  spec.transform = DeriveTransform(pi, o, sel, s, spec.feature_names, inherited);
   return spec;
 }
 
@@ -222,6 +257,7 @@ Status WriteDerived(VersionReader& parent, const Selection& sel, const KeptRows&
     uint64_t m = 0;
     for (uint64_t r = 0; r < n; ++r) {
       if (!KeepTime(o, t[r])) continue;
+      if (o.drop_missing && !Complete(sel, &x[r * pf], labels ? &y[r] : nullptr)) continue;
       for (size_t j = 0; j < nf; ++j) {
         float v = x[r * pf + sel.cols[j]];
         out[m * nf + j] = sel.standardize[j] ? static_cast<float>((v - s.mean[j]) / s.scale[j]) : v;
@@ -255,8 +291,9 @@ Result<VersionInfo> Derive(const std::string& path, const DeriveOptions& o) {
   HPCML_ASSIGN_OR_RETURN(Selection sel, SelectColumns(path, pi, o));
   HPCML_ASSIGN_OR_RETURN(std::string classification,
                          ChildClassification(pi.classification, o.classification));
+  HPCML_ASSIGN_OR_RETURN(std::vector<ColumnScaling> inherited, RecordedStandardization(pi));
   HPCML_ASSIGN_OR_RETURN(KeptRows stats, ComputeStats(path, parent, sel, o));
-  NewVersion spec = DeriveSpec(pi, o, sel, stats, classification);
+  NewVersion spec = DeriveSpec(pi, o, sel, stats, classification, inherited);
   HPCML_RETURN_IF_ERROR(InheritEntities(parent, &spec));
   HPCML_RETURN_IF_ERROR(writer.StartVersion(spec).status());
   HPCML_RETURN_IF_ERROR(WriteDerived(parent, sel, stats, o, writer));

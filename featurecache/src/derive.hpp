@@ -1,9 +1,12 @@
 // A new version computed from an existing one by a recorded transform
-// (`hpcml-fcache derive`): keep rows in a time range, select feature columns,
-// standardise columns ((x - mean) / std over the kept rows). The transform,
-// its parameters (including each mean and std) and the parent are recorded,
-// so the lineage says exactly how the data was made. Two streaming passes;
-// memory bounded.
+// (`hpcml-fcache derive`): keep rows in a time range, keep only complete
+// rows, select feature columns, standardise columns ((x - mean) / std over
+// the kept rows). The transform, its parameters (including each mean and
+// std) and the parent are recorded, so the lineage says exactly how the data
+// was made. A column the parent's own transform had standardised keeps that
+// scaling in the child's record (composed with the child's, when it is
+// standardised again), so a time split of a standardised version is still
+// known to be standardised. Two streaming passes; memory bounded.
 #pragma once
 
 #include <optional>
@@ -18,6 +21,7 @@ namespace hpcml::featurecache {
 struct DeriveOptions {
   std::string from = "latest";
   std::vector<std::string> select;  // feature columns to keep, in this order; empty: all
+  bool drop_missing = false;  // keep only rows with every kept feature and the label present
   bool standardize = false;
   std::vector<std::string> standardize_columns;  // empty with standardize: every kept column
   std::optional<int64_t> since;                  // keep timestamps >= since (microseconds)

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <limits>
 
+#include <fmt/format.h>
+
 namespace hpcml::featurecache {
 namespace {
 
@@ -206,6 +208,21 @@ Result<VersionStats> ReadStats(hid_t version_group, std::string_view version) {
     s.columns.push_back({names[c], count[c], missing[c], mn[c], mx[c], mean[c], sd[c]});
   }
   return s;
+}
+
+Status MissingCellsError(std::string_view subject, std::string_view needs,
+                         const std::vector<MissingCells>& columns) {
+  uint64_t total = 0;
+  std::string each;
+  for (const MissingCells& c : columns) {
+    total += c.cells;
+    each += fmt::format("{}{} {}", each.empty() ? "" : ", ", c.column, c.cells);
+  }
+  return InvalidArgument(
+      "{}: {} needs every cell, and {} are missing (NaN): {}. Make a version without them: "
+      "`hpcml-fcache derive FILE --drop-missing` keeps the complete rows; for a join, "
+      "`hpcml-fcache asof ... --missing drop`",
+      subject, needs, total, each);
 }
 
 }  // namespace hpcml::featurecache

@@ -1,5 +1,6 @@
 #include "checkpointing.hpp"
 
+#include "hpcml/common/finite.hpp"
 #include "hpcml/common/json.hpp"
 #include "hpcml/common/time.hpp"
 
@@ -111,7 +112,20 @@ nlohmann::json Checkpointer::RankState() const {
 
 Status Checkpointer::StartSave(std::int64_t step, bool sync) {
   auto t0 = Clock::now();
-  HPCML_RETURN_IF_ERROR(writer_->StartOwned(step, world_rank(), Snapshot(), RankState()));
+  std::vector<ck::OwnedTensor> tensors = Snapshot();
+  // A set with a NaN or an infinity is never started: the last one stays the
+  // newest, and every rank learns it.
+  Status finite;
+  for (const ck::OwnedTensor& t : tensors) {
+    finite = CheckFinite(t.data, t.name);
+    if (!finite.ok()) break;
+  }
+  if (!finite.ok()) {
+    finite = std::move(finite).WithContext(fmt::format(
+        "step {}: no checkpoint written (the newest complete one is kept)", step));
+  }
+  HPCML_RETURN_IF_ERROR(AgreeOnStatus(grid_ ? grid_->world() : MPI_COMM_SELF, finite));
+  HPCML_RETURN_IF_ERROR(writer_->StartOwned(step, world_rank(), std::move(tensors), RankState()));
   pending_step_ = step;
   pending_run_state_ = run_state_ ? run_state_() : nlohmann::json();
   pending_started_ = t0;

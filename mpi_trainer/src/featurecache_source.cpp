@@ -16,7 +16,8 @@ namespace {
 
 namespace fc = hpcml::featurecache;
 
-// The batch's labels into `targets`; with classes, each must be one of them.
+// The batch's labels into `targets`; with classes, each must be one of them,
+// else finite.
 Status CopyLabels(const FeatureCacheConfig& c, const fc::Loader& loader, const fc::Batch& b,
                   float* targets) {
   auto y = b.y();
@@ -27,8 +28,35 @@ Status CopyLabels(const FeatureCacheConfig& c, const fc::Loader& loader, const f
       return Corrupt("{} {}: row {} has label {}, not a class in [0, {}) (--outputs)", c.path,
                      loader.info().name, b.row_ids()[i], v, c.num_classes);
     }
+    if (!std::isfinite(v)) {
+      return InvalidArgument("{} {}: row {} has label {} (column \"{}\"): training needs a finite "
+                             "label in every row",
+                             c.path, loader.info().name, b.row_ids()[i], v,
+                             loader.info().label_name);
+    }
     targets[i] = v;
   }
+  return Status::Ok();
+}
+
+// The batch's features into `features`, each finite: a NaN or infinity would
+// make the model's weights non-finite. The version was checked for missing
+// cells when it was opened; this catches what its statistics do not count
+// (infinities, a version without statistics).
+Status CopyFeatures(const FeatureCacheConfig& c, const fc::Loader& loader, const fc::Batch& b,
+                    float* features) {
+  auto x = b.x();
+  const std::size_t nf = loader.features();
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    if (!std::isfinite(x[i])) {
+      const fc::VersionInfo& v = loader.info();
+      return InvalidArgument("{} {}: row {}, column {} (\"{}\") is {}: training needs a finite "
+                             "value in every cell",
+                             c.path, v.name, b.row_ids()[i / nf], i % nf + 1,
+                             v.feature_names[i % nf], x[i]);
+    }
+  }
+  std::memcpy(features, x.data(), x.size_bytes());
   return Status::Ok();
 }
 
@@ -52,7 +80,7 @@ class FeatureCacheSource final : public BatchSource {
     if (static_cast<std::int64_t>(b.rows()) != rows_) {
       return Internal("{}: short batch of {} rows (expected {})", c_.path, b.rows(), rows_);
     }
-    if (features != nullptr) std::memcpy(features, b.x().data(), b.x().size_bytes());
+    if (features != nullptr) HPCML_RETURN_IF_ERROR(CopyFeatures(c_, loader_, b, features));
     if (targets != nullptr) HPCML_RETURN_IF_ERROR(CopyLabels(c_, loader_, b, targets));
     return Status::Ok();
   }
@@ -92,7 +120,7 @@ class FeatureCacheEvalSource final : public EvalSource {
     if (n > max_rows || n > rows_) {
       return Internal("{}: batch of {} rows, room for {}", c_.path, n, std::min(max_rows, rows_));
     }
-    if (features != nullptr) std::memcpy(features, b.x().data(), b.x().size_bytes());
+    if (features != nullptr) HPCML_RETURN_IF_ERROR(CopyFeatures(c_, loader_, b, features));
     if (targets != nullptr) HPCML_RETURN_IF_ERROR(CopyLabels(c_, loader_, b, targets));
     return n;
   }
@@ -103,19 +131,25 @@ class FeatureCacheEvalSource final : public EvalSource {
   std::int64_t rows_;
 };
 
-// The statistics stored with the training version, for skew checks when
-// scoring. The file is opened again by path, so they are taken only when
-// that version still has the digest the loader opened (versions are
-// immutable; a mismatch would mean another file at the path): else none.
-std::optional<InputSchema::Stats> TrainingStats(const std::string& path, const fc::VersionInfo& v) {
+// The statistics stored with the opened version. The file is opened again
+// by path, so they are taken only when that version still has the digest the
+// loader opened (versions are immutable; a mismatch would mean another file
+// at the path): else none, as for a version written before statistics.
+std::optional<fc::VersionStats> StoredStats(const std::string& path, const fc::VersionInfo& v) {
   auto fs = fc::FeatureSet::Open(path);
   if (!fs.ok()) return std::nullopt;
   auto info = fs->Info(v.name);
   auto st = fs->Stats(v.name);
   if (!info.ok() || info->data_sha256 != v.data_sha256 || !st.ok()) return std::nullopt;
+  if (st->columns.size() < v.features()) return std::nullopt;
+  return std::move(st).value();
+}
+
+// The training version's statistics per feature, for skew checks when scoring.
+InputSchema::Stats SkewStats(const fc::VersionStats& st, std::size_t features) {
   InputSchema::Stats out;
-  for (size_t c = 0; c < v.features(); ++c) {
-    const fc::ColumnStats& x = st->columns[c];
+  for (size_t c = 0; c < features; ++c) {
+    const fc::ColumnStats& x = st.columns[c];
     const double total = static_cast<double>(x.count + x.missing);
     out.mean.push_back(x.mean);
     out.std.push_back(x.std);
@@ -126,10 +160,24 @@ std::optional<InputSchema::Stats> TrainingStats(const std::string& path, const f
   return out;
 }
 
+// Until the trainer handles missing values, a version with NaN cells (its
+// features or its label, as its statistics count them) is refused when it
+// is opened, with what to do.
+Status RefuseMissing(const std::string& option, const FeatureCacheConfig& c,
+                     const fc::VersionInfo& v, const std::optional<fc::VersionStats>& st) {
+  if (!st) return Status::Ok();
+  std::vector<fc::MissingCells> gaps;
+  for (const fc::ColumnStats& col : st->columns) {
+    if (col.missing > 0) gaps.push_back({col.name, col.missing});
+  }
+  if (gaps.empty()) return Status::Ok();
+  return fc::MissingCellsError(fmt::format("{} {} {}", option, c.path, v.name), "training", gaps);
+}
+
 // The version as the model file's lineage records it (from the loader's
 // info: the version that was opened and checked, not a fresh lookup).
 Status DescribeInput(const FeatureCacheConfig& config, const fc::Loader& loader,
-                     ModelLineage* lineage) {
+                     const std::optional<fc::VersionStats>& stats, ModelLineage* lineage) {
   const fc::VersionInfo& v = loader.info();
   std::error_code ec;
   const std::filesystem::path canonical = std::filesystem::canonical(config.path, ec);
@@ -142,7 +190,7 @@ Status DescribeInput(const FeatureCacheConfig& config, const fc::Loader& loader,
   InputSchema& in = lineage->input;
   in.feature_names = v.feature_names;
   in.label_name = v.label_name;
-  in.stats = TrainingStats(config.path, v);
+  if (stats) in.stats = SkewStats(*stats, v.features());
   HPCML_ASSIGN_OR_RETURN(std::vector<fc::ColumnScaling> scaling, fc::RecordedStandardization(v));
   if (scaling.empty()) return Status::Ok();
   in.standardized.assign(v.features(), false);
@@ -224,7 +272,9 @@ Result<std::unique_ptr<BatchSource>> OpenFeatureCache(const FeatureCacheConfig& 
         "replicas",
         config.path, loader.info().name, loader.rows(), rows, replicas);
   }
-  if (lineage != nullptr) HPCML_RETURN_IF_ERROR(DescribeInput(config, loader, lineage));
+  const std::optional<fc::VersionStats> stats = StoredStats(config.path, loader.info());
+  HPCML_RETURN_IF_ERROR(RefuseMissing("--data", config, loader.info(), stats));
+  if (lineage != nullptr) HPCML_RETURN_IF_ERROR(DescribeInput(config, loader, stats, lineage));
   return std::unique_ptr<BatchSource>(
       std::make_unique<FeatureCacheSource>(config, std::move(loader), rows));
 }
@@ -254,8 +304,10 @@ Result<std::unique_ptr<EvalSource>> OpenFeatureCacheEval(const FeatureCacheConfi
     return InvalidArgument("--val-data {} {}: the version has no labels; validation needs them",
                            config.path, loader->info().name);
   }
+  const std::optional<fc::VersionStats> stats = StoredStats(config.path, loader->info());
+  HPCML_RETURN_IF_ERROR(RefuseMissing("--val-data", config, loader->info(), stats));
   ModelLineage val;
-  HPCML_RETURN_IF_ERROR(DescribeInput(config, *loader, &val));
+  HPCML_RETURN_IF_ERROR(DescribeInput(config, *loader, stats, &val));
   HPCML_RETURN_IF_ERROR(CheckSameInput(training, val));
   if (described != nullptr) *described = val.data;
   return std::unique_ptr<EvalSource>(

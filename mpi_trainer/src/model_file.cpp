@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "hpcml/common/finite.hpp"
 #include "hpcml/common/fs.hpp"
 #include "hpcml/common/h5.hpp"
 #include "hpcml/common/json.hpp"
@@ -229,6 +230,11 @@ Result<ModelLineage> ParseLineageJson(std::string_view text) {
 
 Status SaveModelFile(const std::string& path, const ModelConfig& config,
                      const std::vector<FullTensor>& tensors, const ModelLineage& lineage) {
+  // A model with a NaN or infinite weight is never written: nothing is.
+  for (const FullTensor& t : tensors) {
+    Status finite = CheckFinite(t.data, t.name);
+    if (!finite.ok()) return std::move(finite).WithContext(path + ": not written");
+  }
   h5::SilenceErrorPrinting();
   // Written beside the target and renamed, so a reader never sees half a model.
   const std::string tmp = path + ".tmp";
@@ -283,6 +289,13 @@ Result<ModelFile> LoadModelFile(const std::string& path) {
     HPCML_ASSIGN_OR_RETURN(FullTensor b, ReadTensor(file.get(), path, l, "bias", {out}));
     m.tensors.push_back(std::move(w));
     m.tensors.push_back(std::move(b));
+  }
+  // Nothing scores or exports a model that holds a NaN or an infinity.
+  for (const FullTensor& t : m.tensors) {
+    Status finite = CheckFinite(t.data, t.name);
+    if (!finite.ok()) {
+      return std::move(finite).WithContext(path + ": a model with non-finite weights is not used");
+    }
   }
   if (m.format == kModelFormat) {
     HPCML_ASSIGN_OR_RETURN(std::string text, h5::ReadStringAttr(file.get(), "lineage"));

@@ -213,6 +213,7 @@ Status Trainer::ReadBatch() {
     read = source_->Next(local_rows_,
                          first ? (direct ? features_.data() : host_features_.data()) : nullptr,
                          last ? (direct ? targets_.data() : host_targets_.data()) : nullptr);
+    if (!read.ok()) read = std::move(read).WithContext(fmt::format("step {}", step_ + 1));
   }
   // A rank that cannot read must not leave its peers waiting in the schedule.
   if (grid_ != nullptr) {
@@ -370,6 +371,14 @@ Result<StepStats> Trainer::Step() {
   st.step = ++step_;
   st.grad_norm = std::sqrt(sums[0]);
   st.loss = sums[1] / static_cast<double>(config_.global_batch);
+  // Every rank holds the same world sums, so all stop here together, before
+  // the update: the parameters stay as the last finite step left them.
+  if (!std::isfinite(st.loss) || !std::isfinite(st.grad_norm)) {
+    return FailedPrecondition(
+        "step {}: non-finite math: loss {}, gradient norm {} (the learning rate {:.3g} may be "
+        "too high for this data); the parameters were not updated",
+        st.step, st.loss, st.grad_norm, config_.lr.At(st.step));
+  }
   st.bubble = wall > 0.0
                   ? std::clamp(1.0 - sums[2] / (static_cast<double>(shape_.pp) * wall), 0.0, 1.0)
                   : 0.0;
@@ -490,7 +499,7 @@ Result<EvalMetrics> Trainer::Evaluate(EvalSource* val) {
     if (first || last) {
       auto n =
           val->Next(local_rows_, first ? host_x.data() : nullptr, last ? host_t.data() : nullptr);
-      read = n.status();
+      read = n.ok() ? Status::Ok() : n.status().WithContext(fmt::format("evaluation at step {}", step_));
       if (n.ok()) valid = *n;
     }
     // A rank that cannot read must not leave its peers waiting in the passes.

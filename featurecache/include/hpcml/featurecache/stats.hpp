@@ -68,6 +68,19 @@ class StatsAccumulator {
   std::vector<float> sample_;
 };
 
+// Missing (NaN) cells of one column.
+struct MissingCells {
+  std::string column;
+  uint64_t cells = 0;
+};
+
+// The refusal of a consumer that needs every cell (`needs`: "training",
+// "standardising"), until missing values are supported there: InvalidArgument
+// "<subject>: <needs> needs every cell; N are missing (NaN): col n, ...",
+// with what to do (derive --drop-missing, asof --missing drop).
+Status MissingCellsError(std::string_view subject, std::string_view needs,
+                         const std::vector<MissingCells>& columns);
+
 // The "stats" group of a version group, and back. ReadStats: NotFound when
 // the version has none (written before statistics existed).
 Status WriteStats(hid_t version_group, const VersionStats& stats);
