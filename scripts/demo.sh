@@ -78,7 +78,12 @@ rm -rf "$data/ae/churn.h5" "$data/ae/churn.h5.d"
 "$fc" ingest "$data/ae/churn.h5" --csv "$guard/raw/features.csv" --entity customer \
   --timestamp event_time --zone ae --classification internal
 "$fc" asof "$data/ae/churn.h5" --requests "$guard/raw/requests.csv" --entity customer \
-  --time as_of --label churned_next_month --missing drop  # no NaN rows for training
+  --time as_of --label churned_next_month --missing drop  # v2: no NaN rows for training
+# v3: every feature standardised; then a time split of it, both still known
+# to be standardised with v3's means and deviations: v4 to train, v5 to validate.
+"$fc" derive "$data/ae/churn.h5" --from v2 --standardize
+"$fc" derive "$data/ae/churn.h5" --from v3 --until 2024-05-01
+"$fc" derive "$data/ae/churn.h5" --from v3 --since 2024-05-01
 chmod 0644 "$data/ae/churn.h5"
 echo "EU-ONLY" >"$data/eu/sales.csv"
 chmod 0644 "$data/eu/sales.csv"
@@ -89,7 +94,7 @@ rm -rf "$run"
 install -d -m 1777 "$run"
 job=$(as_user sbatch --parsable --dataset="$data/ae/churn.h5" --ml-role=ml-engineer \
   --gres=gpu:h100:2 --time=00:10:00 --output="$run/job-%j.out" \
-  --export=ALL,HPCML_TRAIN="$bin/mpi_trainer/hpcml-train",TRAIN_DIR="$run",GPU_TYPE=h100 \
+  --export=ALL,HPCML_TRAIN="$bin/mpi_trainer/hpcml-train",TRAIN_DIR="$run",GPU_TYPE=h100,DATA_VERSION=v4,VAL_VERSION=v5 \
   "$top/examples/guard/train-guarded.sbatch")
 echo "demo: job $job (no --constraint: job_submit/lua routes it to zone ae's nodes)"
 wait_steps "$job" "$run/metrics-0.jsonl" 4000 0.5  # past the first checkpoints
@@ -103,6 +108,17 @@ state=$(wait_job "$job" 600)
 cat "$run/job-$job.out"
 [ "$state" = COMPLETED ] || fail "job $job ended $state"
 grep -q "resumed from checkpoint step" "$run/job-$job.out" || fail "job $job did not resume"
+# The best evaluation against always predicting the validation set's base rate.
+/usr/bin/python3 - "$run"/metrics-*.jsonl <<'PY' || fail "the model is no better than the base rate"
+import json, sys
+evals = [e for f in sys.argv[1:] for e in map(json.loads, open(f)) if e["event"] == "eval"]
+b = min(evals, key=lambda e: e["log_loss"])
+print(f"demo: validation (v5, {b['rows']} rows), best at step {b['step']}: "
+      f"log loss {b['log_loss']:.4f}, accuracy {b['accuracy']:.4f}, AUC {b['auc']:.4f}; "
+      f"always predicting the base rate ({100 * b['positive_rate']:.1f}% churn): "
+      f"log loss {b['base_rate_log_loss']:.4f}, accuracy {b['base_rate_accuracy']:.4f}, AUC 0.5")
+sys.exit(0 if b["auc"] > 0.6 and b["log_loss"] < b["base_rate_log_loss"] else 1)
+PY
 
 say "6. accounting, cost, lineage"
 sacct -D -j "$job" -o JobID,JobName,User,Account,Partition,NodeList,AllocTRES%50,Elapsed,State
@@ -114,14 +130,21 @@ say "6b. $user scores the feature set with the model, then exports it to ONNX"
 infer=$bin/mpi_trainer/inference/hpcml-infer
 job2=$(as_user sbatch --parsable --dataset="$data/ae/churn.h5" --ml-role=ml-engineer \
   --output="$run/score-%j.out" \
-  --export=ALL,HPCML_INFER="$infer",MODEL="$run/model.h5",OUT="$run/scores.csv" \
+  --export=ALL,HPCML_INFER="$infer",MODEL="$run/best.h5",DATA_VERSION=v5,OUT="$run/scores.csv" \
   "$top/examples/inference/score.sbatch")
 state=$(wait_job "$job2" 300)
 cat "$run/score-$job2.out"
 [ "$state" = COMPLETED ] || fail "scoring job $job2 ended $state"
 head -n 4 "$run/scores.csv"
-"$infer" inspect "$run/model.h5"
-"$infer" export-onnx "$run/model.h5" -o "$run/model.onnx"
+/usr/bin/python3 - "$run/scores.csv" <<'PY' || fail "the scores do not vary: the model is a constant"
+import numpy as np, sys
+p = np.loadtxt(sys.argv[1], delimiter=",", skiprows=1, usecols=3)
+print(f"demo: {len(p)} scores, {len(np.unique(p))} distinct; p(churn) from {p.min():.3f} to "
+      f"{p.max():.3f}, quartiles {np.percentile(p, 25):.3f} {np.median(p):.3f} {np.percentile(p, 75):.3f}")
+sys.exit(0 if len(np.unique(p)) > len(p) // 2 else 1)
+PY
+"$infer" inspect "$run/best.h5"
+"$infer" export-onnx "$run/best.h5" -o "$run/model.onnx"
 # The same rows through ONNX Runtime (onnxruntime-node, installed by
 # install-deps), against the job's CSV.
 /usr/bin/python3 - "$data/ae/churn.h5" "$run" <<'PY'
@@ -129,7 +152,7 @@ import h5py, sys
 f = h5py.File(sys.argv[1], "r")
 latest = f.attrs["latest"]
 latest = latest.decode() if isinstance(latest, bytes) else str(latest)
-f["versions"][latest]["features"][:].astype("<f4").tofile(sys.argv[2] + "/rows.f32")
+f["versions"][latest]["features"][:].astype("<f4").tofile(sys.argv[2] + "/rows.f32")  # v5
 PY
 node "$top/mpi_trainer/inference/ort/ort_score.mjs" score --model "$run/model.onnx" \
   --input "$run/rows.f32" --output "$run/ort.f32" --ort-dir "$top/build/ort"
@@ -171,5 +194,5 @@ grep '"decision":"deny"' "$audit" | grep -F "$eu_file" | tail -n1 || fail "the d
 "$bin/spank/hpcml-audit" witness --node node1 --head "$audit.head" "$guard/witness"
 "$bin/spank/hpcml-audit" verify --witness "$guard/witness" --node node1 "$audit"
 echo
-echo "demo: ok. Model: $run/model.h5 (ONNX: $run/model.onnx), scores: $run/scores.csv. Audit log: $audit."
+echo "demo: ok. Model: $run/best.h5 (the best validated; the last step's: $run/model.h5; ONNX: $run/model.onnx), scores: $run/scores.csv. Audit log: $audit."
 echo "demo: the cluster is still up: eval \"\$(tests/cluster/hpcml-cluster env)\"; stop it with tests/cluster/hpcml-cluster down"

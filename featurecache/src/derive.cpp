@@ -142,8 +142,9 @@ Result<KeptRows> ComputeStats(const std::string& path, VersionReader& parent, co
     }
   }
   if (s.kept == 0) {
-    return InvalidArgument("{}: the {} keep none of the {} rows of {}", path,
-                           o.drop_missing ? "time filter and --drop-missing" : "time filter",
+    return InvalidArgument("{}: {} none of the {} rows of {}", path,
+                           o.drop_missing ? "the time filter and --drop-missing keep"
+                                          : "the time filter keeps",
                            pi.rows, pi.name);
   }
   std::vector<MissingCells> gaps;

@@ -219,7 +219,7 @@ Status MissingCellsError(std::string_view subject, std::string_view needs,
     each += fmt::format("{}{} {}", each.empty() ? "" : ", ", c.column, c.cells);
   }
   return InvalidArgument(
-      "{}: {} needs every cell, and {} are missing (NaN): {}. Make a version without them: "
+      "{}: {} needs every cell; missing (NaN) cells: {} ({}). Make a version without them: "
       "`hpcml-fcache derive FILE --drop-missing` keeps the complete rows; for a join, "
       "`hpcml-fcache asof ... --missing drop`",
       subject, needs, total, each);

@@ -2,10 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "hpcml/featurecache/feature_set.hpp"
+#include "hpcml/featurecache/writer.hpp"
 #include "test_util.hpp"
 
 namespace hpcml::featurecache {
@@ -125,6 +128,116 @@ TEST(ChildClassification, NeverLower) {
   EXPECT_EQ(*ChildClassification("internal", "restricted"), "restricted");
   EXPECT_FALSE(ChildClassification("restricted", "public").ok());
   EXPECT_FALSE(ChildClassification("internal", "bogus").ok());
+}
+
+}  // namespace
+}  // namespace hpcml::featurecache
+
+namespace hpcml::featurecache {
+namespace {
+
+using namespace testing;
+
+// A version of `rows` rows of features f0, f1 (Value) with label y, where
+// (row, column) cells of `nan_cells` are NaN (column 2: the label).
+VersionInfo MakeWithGaps(const std::string& path, uint64_t rows,
+                         const std::vector<std::pair<uint64_t, int>>& nan_cells) {
+  auto w = FeatureSetWriter::Begin(path, WriterOptions{"ae", 30});
+  EXPECT_TRUE(w.ok()) << w.status().ToString();
+  NewVersion spec;
+  spec.feature_names = {"f0", "f1"};
+  spec.feature_types = {"float", "float"};
+  spec.label_name = "y";
+  spec.operation = "ingest";
+  spec.transform = "{\"op\":\"test\"}";
+  spec.classification = "internal";
+  EXPECT_TRUE(w->StartVersion(spec).ok());
+  std::vector<float> x(rows * 2), y(rows);
+  std::vector<int64_t> e(rows), t(rows);
+  for (uint64_t r = 0; r < rows; ++r) {
+    x[2 * r] = Value(r, 0);
+    x[2 * r + 1] = Value(r, 1);
+    y[r] = Label(r);
+    e[r] = Entity(r);
+    t[r] = Time(r);
+  }
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (auto [r, c] : nan_cells) (c == 2 ? y[r] : x[2 * r + static_cast<uint64_t>(c)]) = nan;
+  EXPECT_TRUE(w->Append(x.data(), y.data(), e.data(), t.data(), rows).ok());
+  auto info = w->Commit();
+  EXPECT_TRUE(info.ok()) << info.status().ToString();
+  return info.ok() ? *info : VersionInfo{};
+}
+
+// Standardising over missing cells is refused with how many, where and what
+// to do; --drop-missing keeps exactly the complete rows (label included).
+TEST(Derive, MissingCellsRefusedOrDropped) {
+  TempDir dir;
+  std::string path = dir / "fs.h5";
+  MakeWithGaps(path, 100, {{3, 0}, {50, 0}, {7, 1}, {9, 2}});
+  DeriveOptions o;
+  o.standardize = true;
+  auto refused = Derive(path, o);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find(
+                "fs.h5 v1: standardising needs every cell; missing (NaN) cells: 3 (f0 2, f1 1)"),
+            std::string::npos)
+      << refused.status().message();
+  EXPECT_NE(refused.status().message().find("--drop-missing"), std::string::npos);
+
+  o.drop_missing = true;
+  auto v = Derive(path, o);
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  EXPECT_EQ(v->rows, 96u);
+  EXPECT_EQ(nlohmann::json::parse(v->transform)["drop_missing"], true);
+  auto fs = FeatureSet::Open(path);
+  auto st = fs->Stats("v2");
+  ASSERT_TRUE(st.ok()) << st.status().ToString();
+  for (const ColumnStats& c : st->columns) EXPECT_EQ(c.missing, 0u) << c.name;
+  std::vector<int64_t> t(96);
+  ASSERT_TRUE(fs->OpenVersion("v2")->Read(0, 96, nullptr, nullptr, nullptr, t.data()).ok());
+  for (int64_t gone : {3, 7, 9, 50}) {
+    EXPECT_EQ(std::count(t.begin(), t.end(), Time(static_cast<uint64_t>(gone))), 0) << gone;
+  }
+}
+
+// A time split of a standardised version is recorded as standardised with
+// the parent's scaling, and standardising again composes the two, so
+// (raw - mean) / scale from the child's record gives the child's values.
+TEST(Derive, StandardisationIsInheritedAndComposed) {
+  TempDir dir;
+  std::string path = dir / "fs.h5";
+  MakeVersion(path, {.rows = 1000, .features = 2});
+  DeriveOptions o;
+  o.standardize_columns = {"f1"};
+  ASSERT_TRUE(Derive(path, o).ok());  // v2: f1 standardised
+  o = {};
+  o.from = "v2";
+  o.until = Time(500);
+  ASSERT_TRUE(Derive(path, o).ok());  // v3: a time split of v2
+  o.until.reset();
+  o.from = "v3";
+  o.standardize = true;
+  ASSERT_TRUE(Derive(path, o).ok());  // v4: v3 standardised again
+  auto fs = FeatureSet::Open(path);
+  auto v2 = RecordedStandardization(*fs->Info("v2"));
+  auto v3 = RecordedStandardization(*fs->Info("v3"));
+  auto v4 = RecordedStandardization(*fs->Info("v4"));
+  ASSERT_TRUE(v2.ok() && v3.ok() && v4.ok());
+  ASSERT_EQ(v3->size(), 1u);
+  EXPECT_EQ((*v3)[0].column, "f1");
+  EXPECT_EQ((*v3)[0].mean, (*v2)[0].mean);
+  EXPECT_EQ((*v3)[0].scale, (*v2)[0].scale);
+  ASSERT_EQ(v4->size(), 2u);  // f0 by v4 alone, f1 by v2 then v4
+  std::vector<float> x(500 * 2);
+  ASSERT_TRUE(fs->OpenVersion("v4")->Read(0, 500, x.data(), nullptr, nullptr, nullptr).ok());
+  for (uint64_t r = 0; r < 500; r += 37) {
+    for (const ColumnScaling& c : *v4) {
+      const uint64_t j = c.column == "f0" ? 0 : 1;
+      EXPECT_NEAR(x[2 * r + j], (Value(r, j) - c.mean) / c.scale, 1e-5) << c.column << " row " << r;
+    }
+  }
 }
 
 }  // namespace

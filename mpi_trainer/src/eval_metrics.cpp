@@ -54,6 +54,22 @@ double Rmse(const EvalSums& s) {
   return s.values > 0 ? std::sqrt(s.loss_sum / s.values) : kNoMetric;
 }
 
+double PositiveRate(std::span<const std::uint8_t> positive) {
+  if (positive.empty()) return kNoMetric;
+  const auto n = std::count_if(positive.begin(), positive.end(), [](std::uint8_t v) { return v; });
+  return static_cast<double>(n) / static_cast<double>(positive.size());
+}
+
+double BaseRateLogLoss(double p) {
+  if (std::isnan(p)) return kNoMetric;
+  if (p <= 0.0 || p >= 1.0) return 0.0;
+  return -(p * std::log(p) + (1.0 - p) * std::log(1.0 - p));
+}
+
+double BaseRateAccuracy(double p) {
+  return std::isnan(p) ? kNoMetric : std::max(p, 1.0 - p);
+}
+
 double RocAuc(std::vector<double> scores, std::span<const std::uint8_t> positive) {
   const std::size_t n = scores.size();
   if (positive.size() != n) return kNoMetric;

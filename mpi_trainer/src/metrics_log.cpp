@@ -23,7 +23,12 @@ void AddEvalMetrics(const EvalMetrics& m, nlohmann::ordered_json& j) {
   if (m.loss == LossKind::kCrossEntropy) {
     j["log_loss"] = Number(m.log_loss);
     j["accuracy"] = Number(m.accuracy);
-    if (m.binary) j["auc"] = Number(m.auc);
+    if (m.binary) {
+      j["auc"] = Number(m.auc);
+      j["positive_rate"] = Number(m.positive_rate);
+      j["base_rate_log_loss"] = Number(BaseRateLogLoss(m.positive_rate));
+      j["base_rate_accuracy"] = Number(BaseRateAccuracy(m.positive_rate));
+    }
   } else {
     j["mse"] = Number(m.mse);
     j["rmse"] = Number(m.rmse);

@@ -497,7 +497,13 @@ void Program::LogEval(const EvalMetrics& m, bool improved, double seconds) {
   std::string figures;
   if (m.loss == LossKind::kCrossEntropy) {
     figures = fmt::format("log_loss {:.6f} accuracy {:.4f}", m.log_loss, m.accuracy);
-    if (m.binary) figures += fmt::format(" auc {:.4f}", m.auc);
+    if (m.binary) {
+      figures += fmt::format(
+          " auc {:.4f} (always predicting the base rate {:.1f}%: log_loss {:.6f} accuracy {:.4f} "
+          "auc 0.5)",
+          m.auc, 100.0 * m.positive_rate, BaseRateLogLoss(m.positive_rate),
+          BaseRateAccuracy(m.positive_rate));
+    }
   } else {
     figures = fmt::format("rmse {:.6f} mse {:.6f}", m.rmse, m.mse);
   }

@@ -1,8 +1,31 @@
 #include "train_options.hpp"
 
+#include <cmath>
+#include <limits>
+#include <string>
+
 namespace hpcml::trainer {
 
 namespace {
+
+// The optimiser's settings work in float: each must be a finite number >= 0
+// that a float holds (a NaN or infinite rate would make every weight one).
+const CLI::Validator kFiniteNonNegative(
+    [](std::string& text) -> std::string {
+      double v = 0;
+      std::size_t used = 0;
+      try {
+        v = std::stod(text, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used != text.size() || !std::isfinite(v) || v < 0 ||
+          v > static_cast<double>(std::numeric_limits<float>::max())) {
+        return "'" + text + "' is not a finite number >= 0 that fits a float";
+      }
+      return std::string();
+    },
+    "FINITE>=0");
 
 // The grid and the backend.
 void AddPlacementOptions(CLI::App& app, TrainOptions& o) {
@@ -52,13 +75,19 @@ void AddModelOptions(CLI::App& app, TrainOptions& o) {
 
 // The optimiser, gradient exchange and outputs.
 void AddOptimizerOptions(CLI::App& app, TrainOptions& o) {
-  app.add_option("--lr", o.lr, "peak learning rate")->capture_default_str();
+  app.add_option("--lr", o.lr, "peak learning rate")
+      ->capture_default_str()
+      ->check(kFiniteNonNegative);
   app.add_option("--min-lr", o.min_lr, "learning rate at the end of the cosine decay")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(kFiniteNonNegative);
   app.add_option("--warmup", o.warmup, "linear warm-up steps")->capture_default_str();
   app.add_option("--weight-decay", o.weight_decay, "AdamW decoupled weight decay")
-      ->capture_default_str();
-  app.add_option("--clip", o.clip, "global gradient-norm clip (0: off)")->capture_default_str();
+      ->capture_default_str()
+      ->check(kFiniteNonNegative);
+  app.add_option("--clip", o.clip, "global gradient-norm clip (0: off)")
+      ->capture_default_str()
+      ->check(kFiniteNonNegative);
   app.add_option("--seed", o.seed, "model initialisation seed")->capture_default_str();
   app.add_option("--bucket-mb", o.bucket_mb, "data-parallel all-reduce bucket size in MiB")
       ->capture_default_str();

@@ -530,9 +530,7 @@ Result<EvalMetrics> Trainer::Evaluate(EvalSource* val) {
     r.log_loss = LogLoss(all);
     r.accuracy = Accuracy(all);
     r.binary = mc.output_dim == 2;
-    if (r.binary) {
-      HPCML_ASSIGN_OR_RETURN(r.auc, GatheredAuc(scores, positive));
-    }
+    if (r.binary) HPCML_RETURN_IF_ERROR(GatheredBinary(scores, positive, &r));
   } else {
     r.mse = all.values > 0 ? all.loss_sum / all.values : kNoMetric;
     r.rmse = Rmse(all);
@@ -580,10 +578,14 @@ void Trainer::AddEvalRows(std::int64_t valid, const float* targets, EvalSums* su
 
 // The binary scores of every replica's last stage (tensor rank 0) at world
 // rank 0, in world rank order (replica order: the rows' order in the set),
-// the AUC computed there and broadcast.
-Result<double> Trainer::GatheredAuc(const std::vector<double>& scores,
-                                    const std::vector<std::uint8_t>& positive) const {
-  if (grid_ == nullptr) return RocAuc(scores, positive);
+// the AUC and the share of positives computed there and broadcast.
+Status Trainer::GatheredBinary(const std::vector<double>& scores,
+                               const std::vector<std::uint8_t>& positive, EvalMetrics* out) const {
+  if (grid_ == nullptr) {
+    out->positive_rate = PositiveRate(positive);
+    out->auc = RocAuc(scores, positive);
+    return Status::Ok();
+  }
   MPI_Comm world = grid_->world();
   const int size = grid_->size();
   const bool root = grid_->rank() == 0;
@@ -601,9 +603,15 @@ Result<double> Trainer::GatheredAuc(const std::vector<double>& scores,
               MPI_DOUBLE, 0, world);
   MPI_Gatherv(positive.data(), mine, MPI_UINT8_T, all_pos.data(), counts.data(), displs.data(),
               MPI_UINT8_T, 0, world);
-  double auc = root ? RocAuc(std::move(all_scores), all_pos) : 0.0;
-  MPI_Bcast(&auc, 1, MPI_DOUBLE, 0, world);
-  return auc;
+  double figures[2] = {0.0, 0.0};
+  if (root) {
+    figures[0] = PositiveRate(all_pos);
+    figures[1] = RocAuc(std::move(all_scores), all_pos);
+  }
+  MPI_Bcast(figures, 2, MPI_DOUBLE, 0, world);
+  out->positive_rate = figures[0];
+  out->auc = figures[1];
+  return Status::Ok();
 }
 
 Status Trainer::Run(std::int64_t steps, const std::function<Status(const StepStats&)>& after_step) {

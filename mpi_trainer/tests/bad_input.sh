@@ -52,6 +52,9 @@ expect_failure 1 "--best-output $tmp/m.h5 is also --output" --synthetic --dp "$n
 expect_failure 1 "--best-output $tmp/no/such/dir/b.h5" --synthetic --dp "$np" --steps 2 --val-samples 10 --best-output "$tmp/no/such/dir/b.h5"
 expect_failure usage "early-stop-patience: Value -1 not in range" --synthetic --early-stop-patience -1
 expect_failure usage "The following argument was not expected: --bogus" --synthetic --bogus
+expect_failure usage "'nan' is not a finite number >= 0 that fits a float" --synthetic --lr nan
+expect_failure usage "'1e39' is not a finite number >= 0 that fits a float" --synthetic --lr 1e39
+expect_failure usage "'inf' is not a finite number >= 0 that fits a float" --synthetic --weight-decay inf
 
 [ $failures -eq 0 ] || { echo "$failures bad-input case(s) failed"; exit 1; }
 echo "PASS: every bad input failed on all $np ranks with one message"

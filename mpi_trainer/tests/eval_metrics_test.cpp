@@ -102,5 +102,19 @@ TEST(EvalMetricsTest, MonitoredValueIsLogLossOrRmse) {
   EXPECT_EQ(EvalMetrics::MonitorName(LossKind::kMse), "rmse");
 }
 
+// Always predicting the base rate: 3 positives of 12, p = 0.25.
+TEST(EvalMetricsTest, BaseRateByHand) {
+  const std::vector<std::uint8_t> positive{1, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0};
+  EXPECT_DOUBLE_EQ(PositiveRate(positive), 0.25);
+  EXPECT_NEAR(BaseRateLogLoss(0.25), -(0.25 * std::log(0.25) + 0.75 * std::log(0.75)), 1e-15);
+  EXPECT_NEAR(BaseRateLogLoss(0.25), 0.5623351446188083, 1e-15);
+  EXPECT_DOUBLE_EQ(BaseRateAccuracy(0.25), 0.75);
+  EXPECT_DOUBLE_EQ(BaseRateAccuracy(0.9), 0.9);
+  EXPECT_EQ(BaseRateLogLoss(0.0), 0.0);
+  EXPECT_EQ(BaseRateLogLoss(1.0), 0.0);
+  EXPECT_TRUE(std::isnan(PositiveRate({})));
+  EXPECT_TRUE(std::isnan(BaseRateLogLoss(kNoMetric)));
+}
+
 }  // namespace
 }  // namespace hpcml::trainer

@@ -6,7 +6,10 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <cmath>
+#include <limits>
 #include <set>
+#include <tuple>
 #include <vector>
 
 #include "hpcml/featurecache/writer.hpp"
@@ -48,6 +51,7 @@ class FeatureCacheSourceTest : public ::testing::Test {
       e.push_back(static_cast<std::int64_t>(r));
       t.push_back(1700000000 + static_cast<std::int64_t>(r));
     }
+    for (auto [r, c, v] : poison_) (c == 3 ? y[r] : x[r * 3 + static_cast<std::uint64_t>(c)]) = v;
     ASSERT_TRUE(w->Append(x.data(), labels ? y.data() : nullptr, e.data(), t.data(), rows).ok());
     auto info = w->Commit();
     ASSERT_TRUE(info.ok()) << info.status().ToString();
@@ -55,6 +59,8 @@ class FeatureCacheSourceTest : public ::testing::Test {
 
   std::filesystem::path dir_;
   std::string path_;
+  // Cells Write() replaces: (row, column, value); column 3 is the label.
+  std::vector<std::tuple<std::uint64_t, int, float>> poison_;
 };
 
 TEST_F(FeatureCacheSourceTest, ReplicasReadDisjointShardsWithMatchingLabels) {
@@ -121,6 +127,43 @@ TEST_F(FeatureCacheSourceTest, OpenErrorsAreClear) {
       << noversion.status().message();
   auto toosmall = OpenFeatureCache(FeatureCacheConfig{path_, "", 2, 1, true}, 64, 0, 2);
   EXPECT_FALSE(toosmall.ok());
+}
+
+// Missing cells (features or label) refuse the version at the start, with
+// the count per column and what to do.
+TEST_F(FeatureCacheSourceTest, MissingCellsAreRefusedWhenOpened) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  poison_ = {{5, 1, nan}, {9, 1, nan}, {7, 3, nan}};
+  Write(64, 2);
+  auto s = OpenFeatureCache({path_, "", 2, 1, true}, 16, 0, 1);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.status().message().find(
+                "--data " + path_ +
+                " v1: training needs every cell; missing (NaN) cells: 3 (f1 2, y 1)"),
+            std::string::npos)
+      << s.status().message();
+  EXPECT_NE(s.status().message().find("derive FILE --drop-missing"), std::string::npos);
+}
+
+// An infinity (which the statistics do not count as missing) stops the batch
+// that holds it, naming the version, row and column.
+TEST_F(FeatureCacheSourceTest, InfiniteCellStopsItsBatch) {
+  poison_ = {{37, 2, std::numeric_limits<float>::infinity()}};
+  Write(64, 2);
+  auto s = OpenFeatureCache({path_, "", 2, 1, false}, 16, 0, 1);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  std::vector<float> x(16 * 3), y(16);
+  Status st;
+  int batches = 0;
+  while (st.ok() && batches < 4) {
+    st = (*s)->Next(16, x.data(), y.data());
+    ++batches;
+  }
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(batches, 3) << "rows 32..47, unshuffled, hold row 37";
+  EXPECT_NE(st.message().find(path_ + " v1: row 37, column 3 (\"f2\") is inf"), std::string::npos)
+      << st.message();
 }
 
 }  // namespace

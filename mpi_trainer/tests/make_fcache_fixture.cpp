@@ -1,11 +1,14 @@
-// make_fcache_fixture <path> [rows] [classes] [seed] [names]: writes a
-// feature set for the trainer's end-to-end tests with hpcml::featurecache's
+// make_fcache_fixture <path> [rows] [classes] [seed] [names] [poison]: writes
+// a feature set for the trainer's end-to-end tests with hpcml::featurecache's
 // writer: 4 N(0,1) features drawn from `seed` (default 5) and label = argmax
 // of the first `classes` (2 or 3, default 3) rows of a fixed linear map, zone
 // "ae"; `names` (default a,b,c,d) are the comma-separated feature names. An
-// existing file gets the rows as its next version (v2, v3, ...).
+// existing file gets the rows as its next version (v2, v3, ...). `poison`
+// puts one bad cell in row R: nan@R or inf@R in the third feature, label@R
+// a NaN label (the ingest CSV path refuses infinities; the writer does not).
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -25,8 +28,16 @@ int main(int argc, char** argv) {
   std::vector<std::string> names;
   std::stringstream list(argc > 5 ? argv[5] : "a,b,c,d");
   for (std::string n; std::getline(list, n, ',');) names.push_back(n);
-  if (classes < 2 || classes > 3 || names.size() != 4) {
-    std::fprintf(stderr, "make_fcache_fixture: 2 or 3 classes and 4 names\n");
+  const std::string poison = argc > 6 ? argv[6] : "";
+  const auto at = poison.find('@');
+  const std::string kind = poison.substr(0, at);
+  const std::uint64_t bad_row =
+      at == std::string::npos ? 0 : std::strtoull(poison.c_str() + at + 1, nullptr, 10);
+  if (classes < 2 || classes > 3 || names.size() != 4 ||
+      (!poison.empty() && (at == std::string::npos || bad_row >= rows ||
+                           (kind != "nan" && kind != "inf" && kind != "label")))) {
+    std::fprintf(stderr,
+                 "make_fcache_fixture: 2 or 3 classes, 4 names, poison nan|inf|label@ROW\n");
     return 2;
   }
   auto w = fc::FeatureSetWriter::Begin(argv[1], fc::WriterOptions{"ae", 30});
@@ -67,6 +78,15 @@ int main(int argc, char** argv) {
     y.push_back(static_cast<float>(best));
     e.push_back(static_cast<std::int64_t>(r));
     t.push_back(1700000000 + static_cast<std::int64_t>(r));
+  }
+  if (!poison.empty()) {
+    const float bad = kind == "inf" ? std::numeric_limits<float>::infinity()
+                                    : std::numeric_limits<float>::quiet_NaN();
+    if (kind == "label") {
+      y[bad_row] = bad;
+    } else {
+      x[bad_row * 4 + 2] = bad;
+    }
   }
   hpcml::Status st = w->Append(x.data(), y.data(), e.data(), t.data(), rows);
   if (st.ok()) st = w->Commit().status();

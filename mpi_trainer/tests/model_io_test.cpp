@@ -1,6 +1,7 @@
 #include "model_io.hpp"
 
 #include <gtest/gtest.h>
+#include <hdf5.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -137,6 +138,52 @@ TEST_F(ModelIoTest, ErrorsNameThePath) {
   auto r = LoadModelFile((dir_ / "nope.h5").string());
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("nope.h5"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace hpcml::trainer
+
+namespace hpcml::trainer {
+namespace {
+
+// A model with a NaN or an infinity is never written, and a file holding one
+// (written by anything else) is never loaded for scoring or export.
+TEST_F(ModelIoTest, NonFiniteModelsAreNeitherWrittenNorUsed) {
+  ModelConfig c;
+  c.input_dim = 2;
+  c.output_dim = 2;
+  std::vector<FullTensor> t{{"layer0.weight", {2, 2}, {1.0f, 2.0f, 3.0f, 4.0f}},
+                            {"layer0.bias", {2}, {0.0f, NAN}}};
+  const std::string path = (dir_ / "m.h5").string();
+  Status s = SaveModelFile(path, c, t, ModelLineage{});
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.message().find("m.h5: not written: layer0.bias holds 1 non-finite values of 2"),
+            std::string::npos)
+      << s.message();
+  EXPECT_FALSE(std::filesystem::exists(path));
+  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+
+  t[1].data[1] = 0.5f;
+  ASSERT_TRUE(SaveModelFile(path, c, t, ModelLineage{}).ok());
+  ASSERT_TRUE(LoadModelFile(path).ok());
+  {  // Another writer puts an infinity into the weights.
+    hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    ASSERT_GE(f, 0);
+    hid_t d = H5Dopen2(f, "/layer0/weight", H5P_DEFAULT);
+    ASSERT_GE(d, 0);
+    const float w[4] = {1.0f, INFINITY, 3.0f, 4.0f};
+    ASSERT_GE(H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, w), 0);
+    H5Dclose(d);
+    H5Fclose(f);
+  }
+  auto r = LoadModelFile(path);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("a model with non-finite weights is not used: layer0.weight "
+                                      "holds 1 non-finite values of 4 (the first, at index 1, is "
+                                      "inf)"),
+            std::string::npos)
+      << r.status().message();
 }
 
 }  // namespace

@@ -76,7 +76,7 @@ struct MissingCells {
 
 // The refusal of a consumer that needs every cell (`needs`: "training",
 // "standardising"), until missing values are supported there: InvalidArgument
-// "<subject>: <needs> needs every cell; N are missing (NaN): col n, ...",
+// "<subject>: <needs> needs every cell; missing (NaN) cells: N (col n, ...)",
 // with what to do (derive --drop-missing, asof --missing drop).
 Status MissingCellsError(std::string_view subject, std::string_view needs,
                          const std::vector<MissingCells>& columns);

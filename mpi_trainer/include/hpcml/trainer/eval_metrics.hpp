@@ -55,6 +55,14 @@ double Rmse(const EvalSums& s);
 // either class is absent. O(n log n); takes its arguments by value (sorts).
 double RocAuc(std::vector<double> scores, std::span<const std::uint8_t> positive);
 
+// The share of positive rows; NaN without rows.
+double PositiveRate(std::span<const std::uint8_t> positive);
+// What always predicting the base rate `p` scores on rows with that share of
+// positives, the baseline a binary model must beat: log loss
+// -(p ln p + (1-p) ln(1-p)) (0 when p is 0 or 1) and accuracy max(p, 1-p).
+double BaseRateLogLoss(double p);
+double BaseRateAccuracy(double p);
+
 // One evaluation's results. Fields that do not apply to the loss are NaN.
 struct EvalMetrics {
   std::int64_t step = 0;  // the optimisation steps done when it ran
@@ -62,6 +70,7 @@ struct EvalMetrics {
   LossKind loss = LossKind::kCrossEntropy;
   bool binary = false;  // ce with two classes: the auc applies (NaN when a class is absent)
   double log_loss = kNoMetric, accuracy = kNoMetric, auc = kNoMetric;  // ce (auc: two classes)
+  double positive_rate = kNoMetric;  // two classes: the share of rows labelled 1
   double mse = kNoMetric, rmse = kNoMetric;                            // mse
 
   // The value best-model selection and early stopping watch (lower is
