@@ -97,7 +97,7 @@ job=$(as_user sbatch --parsable --dataset="$data/ae/churn.h5" --ml-role=ml-engin
   --export=ALL,HPCML_TRAIN="$bin/mpi_trainer/hpcml-train",TRAIN_DIR="$run",GPU_TYPE=h100,DATA_VERSION=v4,VAL_VERSION=v5 \
   "$top/examples/guard/train-guarded.sbatch")
 echo "demo: job $job (no --constraint: job_submit/lua routes it to zone ae's nodes)"
-wait_steps "$job" "$run/metrics-0.jsonl" 4000 0.5  # past the first checkpoints
+wait_steps "$job" "$run/metrics-0.jsonl" 1000 0.5  # past the first evaluations and checkpoint
 
 say "5. a job in the urgent partition preempts it"
 urgent=$(as_user sbatch --parsable -p urgent -N2 --exclusive -C zone-ae --output=/dev/null --wrap "sleep 2")

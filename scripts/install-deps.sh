@@ -37,8 +37,9 @@ packages=(
   procps passwd curl time
   # the monitoring test: node_exporter's textfile collector scraped by Prometheus
   prometheus prometheus-node-exporter
-  # the local cluster's nodes: network namespaces, veths, a bridge (ip); nsenter, unshare
-  iproute2 util-linux
+  # the local cluster's nodes: network namespaces, veths, a bridge (ip); nsenter,
+  # unshare; mount, umount (not in Debian 12's essential set)
+  iproute2 util-linux mount
   # man pages (help2man from --help, pandoc from docs/, groff and man to check
   # them) and the Debian packages (cpack runs dpkg-shlibdeps; lintian checks)
   help2man pandoc groff-base man-db dpkg-dev lintian

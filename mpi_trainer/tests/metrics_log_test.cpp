@@ -64,6 +64,7 @@ TEST_F(MetricsLogTest, EvalEventsCarryTheMetricsOfTheirLoss) {
   ce.log_loss = 0.25;
   ce.accuracy = 0.9;
   ce.auc = 0.95;
+  ce.positive_rate = 0.25;
   log.Write(EvalDone{ce, true, 20, 0.25, 0, 0.5});
   EvalMetrics mse;
   mse.loss = LossKind::kMse;
@@ -77,6 +78,9 @@ TEST_F(MetricsLogTest, EvalEventsCarryTheMetricsOfTheirLoss) {
   EXPECT_EQ(lines[0]["event"], "eval");
   EXPECT_EQ(lines[0]["step"], 20);
   EXPECT_EQ(lines[0]["auc"], 0.95);
+  EXPECT_EQ(lines[0]["positive_rate"], 0.25);
+  EXPECT_NEAR(lines[0]["base_rate_log_loss"].get<double>(), 0.5623351446188083, 1e-15);
+  EXPECT_EQ(lines[0]["base_rate_accuracy"], 0.75);
   EXPECT_EQ(lines[0]["monitor"], "log_loss");
   EXPECT_EQ(lines[0]["value"], 0.25);
   EXPECT_EQ(lines[0]["best"], true);
@@ -90,7 +94,7 @@ TEST_F(MetricsLogTest, EvalEventsCarryTheMetricsOfTheirLoss) {
   EXPECT_EQ(lines[2]["patience"], 2);
   EXPECT_EQ(lines[3]["early_stopped"], true);
   const auto j = nlohmann::json::parse(EvalMetricsJson(ce));
-  EXPECT_EQ(j.size(), 3u);
+  EXPECT_EQ(j.size(), 6u);  // log_loss, accuracy, auc and the base rate's three
   EXPECT_EQ(j["accuracy"], 0.9);
 }
 
