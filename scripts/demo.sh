@@ -3,15 +3,21 @@
 #  1. install dependencies, build, bring up the local multi-zone Slurm cluster
 #     (node1, node2 in zone ae; node3 in zone eu; slurmdbd; job_submit/lua);
 #  2. install the guard: one policy, one plugstack.conf line for every host;
-#  3. a data admin ingests a feature set in zone ae (hpcml-fcache);
+#  3. a data admin ingests a feature set in zone ae (hpcml-fcache), joins
+#     labels to it as of each request's time, standardises it and splits it
+#     by time into training and validation versions;
 #  4. an ordinary user submits a guarded training job that reads it across
-#     the two ae nodes with checkpoints (examples/guard/train-guarded.sbatch);
+#     the two ae nodes with checkpoints, validation and early stopping
+#     (examples/guard/train-guarded.sbatch);
 #  5. a job in the higher-priority partition preempts it; it resumes from its
-#     checkpoint and finishes;
+#     checkpoint and finishes; its best validation figures against always
+#     predicting the base rate (the demo fails if it is no better);
 #  6. sacct, the cost report, the feature set's lineage;
-#  6b. the user scores the feature set with the model as a guarded CPU job on
-#     both ae nodes (examples/inference/score.sbatch), inspects the model's
-#     lineage, exports it to ONNX and gets the same numbers from ONNX Runtime;
+#  6b. the user scores the validation rows, unstandardised, with the best
+#     model as a guarded CPU job on both ae nodes
+#     (examples/inference/score.sbatch; the scores must vary), inspects the
+#     model's lineage, exports it to ONNX and gets the same numbers from ONNX
+#     Runtime;
 #  7. the same user tries to read zone eu's data from an ae node: denied,
 #     and audited; hpcml-audit verify checks the audit chain, also against
 #     the head a collector off the node recorded.
@@ -80,10 +86,12 @@ rm -rf "$data/ae/churn.h5" "$data/ae/churn.h5.d"
 "$fc" asof "$data/ae/churn.h5" --requests "$guard/raw/requests.csv" --entity customer \
   --time as_of --label churned_next_month --missing drop  # v2: no NaN rows for training
 # v3: every feature standardised; then a time split of it, both still known
-# to be standardised with v3's means and deviations: v4 to train, v5 to validate.
+# to be standardised with v3's means and deviations: v4 to train, v5 to
+# validate. v6: v5's rows unstandardised, as new data to score arrives.
 "$fc" derive "$data/ae/churn.h5" --from v2 --standardize
 "$fc" derive "$data/ae/churn.h5" --from v3 --until 2024-05-01
 "$fc" derive "$data/ae/churn.h5" --from v3 --since 2024-05-01
+"$fc" derive "$data/ae/churn.h5" --from v2 --since 2024-05-01
 chmod 0644 "$data/ae/churn.h5"
 echo "EU-ONLY" >"$data/eu/sales.csv"
 chmod 0644 "$data/eu/sales.csv"
@@ -111,7 +119,7 @@ grep -q "resumed from checkpoint step" "$run/job-$job.out" || fail "job $job did
 # The best evaluation against always predicting the validation set's base rate.
 /usr/bin/python3 - "$run"/metrics-*.jsonl <<'PY' || fail "the model is no better than the base rate"
 import json, sys
-evals = [e for f in sys.argv[1:] for e in map(json.loads, open(f)) if e["event"] == "eval"]
+evals = [e for f in sys.argv[1:] for e in map(json.loads, open(f)) if e.get("event") == "eval"]
 b = min(evals, key=lambda e: e["log_loss"])
 print(f"demo: validation (v5, {b['rows']} rows), best at step {b['step']}: "
       f"log loss {b['log_loss']:.4f}, accuracy {b['accuracy']:.4f}, AUC {b['auc']:.4f}; "
@@ -130,7 +138,7 @@ say "6b. $user scores the feature set with the model, then exports it to ONNX"
 infer=$bin/mpi_trainer/inference/hpcml-infer
 job2=$(as_user sbatch --parsable --dataset="$data/ae/churn.h5" --ml-role=ml-engineer \
   --output="$run/score-%j.out" \
-  --export=ALL,HPCML_INFER="$infer",MODEL="$run/best.h5",DATA_VERSION=v5,OUT="$run/scores.csv" \
+  --export=ALL,HPCML_INFER="$infer",MODEL="$run/best.h5",DATA_VERSION=v6,OUT="$run/scores.csv" \
   "$top/examples/inference/score.sbatch")
 state=$(wait_job "$job2" 300)
 cat "$run/score-$job2.out"
@@ -152,7 +160,7 @@ import h5py, sys
 f = h5py.File(sys.argv[1], "r")
 latest = f.attrs["latest"]
 latest = latest.decode() if isinstance(latest, bytes) else str(latest)
-f["versions"][latest]["features"][:].astype("<f4").tofile(sys.argv[2] + "/rows.f32")  # v5
+f["versions"][latest]["features"][:].astype("<f4").tofile(sys.argv[2] + "/rows.f32")  # v6: raw
 PY
 node "$top/mpi_trainer/inference/ort/ort_score.mjs" score --model "$run/model.onnx" \
   --input "$run/rows.f32" --output "$run/ort.f32" --ort-dir "$top/build/ort"

@@ -21,9 +21,11 @@ TEST(CheckFinite, NamesCountAndFirst) {
   Status s = CheckFinite(v, "layer0.weight");
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
-  EXPECT_EQ(s.message(), "layer0.weight holds 2 non-finite values of 4 (the first, at index 1, is nan)");
+  EXPECT_EQ(s.message(),
+            "layer0.weight holds 2 non-finite values of 4 (the first, at index 1, is nan)");
   std::vector<float> inf{std::numeric_limits<float>::infinity()};
-  EXPECT_EQ(CheckFinite(inf, "b").message(), "b holds 1 non-finite values of 1 (the first, at index 0, is inf)");
+  EXPECT_EQ(CheckFinite(inf, "b").message(),
+            "b holds 1 non-finite values of 1 (the first, at index 0, is inf)");
 }
 
 }  // namespace

@@ -142,10 +142,10 @@ Result<KeptRows> ComputeStats(const std::string& path, VersionReader& parent, co
     }
   }
   if (s.kept == 0) {
-    return InvalidArgument("{}: {} none of the {} rows of {}", path,
-                           o.drop_missing ? "the time filter and --drop-missing keep"
-                                          : "the time filter keeps",
-                           pi.rows, pi.name);
+    return InvalidArgument(
+        "{}: {} none of the {} rows of {}", path,
+        o.drop_missing ? "the time filter and --drop-missing keep" : "the time filter keeps",
+        pi.rows, pi.name);
   }
   std::vector<MissingCells> gaps;
   for (size_t j = 0; j < nf; ++j) {

@@ -21,7 +21,7 @@ namespace hpcml::featurecache {
 struct DeriveOptions {
   std::string from = "latest";
   std::vector<std::string> select;  // feature columns to keep, in this order; empty: all
-  bool drop_missing = false;  // keep only rows with every kept feature and the label present
+  bool drop_missing = false;        // keep only rows with every kept feature and the label present
   bool standardize = false;
   std::vector<std::string> standardize_columns;  // empty with standardize: every kept column
   std::optional<int64_t> since;                  // keep timestamps >= since (microseconds)

@@ -121,8 +121,8 @@ Status Checkpointer::StartSave(std::int64_t step, bool sync) {
     if (!finite.ok()) break;
   }
   if (!finite.ok()) {
-    finite = std::move(finite).WithContext(fmt::format(
-        "step {}: no checkpoint written (the newest complete one is kept)", step));
+    finite = std::move(finite).WithContext(
+        fmt::format("step {}: no checkpoint written (the newest complete one is kept)", step));
   }
   HPCML_RETURN_IF_ERROR(AgreeOnStatus(grid_ ? grid_->world() : MPI_COMM_SELF, finite));
   HPCML_RETURN_IF_ERROR(writer_->StartOwned(step, world_rank(), std::move(tensors), RankState()));

@@ -29,10 +29,10 @@ Status CopyLabels(const FeatureCacheConfig& c, const fc::Loader& loader, const f
                      loader.info().name, b.row_ids()[i], v, c.num_classes);
     }
     if (!std::isfinite(v)) {
-      return InvalidArgument("{} {}: row {} has label {} (column \"{}\"): training needs a finite "
-                             "label in every row",
-                             c.path, loader.info().name, b.row_ids()[i], v,
-                             loader.info().label_name);
+      return InvalidArgument(
+          "{} {}: row {} has label {} (column \"{}\"): training needs a finite "
+          "label in every row",
+          c.path, loader.info().name, b.row_ids()[i], v, loader.info().label_name);
     }
     targets[i] = v;
   }
@@ -50,10 +50,10 @@ Status CopyFeatures(const FeatureCacheConfig& c, const fc::Loader& loader, const
   for (std::size_t i = 0; i < x.size(); ++i) {
     if (!std::isfinite(x[i])) {
       const fc::VersionInfo& v = loader.info();
-      return InvalidArgument("{} {}: row {}, column {} (\"{}\") is {}: training needs a finite "
-                             "value in every cell",
-                             c.path, v.name, b.row_ids()[i / nf], i % nf + 1,
-                             v.feature_names[i % nf], x[i]);
+      return InvalidArgument(
+          "{} {}: row {}, column {} (\"{}\") is {}: training needs a finite "
+          "value in every cell",
+          c.path, v.name, b.row_ids()[i / nf], i % nf + 1, v.feature_names[i % nf], x[i]);
     }
   }
   std::memcpy(features, x.data(), x.size_bytes());

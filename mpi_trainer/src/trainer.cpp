@@ -499,7 +499,8 @@ Result<EvalMetrics> Trainer::Evaluate(EvalSource* val) {
     if (first || last) {
       auto n =
           val->Next(local_rows_, first ? host_x.data() : nullptr, last ? host_t.data() : nullptr);
-      read = n.ok() ? Status::Ok() : n.status().WithContext(fmt::format("evaluation at step {}", step_));
+      read = n.ok() ? Status::Ok()
+                    : n.status().WithContext(fmt::format("evaluation at step {}", step_));
       if (n.ok()) valid = *n;
     }
     // A rank that cannot read must not leave its peers waiting in the passes.

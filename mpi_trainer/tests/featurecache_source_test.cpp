@@ -5,8 +5,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <filesystem>
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <set>
 #include <tuple>
@@ -138,10 +138,10 @@ TEST_F(FeatureCacheSourceTest, MissingCellsAreRefusedWhenOpened) {
   auto s = OpenFeatureCache({path_, "", 2, 1, true}, 16, 0, 1);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(s.status().message().find(
-                "--data " + path_ +
-                " v1: training needs every cell; missing (NaN) cells: 3 (f1 2, y 1)"),
-            std::string::npos)
+  EXPECT_NE(
+      s.status().message().find(
+          "--data " + path_ + " v1: training needs every cell; missing (NaN) cells: 3 (f1 2, y 1)"),
+      std::string::npos)
       << s.status().message();
   EXPECT_NE(s.status().message().find("derive FILE --drop-missing"), std::string::npos);
 }

@@ -70,8 +70,8 @@ struct EvalMetrics {
   LossKind loss = LossKind::kCrossEntropy;
   bool binary = false;  // ce with two classes: the auc applies (NaN when a class is absent)
   double log_loss = kNoMetric, accuracy = kNoMetric, auc = kNoMetric;  // ce (auc: two classes)
-  double positive_rate = kNoMetric;  // two classes: the share of rows labelled 1
-  double mse = kNoMetric, rmse = kNoMetric;                            // mse
+  double positive_rate = kNoMetric;          // two classes: the share of rows labelled 1
+  double mse = kNoMetric, rmse = kNoMetric;  // mse
 
   // The value best-model selection and early stopping watch (lower is
   // better): log loss for ce, RMSE for mse.
