@@ -4,11 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "hpcml/featurecache/feature_set.hpp"
-#include "hpcml/featurecache/writer.hpp"
 #include "test_util.hpp"
 
 namespace hpcml::featurecache {
@@ -138,43 +136,12 @@ namespace {
 
 using namespace testing;
 
-// A version of `rows` rows of features f0, f1 (Value) with label y, where
-// (row, column) cells of `nan_cells` are NaN (column 2: the label).
-VersionInfo MakeWithGaps(const std::string& path, uint64_t rows,
-                         const std::vector<std::pair<uint64_t, int>>& nan_cells) {
-  auto w = FeatureSetWriter::Begin(path, WriterOptions{"ae", 30});
-  EXPECT_TRUE(w.ok()) << w.status().ToString();
-  NewVersion spec;
-  spec.feature_names = {"f0", "f1"};
-  spec.feature_types = {"float", "float"};
-  spec.label_name = "y";
-  spec.operation = "ingest";
-  spec.transform = "{\"op\":\"test\"}";
-  spec.classification = "internal";
-  EXPECT_TRUE(w->StartVersion(spec).ok());
-  std::vector<float> x(rows * 2), y(rows);
-  std::vector<int64_t> e(rows), t(rows);
-  for (uint64_t r = 0; r < rows; ++r) {
-    x[2 * r] = Value(r, 0);
-    x[2 * r + 1] = Value(r, 1);
-    y[r] = Label(r);
-    e[r] = Entity(r);
-    t[r] = Time(r);
-  }
-  const float nan = std::numeric_limits<float>::quiet_NaN();
-  for (auto [r, c] : nan_cells) (c == 2 ? y[r] : x[2 * r + static_cast<uint64_t>(c)]) = nan;
-  EXPECT_TRUE(w->Append(x.data(), y.data(), e.data(), t.data(), rows).ok());
-  auto info = w->Commit();
-  EXPECT_TRUE(info.ok()) << info.status().ToString();
-  return info.ok() ? *info : VersionInfo{};
-}
-
 // Standardising over missing cells is refused with how many, where and what
 // to do; --drop-missing keeps exactly the complete rows (label included).
 TEST(Derive, MissingCellsRefusedOrDropped) {
   TempDir dir;
   std::string path = dir / "fs.h5";
-  MakeWithGaps(path, 100, {{3, 0}, {50, 0}, {7, 1}, {9, 2}});
+  MakeVersion(path, {.rows = 100, .features = 2, .nan_cells = {{3, 0}, {50, 0}, {7, 1}, {9, 2}}});
   DeriveOptions o;
   o.standardize = true;
   auto refused = Derive(path, o);

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -102,6 +103,8 @@ struct GenOptions {
   std::string codec = {};  // empty: deflate when compression > 0
   std::string zone = "ae";
   std::string classification = "internal";
+  // (row, column) cells written as NaN; column `features` is the label.
+  std::vector<std::pair<uint64_t, uint64_t>> nan_cells = {};
 };
 
 // Adds one version with the contents above; fails the test on error.
@@ -133,6 +136,11 @@ inline VersionInfo MakeVersion(const std::string& path, const GenOptions& o = {}
       y[r] = Label(first + r);
       e[r] = Entity(first + r);
       t[r] = Time(first + r);
+    }
+    for (auto [row, col] : o.nan_cells) {
+      if (row < first || row >= first + n) continue;
+      (col == o.features ? y[row - first] : x[(row - first) * o.features + col]) =
+          std::numeric_limits<float>::quiet_NaN();
     }
     Status st = w->Append(x.data(), o.labels ? y.data() : nullptr, e.data(), t.data(), n);
     EXPECT_TRUE(st.ok()) << st.ToString();
