@@ -10,7 +10,8 @@
 # registries (apt's settings, npm's global settings, the extra CA
 # certificates), never its software; and, shared with the host:
 #   - /var/cache/apt/archives: downloaded .deb files, not installed ones;
-#   - /usr/local/cuda, read-only, when the host has it: this machine kind's
+#   - /usr/local/cuda, read-only, with its loader configuration
+#     (/etc/ld.so.conf.d/*cuda*), when the host has it: this machine kind's
 #     CUDA toolkit, which Debian does not package (it is not installed by
 #     scripts/install-deps.sh on any machine);
 #   - with FRESH_ROOT_CCACHE=DIR: a compiler cache, DIR on the host. ccache is
@@ -56,6 +57,9 @@ cp -a /etc/apt/. "$root/etc/apt/"
 mkdir -p "$root/usr/local/share/ca-certificates"
 cp -a /usr/local/share/ca-certificates/. "$root/usr/local/share/ca-certificates/" 2>/dev/null || true
 cp /etc/resolv.conf /etc/hosts "$root/etc/" 2>/dev/null || true
+if [ -d /usr/local/cuda/ ]; then
+  cp /etc/ld.so.conf.d/*cuda* "$root/etc/ld.so.conf.d/" 2>/dev/null || true
+fi
 # A root thrown away after the run needs no fsync per unpacked file.
 echo force-unsafe-io >"$root/etc/dpkg/dpkg.cfg.d/fresh-root-unsafe-io"
 git clone -q "$src" "$root/src"
@@ -81,9 +85,11 @@ unshare --mount --pid --fork --propagation private bash -euc '
   mount --bind "$r" "$r"            # a mount point, so unshare --mount works inside
   mkdir -p "$r/var/cache/apt/archives"
   mount --bind /var/cache/apt/archives "$r/var/cache/apt/archives"
-  if [ -d /usr/local/cuda/ ]; then
-    mkdir -p "$r/usr/local/cuda"
-    mount --bind -o ro "$(readlink -f /usr/local/cuda)" "$r/usr/local/cuda"
+  if [ -d /usr/local/cuda/ ]; then   # where it really is, and the link to it
+    real=$(readlink -f /usr/local/cuda)
+    mkdir -p "$r$real"
+    mount --bind -o ro "$real" "$r$real"
+    [ -L /usr/local/cuda ] && ln -sfn "$(readlink /usr/local/cuda)" "$r/usr/local/cuda"
   fi
   if [ -n "$FRESH_ROOT_CCACHE_DIR" ]; then
     mkdir -p "$r/var/cache/hpcml-ccache"
@@ -94,6 +100,7 @@ unshare --mount --pid --fork --propagation private bash -euc '
   exec chroot "$r" /usr/bin/env -i "$@"' _ "${envs[@]}" /bin/bash -c '
     set -e
     cd /src
+    ldconfig
     if [ -n "${CCACHE_DIR:-}" ]; then
       apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends ccache >/dev/null
     fi
