@@ -26,10 +26,20 @@ find_package(OpenMP REQUIRED COMPONENTS CXX)
 find_package(Boost REQUIRED)
 find_package(pugixml REQUIRED)
 
-pkg_check_modules(TOMLPP REQUIRED IMPORTED_TARGET tomlplusplus)
-pkg_check_modules(HWLOC REQUIRED IMPORTED_TARGET hwloc)
-pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
-pkg_check_modules(NETTLE REQUIRED IMPORTED_TARGET nettle)
+# A pkg-config module, as PkgConfig::<prefix>; a missing one names its
+# Debian package (pkg-config's own message goes to stdout, which
+# scripts/build.sh does not show).
+macro(hpcml_pkg_module prefix module package)
+  pkg_check_modules(${prefix} QUIET IMPORTED_TARGET ${module})
+  if(NOT ${prefix}_FOUND)
+    message(FATAL_ERROR
+      "pkg-config module '${module}' not found (Debian package ${package}): ${_hpcml_hint}")
+  endif()
+endmacro()
+hpcml_pkg_module(TOMLPP tomlplusplus libtomlplusplus-dev)
+hpcml_pkg_module(HWLOC hwloc libhwloc-dev)
+hpcml_pkg_module(XXHASH libxxhash libxxhash-dev)
+hpcml_pkg_module(NETTLE nettle nettle-dev)
 
 # libslurm ships no pkg-config file on Debian.
 find_path(HPCML_SLURM_INCLUDE slurm/spank.h REQUIRED)
