@@ -531,7 +531,7 @@ Result<EvalMetrics> Trainer::Evaluate(EvalSource* val) {
     r.log_loss = LogLoss(all);
     r.accuracy = Accuracy(all);
     r.binary = mc.output_dim == 2;
-    if (r.binary) HPCML_RETURN_IF_ERROR(GatheredBinary(scores, positive, &r));
+    if (r.binary) GatheredBinary(scores, positive, &r);
   } else {
     r.mse = all.values > 0 ? all.loss_sum / all.values : kNoMetric;
     r.rmse = Rmse(all);
@@ -580,12 +580,12 @@ void Trainer::AddEvalRows(std::int64_t valid, const float* targets, EvalSums* su
 // The binary scores of every replica's last stage (tensor rank 0) at world
 // rank 0, in world rank order (replica order: the rows' order in the set),
 // the AUC and the share of positives computed there and broadcast.
-Status Trainer::GatheredBinary(const std::vector<double>& scores,
-                               const std::vector<std::uint8_t>& positive, EvalMetrics* out) const {
+void Trainer::GatheredBinary(const std::vector<double>& scores,
+                             const std::vector<std::uint8_t>& positive, EvalMetrics* out) const {
   if (grid_ == nullptr) {
     out->positive_rate = PositiveRate(positive);
     out->auc = RocAuc(scores, positive);
-    return Status::Ok();
+    return;
   }
   MPI_Comm world = grid_->world();
   const int size = grid_->size();
@@ -612,7 +612,6 @@ Status Trainer::GatheredBinary(const std::vector<double>& scores,
   MPI_Bcast(figures, 2, MPI_DOUBLE, 0, world);
   out->positive_rate = figures[0];
   out->auc = figures[1];
-  return Status::Ok();
 }
 
 Status Trainer::Run(std::int64_t steps, const std::function<Status(const StepStats&)>& after_step) {

@@ -157,8 +157,8 @@ class Trainer {
   void AddEvalRows(std::int64_t valid, const float* targets, EvalSums* sums,
                    std::vector<double>* scores, std::vector<std::uint8_t>* positive);
   // The AUC and the share of positives over every replica's rows, on every rank.
-  Status GatheredBinary(const std::vector<double>& scores,
-                        const std::vector<std::uint8_t>& positive, EvalMetrics* out) const;
+  void GatheredBinary(const std::vector<double>& scores, const std::vector<std::uint8_t>& positive,
+                      EvalMetrics* out) const;
 
   // Step's steps: the squared gradient norm of this rank's part, the update.
   double GradNormSquaredPart() const;
