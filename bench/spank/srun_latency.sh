@@ -90,7 +90,7 @@ one() {  # one <with|without>
   fi
 }
 as_user srun --jobid="$jobid" -n1 --dataset="$etc/data/x.h5" true >/dev/null  # warm up, prolog
-ls "$etc/job-cache/job-$jobid.attempt" >/dev/null || { echo "srun_latency: no prolog marker" >&2; exit 1; }
+ls "$etc/job-cache/job-$jobid@"*.attempt >/dev/null || { echo "srun_latency: no prolog marker" >&2; exit 1; }
 with=() without=()
 for i in $(seq 1 "$rounds"); do
   without+=("$(one without)") || { echo "srun_latency: srun failed without the guard" >&2; exit 1; }

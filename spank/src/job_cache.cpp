@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <ctime>
 #include <memory>
@@ -20,10 +21,17 @@
 namespace hpcml::guard {
 namespace {
 
-// cluster= is a validated name (options.cpp): no '/' and no '.'-only names.
+// cluster= is a validated name (options.cpp): no '/' and no '.'-only names;
+// the node is a hostname, with any '/' replaced all the same.
 std::string BaseName(const JobKey& key) {
-  return key.cluster.empty() ? fmt::format("job-{}", key.job_id)
-                             : fmt::format("job-{}-{}", key.cluster, key.job_id);
+  std::string name = key.cluster.empty() ? fmt::format("job-{}", key.job_id)
+                                         : fmt::format("job-{}-{}", key.cluster, key.job_id);
+  if (!key.node.empty()) {
+    std::string node = key.node;
+    std::replace(node.begin(), node.end(), '/', '_');
+    name += "@" + node;
+  }
+  return name;
 }
 std::string EntryPath(const std::string& dir, const JobKey& key) {
   return dir + "/" + BaseName(key) + ".json";
@@ -108,6 +116,8 @@ std::optional<JobFacts> ReadCachedJobFacts(const std::string& dir, const JobKey&
     if (j.at("job_id").get<std::uint32_t>() != key.job_id ||
         j.at("key_cluster").get<std::string>() != key.cluster)
       return miss(path + ": for another job");
+    if (j.value("key_node", std::string()) != key.node)
+      return miss(path + ": written on another node");
     if (j.at("attempt").get<std::string>() != *attempt)
       return miss(path + ": from an earlier attempt of the job");
     if (f.uid != uid) return miss(fmt::format("{}: written for uid {}, not {}", path, f.uid, uid));
@@ -130,6 +140,7 @@ Status WriteCachedJobFacts(const std::string& dir, const JobKey& key, const JobF
   });
   nlohmann::json j = {{"job_id", key.job_id},
                       {"key_cluster", key.cluster},
+                      {"key_node", key.node},
                       {"attempt", attempt},
                       {"uid", facts.uid},
                       {"account", facts.account},

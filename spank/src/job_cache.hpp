@@ -46,10 +46,15 @@ struct JobFacts {
   friend bool operator==(const JobFacts&, const JobFacts&) = default;
 };
 
-// One job of one cluster ("" when the plugin has no cluster=).
+// One job of one cluster ("" when the plugin has no cluster=) on one node
+// (its short hostname). The node is part of the key because an entry holds
+// that node's features, which decide its zone: where the cache directory is
+// shared between nodes (a shared file system; this project's test cluster),
+// one node must never take another's entry or attempt marker.
 struct JobKey {
   std::string cluster;
   std::uint32_t job_id = 0;
+  std::string node;
 };
 
 // Older entries are removed by WriteCachedJobFacts; a job that runs longer

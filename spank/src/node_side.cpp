@@ -119,8 +119,8 @@ Result<JobFacts> StepJobFacts(const StepIds& ids, const Policy& policy, AuditRec
   const GuardState& s = State();
   bool cached = false;
   HPCML_ASSIGN_OR_RETURN(JobFacts facts,
-                         JobFactsForStep(JobKey{s.config.cluster, ids.job_id}, ids.uid,
-                                         policy.binds_accounts(), &cached));
+                         JobFactsForStep(JobKey{s.config.cluster, ids.job_id, ShortHostname()},
+                                         ids.uid, policy.binds_accounts(), &cached));
   Step().facts_source = cached ? "this node's cache" : "slurmctld";
   rec->cluster = facts.cluster;
   if (!s.config.cluster.empty() && facts.cluster != s.config.cluster)
@@ -331,7 +331,7 @@ int CacheJobAttempt(spank_t sp, int ac, char** av, bool begin) noexcept {
     if (!config.ok() || config->job_cache.empty() ||
         spank_get_item(sp, S_JOB_ID, &job_id) != ESPANK_SUCCESS)
       return 0;
-    JobKey key{config->cluster, job_id};
+    JobKey key{config->cluster, job_id, ShortHostname()};
     Status st = begin ? BeginJobAttempt(config->job_cache, key)
                       : RemoveCachedJobFacts(config->job_cache, key);
     if (!st.ok()) slurm_error("hpcml-guard: %s", st.message().c_str());

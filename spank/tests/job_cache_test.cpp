@@ -16,7 +16,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const JobKey kJob7{"c1", 7};
+const JobKey kJob7{"c1", 7, "node1"};
 
 class JobCacheTest : public ::testing::Test {
  protected:
@@ -50,10 +50,37 @@ TEST_F(JobCacheTest, RoundTripForTheSameUid) {
   auto got = ReadCachedJobFacts(dir_, kJob7, 1001);
   ASSERT_TRUE(got.has_value());
   EXPECT_EQ(*got, Facts());
-  EXPECT_FALSE(ReadCachedJobFacts(dir_, JobKey{"c1", 8}, 1001).has_value());  // another job
+  EXPECT_FALSE(
+      ReadCachedJobFacts(dir_, JobKey{"c1", 8, "node1"}, 1001).has_value());  // another job
   ASSERT_TRUE(RemoveCachedJobFacts(dir_, kJob7).ok());
   EXPECT_FALSE(ReadCachedJobFacts(dir_, kJob7, 1001).has_value());
   EXPECT_TRUE(RemoveCachedJobFacts(dir_, kJob7).ok());  // already gone
+}
+
+// Two nodes whose cache directories are one (a shared file system, as in
+// this project's test cluster): each node's prolog and its step write under
+// the same job. Whatever the order, a node reads only its own entry, so one
+// node's features never decide another node's zone (before the node was
+// part of the key, node3 could decide with node1's "zone-ae").
+TEST_F(JobCacheTest, NodesSharingADirectoryNeverReadEachOthersEntries) {
+  const JobKey on1{"c1", 7, "node1"}, on3{"c1", 7, "node3"};
+  JobFacts ae = Facts(), eu = Facts();
+  eu.node_features = "zone-eu";
+  ASSERT_TRUE(BeginJobAttempt(dir_, on1).ok());
+  ASSERT_TRUE(BeginJobAttempt(dir_, on3).ok());  // the later prolog
+  ASSERT_TRUE(WriteCachedJobFacts(dir_, on1, ae).ok());
+  std::string why;
+  EXPECT_FALSE(ReadCachedJobFacts(dir_, on3, 1001, &why).has_value()) << "node1's entry";
+  ASSERT_TRUE(WriteCachedJobFacts(dir_, on3, eu).ok());
+  auto got1 = ReadCachedJobFacts(dir_, on1, 1001), got3 = ReadCachedJobFacts(dir_, on3, 1001);
+  ASSERT_TRUE(got1.has_value() && got3.has_value());
+  EXPECT_EQ(got1->node_features, "zone-ae,big");
+  EXPECT_EQ(got3->node_features, "zone-eu");
+  // An entry copied to another node's name is refused for its recorded node.
+  fs::copy_file(dir_ + "/job-c1-7@node1.json", dir_ + "/job-c1-7@node3.json",
+                fs::copy_options::overwrite_existing);
+  EXPECT_FALSE(ReadCachedJobFacts(dir_, on3, 1001, &why).has_value());
+  EXPECT_NE(why.find("written on another node"), std::string::npos) << why;
 }
 
 TEST_F(JobCacheTest, AnotherUidMisses) {
@@ -69,7 +96,7 @@ TEST_F(JobCacheTest, AnOpenDirectoryIsNeitherReadNorWritten) {
   std::string why;
   EXPECT_FALSE(ReadCachedJobFacts(dir_, kJob7, 1001, &why).has_value());
   EXPECT_NE(why.find("expected 0700"), std::string::npos) << why;
-  EXPECT_FALSE(Write(JobKey{"c1", 8}, Facts()).ok());
+  EXPECT_FALSE(Write(JobKey{"c1", 8, "node1"}, Facts()).ok());
 }
 
 TEST_F(JobCacheTest, ASymlinkedDirectoryMisses) {
@@ -82,7 +109,7 @@ TEST_F(JobCacheTest, ASymlinkedDirectoryMisses) {
 
 TEST_F(JobCacheTest, AWritableOrForeignOrMalformedEntryMisses) {
   ASSERT_TRUE(Write(kJob7, Facts()).ok());
-  std::string entry = dir_ + "/job-c1-7.json";
+  std::string entry = dir_ + "/job-c1-7@node1.json";
   std::string why;
 
   ::chmod(entry.c_str(), 0622);
@@ -96,14 +123,14 @@ TEST_F(JobCacheTest, AWritableOrForeignOrMalformedEntryMisses) {
   ASSERT_EQ(::chown(entry.c_str(), 0, 0), 0);
   std::ofstream(entry) << R"({"job_id": 7, "uid": 1001, "account": "a"})";
   EXPECT_FALSE(ReadCachedJobFacts(dir_, kJob7, 1001, &why).has_value());
-  EXPECT_NE(why.find("job-c1-7.json"), std::string::npos) << why;
+  EXPECT_NE(why.find("job-c1-7@node1.json"), std::string::npos) << why;
 
   std::ofstream(entry) << "not json";
   EXPECT_FALSE(ReadCachedJobFacts(dir_, kJob7, 1001).has_value());
 
   // An entry renamed from another job's file does not answer for this job.
-  ASSERT_TRUE(Write(JobKey{"c1", 9}, Facts()).ok());
-  fs::rename(dir_ + "/job-c1-9.json", entry);
+  ASSERT_TRUE(Write(JobKey{"c1", 9, "node1"}, Facts()).ok());
+  fs::rename(dir_ + "/job-c1-9@node1.json", entry);
   EXPECT_FALSE(ReadCachedJobFacts(dir_, kJob7, 1001, &why).has_value());
   EXPECT_NE(why.find("another job"), std::string::npos) << why;
 }
@@ -111,21 +138,22 @@ TEST_F(JobCacheTest, AWritableOrForeignOrMalformedEntryMisses) {
 TEST_F(JobCacheTest, EntriesArePerClusterAndRemovalTakesOnlyTheJobs) {
   // Two clusters (or one whose job ids started again) never share an entry.
   ASSERT_TRUE(Write(kJob7, Facts()).ok());
-  EXPECT_FALSE(ReadCachedJobFacts(dir_, JobKey{"c2", 7}, 1001).has_value());
-  EXPECT_FALSE(ReadCachedJobFacts(dir_, JobKey{"", 7}, 1001).has_value());
+  EXPECT_FALSE(ReadCachedJobFacts(dir_, JobKey{"c2", 7, "node1"}, 1001).has_value());
+  EXPECT_FALSE(ReadCachedJobFacts(dir_, JobKey{"", 7, "node1"}, 1001).has_value());
   JobFacts other = Facts();
   other.partition = "urgent";
   other.associations_enforced.reset();
-  ASSERT_TRUE(Write(JobKey{"", 7}, other).ok());
-  EXPECT_EQ(*ReadCachedJobFacts(dir_, JobKey{"", 7}, 1001), other);
+  ASSERT_TRUE(Write(JobKey{"", 7, "node1"}, other).ok());
+  EXPECT_EQ(*ReadCachedJobFacts(dir_, JobKey{"", 7, "node1"}, 1001), other);
   // An entry renamed to another cluster's name does not answer for it.
-  ASSERT_TRUE(BeginJobAttempt(dir_, JobKey{"c2", 7}).ok());
-  fs::rename(dir_ + "/job-7.json", dir_ + "/job-c2-7.json");
-  EXPECT_FALSE(ReadCachedJobFacts(dir_, JobKey{"c2", 7}, 1001).has_value());
-  ASSERT_TRUE(Write(JobKey{"c1", 70}, Facts()).ok());
+  ASSERT_TRUE(BeginJobAttempt(dir_, JobKey{"c2", 7, "node1"}).ok());
+  fs::rename(dir_ + "/job-7@node1.json", dir_ + "/job-c2-7@node1.json");
+  EXPECT_FALSE(ReadCachedJobFacts(dir_, JobKey{"c2", 7, "node1"}, 1001).has_value());
+  ASSERT_TRUE(Write(JobKey{"c1", 70, "node1"}, Facts()).ok());
   ASSERT_TRUE(RemoveCachedJobFacts(dir_, kJob7).ok());
   EXPECT_FALSE(ReadCachedJobFacts(dir_, kJob7, 1001).has_value());
-  EXPECT_TRUE(ReadCachedJobFacts(dir_, JobKey{"c1", 70}, 1001).has_value()) << "job 70 is not 7";
+  EXPECT_TRUE(ReadCachedJobFacts(dir_, JobKey{"c1", 70, "node1"}, 1001).has_value())
+      << "job 70 is not 7";
 }
 
 TEST_F(JobCacheTest, AnEntryServesOnlyTheAttemptThatWroteIt) {
@@ -133,11 +161,11 @@ TEST_F(JobCacheTest, AnEntryServesOnlyTheAttemptThatWroteIt) {
   // to another partition while requeued, starts again here: the prolog's new
   // marker makes the old entry a miss even if it were written back.
   ASSERT_TRUE(Write(kJob7, Facts()).ok());
-  std::string old_entry = *ReadFile(dir_ + "/job-c1-7.json");
+  std::string old_entry = *ReadFile(dir_ + "/job-c1-7@node1.json");
   ASSERT_TRUE(BeginJobAttempt(dir_, kJob7).ok());
-  EXPECT_FALSE(fs::exists(dir_ + "/job-c1-7.json"));
-  { std::ofstream(dir_ + "/job-c1-7.json") << old_entry; }
-  ::chmod((dir_ + "/job-c1-7.json").c_str(), 0600);
+  EXPECT_FALSE(fs::exists(dir_ + "/job-c1-7@node1.json"));
+  { std::ofstream(dir_ + "/job-c1-7@node1.json") << old_entry; }
+  ::chmod((dir_ + "/job-c1-7@node1.json").c_str(), 0600);
   std::string why;
   EXPECT_FALSE(ReadCachedJobFacts(dir_, kJob7, 1001, &why).has_value());
   EXPECT_NE(why.find("from an earlier attempt"), std::string::npos) << why;
@@ -162,11 +190,12 @@ TEST_F(JobCacheTest, WithoutAPrologNothingIsCached) {
 
 TEST_F(JobCacheTest, WritingSweepsEntriesOlderThanTheMaximumAge) {
   ASSERT_TRUE(Write(kJob7, Facts()).ok());
-  fs::last_write_time(dir_ + "/job-c1-7.json", fs::file_time_type::clock::now() -
-                                                   std::chrono::hours(24 * kMaxEntryAgeDays + 1));
-  ASSERT_TRUE(Write(JobKey{"c1", 8}, Facts()).ok());
-  EXPECT_FALSE(fs::exists(dir_ + "/job-c1-7.json"));
-  EXPECT_TRUE(ReadCachedJobFacts(dir_, JobKey{"c1", 8}, 1001).has_value());
+  fs::last_write_time(
+      dir_ + "/job-c1-7@node1.json",
+      fs::file_time_type::clock::now() - std::chrono::hours(24 * kMaxEntryAgeDays + 1));
+  ASSERT_TRUE(Write(JobKey{"c1", 8, "node1"}, Facts()).ok());
+  EXPECT_FALSE(fs::exists(dir_ + "/job-c1-7@node1.json"));
+  EXPECT_TRUE(ReadCachedJobFacts(dir_, JobKey{"c1", 8, "node1"}, 1001).has_value());
 }
 
 }  // namespace

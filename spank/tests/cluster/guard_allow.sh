@@ -67,7 +67,7 @@ until [ -e "$JOB_DIR/cached.steps-done" ]; do
   [ $SECONDS -lt $deadline ] || fail "job $id: its step did not run within 60 s"
   sleep 0.2
 done
-entry=$GUARD_CACHE/job-hpcml-$id.json
+entry=$(echo "$GUARD_CACHE/job-hpcml-$id@"*.json)  # one node: one entry
 [ -f "$entry" ] || fail "job $id is running but $entry does not exist"
 assert_eq "700 root" "$(stat -c '%a %U' "$GUARD_CACHE")" "cache directory mode and owner"
 assert_contains "$(cat "$entry")" '"account":"hpcml-ml"' "cached job facts"

@@ -32,8 +32,9 @@ for change in "Partition=urgent" "TresPerNode=gres:gpu:1"; do
   echo "$id" >>"$TEST_JOBS"
   wait_decisions "$id" 1
   assert_contains "$(batch_decisions "$id")" '"decision":"allow"' "job $id, first attempt"
-  [ -f "$GUARD_CACHE/job-hpcml-$id.attempt" ] || fail "job $id: the prolog wrote no attempt marker"
-  [ -f "$GUARD_CACHE/job-hpcml-$id.json" ] || fail "job $id: no cached facts"
+  compgen -G "$GUARD_CACHE/job-hpcml-$id@*.attempt" >/dev/null ||
+    fail "job $id: the prolog wrote no attempt marker"
+  compgen -G "$GUARD_CACHE/job-hpcml-$id@*.json" >/dev/null || fail "job $id: no cached facts"
   rm -f "$saved"/*
   cp -p "$GUARD_CACHE"/*"$id"* "$saved"/ 2>/dev/null || true
   scontrol requeuehold "$id"
