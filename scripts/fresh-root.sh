@@ -62,7 +62,14 @@ if [ -d /usr/local/cuda/ ]; then
 fi
 # A root thrown away after the run needs no fsync per unpacked file.
 echo force-unsafe-io >"$root/etc/dpkg/dpkg.cfg.d/fresh-root-unsafe-io"
-git clone -q "$src" "$root/src"
+# Committed files only, as a new clone has them; a tree without git (an
+# exported archive) is copied without its build outputs.
+if git -C "$src" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+  git clone -q "$src" "$root/src"
+else
+  mkdir "$root/src"
+  tar -C "$src" --exclude=./build --exclude='./build-*' -cf - . | tar -C "$root/src" -xf -
+fi
 
 # A new machine's environment: no PATH entries, Python or settings of the host
 # user's, only the proxy and CA variables that reach the registries.
