@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The default shape: three nodes, each with its own hostname and address,
-# two in zone ae with gpu:h100 and one in zone eu with gpu:a100, all idle;
+# two in zone ae with gpu:h100 and one in zone eu with gpu:a100, all idle,
+# each with its own zone's data file system only;
 # a step over all of them runs one task per node, and an MPI program spans
 # nodes (Open MPI over TCP between the nodes' namespaces).
 source "$(dirname "$0")/lib.sh"
@@ -28,6 +29,12 @@ assert_eq tmpfs "$pmix" "each node's PMIx directory"
 # ... and its own /dev/shm, as separate hosts have.
 shm=$(timeout 60 srun -N3 stat -c %d /dev/shm | sort -u | wc -l)
 assert_eq 3 "$shm" "distinct /dev/shm file systems"
+# Of the zones' data file systems a node has its own zone's only (the
+# other's mount point is an empty directory there); this host has both.
+zones=$(timeout 60 srun -N3 sh -c "echo \$(hostname) \$(cat '$HPCML_CLUSTER_DIR'/data/*/.hpcml-zone)" |
+  sort | paste -sd';')
+assert_eq "node1 ae;node2 ae;node3 eu" "$zones" "the zone markers each node sees"
+assert_eq "ae eu" "$(cat "$HPCML_CLUSTER_DIR"/data/*/.hpcml-zone | paste -sd' ')" "this host's zone markers"
 
 # MPI across nodes: 4 ranks on 2 nodes, 3 ranks on 3 nodes.
 out=$(timeout 120 srun --mpi=pmix -N2 --ntasks-per-node=2 "$probe" --expect-ranks 4 2>&1) ||
