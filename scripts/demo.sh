@@ -39,8 +39,11 @@ user=hpcml-alice
 as_user() { (cd /tmp && runuser -u "$user" -- "$@"); }
 
 say "2. the guard: one policy and one plugstack.conf line for every host"
-guard=$HPCML_CLUSTER_DIR/demo-guard data=$HPCML_CLUSTER_DIR/demo-data
-install -d -m 0755 "$guard" "$guard/log" "$data" "$data/ae" "$data/eu"
+guard=$HPCML_CLUSTER_DIR/demo-guard
+# The data, on each zone's own file system (hpcml-cluster up): zone ae's is
+# mounted on the ae nodes only, zone eu's on the eu node only.
+ae_data=$HPCML_CLUSTER_DIR/data/ae/demo eu_data=$HPCML_CLUSTER_DIR/data/eu/demo
+install -d -m 0755 "$guard" "$guard/log" "$ae_data" "$eu_data"
 cat >"$guard/policy.toml" <<EOP
 # Zones: each node's zone is its Slurm feature (zone-ae, zone-eu).
 [zones.ae]
@@ -48,13 +51,13 @@ description = "UAE customer data stays on UAE nodes"
 [zones.eu]
 description = "EU data stays on EU nodes"
 [view]
-roots = ["$data/ae", "$data/eu"]
+roots = ["$ae_data", "$eu_data"]
 [[datasets]]
-path = "$data/ae"
+path = "$ae_data"
 zone = "ae"
 classification = "internal"
 [[datasets]]
-path = "$data/eu"
+path = "$eu_data"
 zone = "eu"
 classification = "internal"
 [[roles]]
@@ -80,29 +83,33 @@ say "3. a data admin ingests a feature set in zone ae"
 fc=$bin/featurecache/hpcml-fcache
 python3 examples/featurecache/make_sample_data.py --rows 20000 --entities 2000 --requests 8000 \
   --out "$guard/raw" >/dev/null
-rm -rf "$data/ae/churn.h5" "$data/ae/churn.h5.d"
-"$fc" ingest "$data/ae/churn.h5" --csv "$guard/raw/features.csv" --entity customer \
+rm -rf "$ae_data/churn.h5" "$ae_data/churn.h5.d"
+"$fc" ingest "$ae_data/churn.h5" --csv "$guard/raw/features.csv" --entity customer \
   --timestamp event_time --zone ae --classification internal
-"$fc" asof "$data/ae/churn.h5" --requests "$guard/raw/requests.csv" --entity customer \
+"$fc" asof "$ae_data/churn.h5" --requests "$guard/raw/requests.csv" --entity customer \
   --time as_of --label churned_next_month --missing drop  # v2: no NaN rows for training
 # v3: every feature standardised; then a time split of it, both still known
 # to be standardised with v3's means and deviations: v4 to train, v5 to
 # validate. v6: v5's rows unstandardised, as new data to score arrives.
-"$fc" derive "$data/ae/churn.h5" --from v2 --standardize
-"$fc" derive "$data/ae/churn.h5" --from v3 --until 2024-05-01
-"$fc" derive "$data/ae/churn.h5" --from v3 --since 2024-05-01
-"$fc" derive "$data/ae/churn.h5" --from v2 --since 2024-05-01
-chmod 0644 "$data/ae/churn.h5"
-echo "EU-ONLY" >"$data/eu/sales.csv"
-chmod 0644 "$data/eu/sales.csv"
+"$fc" derive "$ae_data/churn.h5" --from v2 --standardize
+"$fc" derive "$ae_data/churn.h5" --from v3 --until 2024-05-01
+"$fc" derive "$ae_data/churn.h5" --from v3 --since 2024-05-01
+"$fc" derive "$ae_data/churn.h5" --from v2 --since 2024-05-01
+chmod 0644 "$ae_data/churn.h5"
+echo "EU-ONLY" >"$eu_data/sales.csv"
+chmod 0644 "$eu_data/sales.csv"
 
 say "4. $user submits a guarded training job on it"
 run=$HPCML_CLUSTER_DIR/jobs/demo
 rm -rf "$run"
 install -d -m 1777 "$run"
-job=$(as_user sbatch --parsable --dataset="$data/ae/churn.h5" --ml-role=ml-engineer \
+# The job's variables come from the environment sbatch is run in: a list in
+# --export makes slurmd run the user's login shell, which job_submit.lua
+# refuses (docs/guard.md).
+job=$(as_user env HPCML_TRAIN="$bin/mpi_trainer/hpcml-train" TRAIN_DIR="$run" GPU_TYPE=h100 \
+  DATA_VERSION=v4 VAL_VERSION=v5 \
+  sbatch --parsable --dataset="$ae_data/churn.h5" --ml-role=ml-engineer \
   --gres=gpu:h100:2 --time=00:10:00 --output="$run/job-%j.out" \
-  --export=ALL,HPCML_TRAIN="$bin/mpi_trainer/hpcml-train",TRAIN_DIR="$run",GPU_TYPE=h100,DATA_VERSION=v4,VAL_VERSION=v5 \
   "$top/examples/guard/train-guarded.sbatch")
 echo "demo: job $job (no --constraint: job_submit/lua routes it to zone ae's nodes)"
 wait_steps "$job" "$run/metrics-0.jsonl" 1000 0.5  # past the first evaluations and checkpoint
@@ -132,14 +139,13 @@ say "6. accounting, cost, lineage"
 sacct -D -j "$job" -o JobID,JobName,User,Account,Partition,NodeList,AllocTRES%50,Elapsed,State
 "$bin/accounting/hpcml-cost" --prices examples/accounting/prices.toml -j "$job" --by job \
   --usage-dir "$run/ckpt"
-"$fc" lineage "$data/ae/churn.h5"
+"$fc" lineage "$ae_data/churn.h5"
 
 say "6b. $user scores the feature set with the model, then exports it to ONNX"
 infer=$bin/mpi_trainer/inference/hpcml-infer
-job2=$(as_user sbatch --parsable --dataset="$data/ae/churn.h5" --ml-role=ml-engineer \
-  --output="$run/score-%j.out" \
-  --export=ALL,HPCML_INFER="$infer",MODEL="$run/best.h5",DATA_VERSION=v6,OUT="$run/scores.csv" \
-  "$top/examples/inference/score.sbatch")
+job2=$(as_user env HPCML_INFER="$infer" MODEL="$run/best.h5" DATA_VERSION=v6 OUT="$run/scores.csv" \
+  sbatch --parsable --dataset="$ae_data/churn.h5" --ml-role=ml-engineer \
+  --output="$run/score-%j.out" "$top/examples/inference/score.sbatch")
 state=$(wait_job "$job2" 300)
 cat "$run/score-$job2.out"
 [ "$state" = COMPLETED ] || fail "scoring job $job2 ended $state"
@@ -155,7 +161,7 @@ PY
 "$infer" export-onnx "$run/best.h5" -o "$run/model.onnx"
 # The same rows through ONNX Runtime (onnxruntime-node, installed by
 # install-deps), against the job's CSV.
-/usr/bin/python3 - "$data/ae/churn.h5" "$run" <<'PY'
+/usr/bin/python3 - "$ae_data/churn.h5" "$run" <<'PY'
 import h5py, sys
 f = h5py.File(sys.argv[1], "r")
 latest = f.attrs["latest"]
@@ -175,7 +181,7 @@ sys.exit(0 if d <= 1e-5 else 1)
 PY
 
 say "7. $user tries to read zone eu's data from an ae node"
-eu_file=$data/eu/sales.csv
+eu_file=$eu_data/sales.csv
 echo "--- sbatch --constraint=zone-ae --dataset=$eu_file: refused at submission"
 if out=$(as_user sbatch -C zone-ae --dataset="$eu_file" --output=/dev/null --wrap "cat $eu_file" 2>&1); then
   fail "a job with eu data was accepted for the ae nodes: $out"

@@ -13,6 +13,17 @@
 --     lands on that zone's nodes.
 -- Routing is a convenience, not the control: a user can submit without the
 -- guard's submit side, and then each node still decides at launch.
+--
+-- One thing only this script can stop: a batch job whose environment has
+-- SLURM_GET_USER_ENV makes slurmd run the user's login shell on the node, as
+-- the user, before any step and so before any SPANK callback: outside the
+-- guard's dataset view, with anything ~/.bash_profile does. sbatch sets it
+-- for --get-user-env, --export=NONE and any --export list other than plain
+-- ALL (--export=ALL,VAR=value too); a user can also set it by hand or send
+-- a job description of their own. Every such job is refused, guarded or
+-- not, at submission and at update. Refused on presence, whatever the value:
+-- this script sees only the first entry of a name, slurmd acts on any
+-- "SLURM_GET_USER_ENV=1", so rewriting the first could leave a second.
 
 local ZONE_VAR = "^HPCML_DATA_ZONES=(.*)$"
 
@@ -26,7 +37,24 @@ local function data_zones(job_desc)
   return nil
 end
 
+-- Whether the job asks slurmd for the user's login environment (any value:
+-- refused before slurmd's own test for "1" could change).
+local function gets_user_env(job_desc)
+  local env = job_desc.environment
+  return env ~= nil and env.SLURM_GET_USER_ENV ~= nil
+end
+
+local GET_USER_ENV_REFUSED = "hpcml-guard: --get-user-env, --export=NONE, --export=<list> " ..
+  "(ALL,VAR=value too) and SLURM_GET_USER_ENV are refused on this cluster: slurmd would run " ..
+  "your login shell on the node outside the guard's dataset view. Set the variables in the " ..
+  "environment you submit from instead: VAR=value sbatch ... (the default --export=ALL)"
+
 function slurm_job_submit(job_desc, part_list, submit_uid)
+  if gets_user_env(job_desc) then
+    slurm.log_user(GET_USER_ENV_REFUSED)
+    slurm.log_info("hpcml-guard: refused a job of uid %u: SLURM_GET_USER_ENV", submit_uid)
+    return slurm.ERROR
+  end
   local zones = data_zones(job_desc)
   if zones == nil or zones == "" then return slurm.SUCCESS end
   if not string.match(zones, "^[%w._,-]+$") then
@@ -52,6 +80,10 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
 end
 
 function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
+  if gets_user_env(job_desc) then
+    slurm.log_user(GET_USER_ENV_REFUSED)
+    return slurm.ERROR
+  end
   return slurm.SUCCESS
 end
 
