@@ -30,19 +30,24 @@ so=$build/spank/hpcml_guard.so
 [ -f "$so" ] || { echo "srun_latency: $so not built" >&2; exit 1; }
 source "$top/tests/cluster/lib.sh"  # set_plugstack: every host's plugstack.conf
 etc=$HPCML_CLUSTER_DIR/guard-bench
+# The datasets on zone ae's data file system (hpcml-cluster up), as the
+# guard requires of the node's zone.
+data=$HPCML_CLUSTER_DIR/data/ae/bench
+mountpoint -q "${data%/*}" ||
+  { echo "srun_latency: no zone ae data file system at ${data%/*} (hpcml-cluster up makes it)" >&2; exit 1; }
 user=${HPCML_BENCH_USER:-hpcml-alice}
 id "$user" >/dev/null 2>&1 || { echo "srun_latency: no user $user (hpcml-cluster up makes it)" >&2; exit 1; }
-install -d -m 0755 "$etc" "$etc/data" "$etc/other"
-echo data >"$etc/data/x.h5"
-chmod 0644 "$etc/data/x.h5"
+install -d -m 0755 "$etc" "$data" "$data/data" "$data/other"
+echo data >"$data/data/x.h5"
+chmod 0644 "$data/data/x.h5"
 cat >"$etc/policy.toml" <<EOP
 [zones.ae]
 [[datasets]]
-path = "$etc/data"
+path = "$data/data"
 zone = "ae"
 classification = "internal"
 [[datasets]]
-path = "$etc/other"
+path = "$data/other"
 zone = "ae"
 classification = "internal"
 [[roles]]
@@ -71,7 +76,9 @@ guard_line="required $so policy=$etc/policy.toml zone=ae audit=$etc/audit.jsonl 
 set_plugstack "$guard_line"
 "$top/tests/cluster/hpcml-cluster" restart-slurmd >/dev/null
 as_user() { (cd /tmp && runuser -u "$user" -- env SLURM_CONF="$SLURM_CONF" "$@"); }
-jobid=$(as_user salloc --no-shell -n1 --constraint=zone-ae 2>&1 | sed -n 's/.*Granted job allocation \([0-9]*\).*/\1/p' | head -n1)
+# The job declares the dataset (a step may only narrow its job's datasets);
+# its steps name it again, as an srun inside a batch job inherits it.
+jobid=$(as_user salloc --no-shell -n1 --constraint=zone-ae --dataset="$data/data/x.h5" 2>&1 | sed -n 's/.*Granted job allocation \([0-9]*\).*/\1/p' | head -n1)
 [ -n "$jobid" ] || { echo "srun_latency: salloc failed" >&2; exit 1; }
 
 # Seconds for one srun of a trivial step, timed in the user's shell.
@@ -83,13 +90,13 @@ timed_srun() {
 one() {  # one <with|without>
   if [ "$1" = with ]; then
     set_plugstack "$guard_line"
-    timed_srun --jobid="$jobid" -n1 --dataset="$etc/data/x.h5" cat "$etc/data/x.h5"
+    timed_srun --jobid="$jobid" -n1 --dataset="$data/data/x.h5" cat "$data/data/x.h5"
   else
     set_plugstack "# none"
-    timed_srun --jobid="$jobid" -n1 cat "$etc/data/x.h5"
+    timed_srun --jobid="$jobid" -n1 cat "$data/data/x.h5"
   fi
 }
-as_user srun --jobid="$jobid" -n1 --dataset="$etc/data/x.h5" true >/dev/null  # warm up, prolog
+as_user srun --jobid="$jobid" -n1 --dataset="$data/data/x.h5" true >/dev/null  # warm up, prolog
 ls "$etc/job-cache/job-$jobid@"*.attempt >/dev/null || { echo "srun_latency: no prolog marker" >&2; exit 1; }
 with=() without=()
 for i in $(seq 1 "$rounds"); do

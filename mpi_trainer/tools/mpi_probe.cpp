@@ -1,7 +1,10 @@
 // hpcml-mpi-probe: checks that an MPI launch works end to end.
 //
 // Every rank reports its host, pid, CPU affinity and Slurm ids; rank 0 prints
-// them in rank order. The ranks then check an all-reduce and a ring exchange.
+// them in rank order. The ranks then check an all-reduce and a ring exchange,
+// of one int and of 1 MiB (past every eager limit: on one node Open MPI then
+// copies straight between the ranks with process_vm_readv, which a step's
+// confinement must still allow).
 // Exit status: 0 when every check passes on every rank, 1 otherwise; 2 for a
 // bad argument.
 //
@@ -11,6 +14,7 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -27,7 +31,7 @@ namespace {
 // the man page from it).
 constexpr const char* kHelp =
     "hpcml-mpi-probe: check that an MPI launch works end to end (host, pid, CPU affinity and\n"
-    "Slurm ids of every rank, then an all-reduce and a ring exchange)\n"
+    "Slurm ids of every rank, then an all-reduce and a ring exchange of 1 int and 1 MiB)\n"
     "Usage: hpcml-mpi-probe [OPTIONS]\n"
     "\n"
     "Options:\n"
@@ -101,6 +105,12 @@ int main(int argc, char** argv) {
   MPI_Sendrecv(&rank, 1, MPI_INT, right, 7, &got, 1, MPI_INT, left, 7, MPI_COMM_WORLD,
                MPI_STATUS_IGNORE);
   ok = ok && got == left;
+  constexpr std::size_t kLarge = 1 << 20;
+  std::vector<char> send(kLarge, static_cast<char>(rank)), recv(kLarge, -1);
+  MPI_Sendrecv(send.data(), static_cast<int>(kLarge), MPI_CHAR, right, 8, recv.data(),
+               static_cast<int>(kLarge), MPI_CHAR, left, 8, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  ok = ok &&
+       std::all_of(recv.begin(), recv.end(), [&](char c) { return c == static_cast<char>(left); });
   if (expect >= 0) ok = ok && size == expect;
 
   int all_ok = 0, mine_ok = ok ? 1 : 0;

@@ -60,13 +60,17 @@ Status CheckDirectory(const std::string& dir) {
   return Status::Ok();
 }
 
+// An attempt marker holds the declared datasets (at most 64 KiB of paths,
+// options.hpp), JSON-escaped.
+constexpr off_t kMaxTrustedFile = 512 * 1024;
+
 // The content of a root-owned regular file writable by nobody else, opened
 // without following a symlink.
 Result<std::string> ReadTrustedFile(const std::string& path) {
   HPCML_ASSIGN_OR_RETURN(UniqueFd fd, OpenFd(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != 0 ||
-      (st.st_mode & 022) != 0 || st.st_size > 65536)
+      (st.st_mode & 022) != 0 || st.st_size > kMaxTrustedFile)
     return PermissionDenied("{}: not a root-owned regular file writable only by root", path);
   std::string text(static_cast<std::size_t>(st.st_size), '\0');
   if (::pread(fd.get(), text.data(), text.size(), 0) != static_cast<ssize_t>(text.size()))
@@ -74,15 +78,26 @@ Result<std::string> ReadTrustedFile(const std::string& path) {
   return text;
 }
 
-// The current attempt's marker of `key` (written by BeginJobAttempt).
-Result<std::string> CurrentAttempt(const std::string& dir, const JobKey& key) {
-  auto marker = ReadTrustedFile(MarkerPath(dir, key));
-  if (!marker.ok() && marker.status().code() == StatusCode::kNotFound)
+// The current attempt of `key` (written by BeginJobAttempt): its marker and
+// the job's declared datasets.
+struct Attempt {
+  std::string marker;
+  std::string datasets;
+};
+Result<Attempt> CurrentAttempt(const std::string& dir, const JobKey& key) {
+  const std::string path = MarkerPath(dir, key);
+  auto text = ReadTrustedFile(path);
+  if (!text.ok() && text.status().code() == StatusCode::kNotFound)
     return FailedPrecondition(
         "no attempt marker for job {}: slurmd runs the guard's prolog only if plugstack.conf had "
         "the plugin when slurmd started (restart slurmd after installing it)",
         key.job_id);
-  return marker;
+  if (!text.ok()) return text.status();
+  auto j = nlohmann::json::parse(*text, nullptr, false);
+  if (!j.is_object() || !j.contains("attempt") || !j["attempt"].is_string() ||
+      !j.contains("datasets") || !j["datasets"].is_string())
+    return PermissionDenied("{}: not an attempt marker", path);
+  return Attempt{j["attempt"].get<std::string>(), j["datasets"].get<std::string>()};
 }
 
 }  // namespace
@@ -113,12 +128,14 @@ std::optional<JobFacts> ReadCachedJobFacts(const std::string& dir, const JobKey&
     f.node_features = j.at("node_features").get<std::string>();
     if (const auto& a = j.at("associations_enforced"); !a.is_null())
       f.associations_enforced = a.get<bool>();
+    if (j.contains("prolog_alloc") && !j["prolog_alloc"].is_null())
+      f.prolog_at_allocation = j["prolog_alloc"].get<bool>();
     if (j.at("job_id").get<std::uint32_t>() != key.job_id ||
         j.at("key_cluster").get<std::string>() != key.cluster)
       return miss(path + ": for another job");
     if (j.value("key_node", std::string()) != key.node)
       return miss(path + ": written on another node");
-    if (j.at("attempt").get<std::string>() != *attempt)
+    if (j.at("attempt").get<std::string>() != attempt->marker)
       return miss(path + ": from an earlier attempt of the job");
     if (f.uid != uid) return miss(fmt::format("{}: written for uid {}, not {}", path, f.uid, uid));
     if (f.account.empty()) return miss(path + ": no account");
@@ -130,7 +147,7 @@ std::optional<JobFacts> ReadCachedJobFacts(const std::string& dir, const JobKey&
 
 Status WriteCachedJobFacts(const std::string& dir, const JobKey& key, const JobFacts& facts) {
   HPCML_RETURN_IF_ERROR(CheckDirectory(dir));
-  HPCML_ASSIGN_OR_RETURN(std::string attempt, CurrentAttempt(dir, key));
+  HPCML_ASSIGN_OR_RETURN(Attempt attempt, CurrentAttempt(dir, key));
   const std::time_t oldest = std::time(nullptr) - std::time_t{kMaxEntryAgeDays} * 24 * 3600;
   ForEachEntry(dir, [&](std::string_view name) {
     if (!name.starts_with("job-")) return;
@@ -141,7 +158,7 @@ Status WriteCachedJobFacts(const std::string& dir, const JobKey& key, const JobF
   nlohmann::json j = {{"job_id", key.job_id},
                       {"key_cluster", key.cluster},
                       {"key_node", key.node},
-                      {"attempt", attempt},
+                      {"attempt", attempt.marker},
                       {"uid", facts.uid},
                       {"account", facts.account},
                       {"partition", facts.partition},
@@ -150,10 +167,12 @@ Status WriteCachedJobFacts(const std::string& dir, const JobKey& key, const JobF
                       {"associations_enforced", nullptr},
                       {"node_features", facts.node_features}};
   if (facts.associations_enforced) j["associations_enforced"] = *facts.associations_enforced;
+  j["prolog_alloc"] = nullptr;
+  if (facts.prolog_at_allocation) j["prolog_alloc"] = *facts.prolog_at_allocation;
   return WriteFileAtomic(EntryPath(dir, key), JsonText(j), 0600);
 }
 
-Status BeginJobAttempt(const std::string& dir, const JobKey& key) {
+Status BeginJobAttempt(const std::string& dir, const JobKey& key, std::string_view datasets) {
   if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return ErrnoError("mkdir " + dir, errno);
   HPCML_RETURN_IF_ERROR(CheckDirectory(dir));
   const std::string entry = EntryPath(dir, key);
@@ -163,7 +182,14 @@ Status BeginJobAttempt(const std::string& dir, const JobKey& key) {
     return ErrnoError("getrandom", errno);
   std::string hex;
   for (std::uint8_t b : nonce) hex += fmt::format("{:02x}", b);
-  return WriteFileAtomic(MarkerPath(dir, key), hex, 0600);
+  nlohmann::json j = {{"attempt", hex}, {"datasets", std::string(datasets)}};
+  return WriteFileAtomic(MarkerPath(dir, key), JsonText(j), 0600);
+}
+
+Result<std::string> JobDeclaredDatasets(const std::string& dir, const JobKey& key) {
+  HPCML_RETURN_IF_ERROR(CheckDirectory(dir));
+  HPCML_ASSIGN_OR_RETURN(Attempt attempt, CurrentAttempt(dir, key));
+  return attempt.datasets;
 }
 
 Status RemoveCachedJobFacts(const std::string& dir, const JobKey& key) {

@@ -20,6 +20,12 @@
 // the uid it was written for. Anything else is a miss, never a decision: the
 // caller asks slurmctld. Files older than kMaxEntryAge are swept on every
 // write; the default directory is on /run (tmpfs), so a reboot clears it too.
+//
+// The attempt marker also records the job's declared datasets, read by the
+// prolog from the job's SPANK environment (set at submission, never by a
+// step): the job's steps are decided against it, so a step launched with a
+// user's own SLURM_CONF and forged option variables cannot add a dataset.
+// Without a marker no step may name a dataset (the guard fails closed).
 #pragma once
 
 #include <sys/types.h>
@@ -27,6 +33,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "hpcml/common/status.hpp"
 
@@ -42,6 +49,10 @@ struct JobFacts {
   std::optional<bool> associations_enforced;
   // This node's Slurm features (slurmctld's node record), comma-separated.
   std::string node_features;
+  // Whether slurmd runs the job prolog at allocation (PrologFlags=Alloc):
+  // only then is the prolog's record of the job's datasets the job's own,
+  // not the first step's on this node. nullopt: not asked.
+  std::optional<bool> prolog_at_allocation;
 
   friend bool operator==(const JobFacts&, const JobFacts&) = default;
 };
@@ -73,9 +84,16 @@ std::optional<JobFacts> ReadCachedJobFacts(const std::string& dir, const JobKey&
 // with no attempt marker (FailedPrecondition).
 Status WriteCachedJobFacts(const std::string& dir, const JobKey& key, const JobFacts& facts);
 
-// The job prolog: removes the entry of `key` and writes a new attempt marker;
+// The job prolog: removes the entry of `key` and writes a new attempt marker
+// holding the job's declared datasets (`datasets`: the --dataset paths the
+// job was submitted with, comma-joined as the option's value; "" for none);
 // creates `dir` (mode 0700) if it does not exist.
-Status BeginJobAttempt(const std::string& dir, const JobKey& key);
+Status BeginJobAttempt(const std::string& dir, const JobKey& key, std::string_view datasets);
+
+// The datasets the current attempt of `key` was declared with, as recorded
+// by its prolog: a step may only narrow them (node_side.cpp). An error when
+// there is no trusted marker (FailedPrecondition: no prolog of the guard ran).
+Result<std::string> JobDeclaredDatasets(const std::string& dir, const JobKey& key);
 
 // The job epilog: removes the entry and the marker of `key`; none is not an
 // error.

@@ -21,15 +21,22 @@ namespace {
 // slurmctld's AccountingStorageEnforce: associations (src/common/read_config.h).
 constexpr std::uint16_t kEnforceAssociations = 1u << 0;
 
-// Whether slurmctld enforces associations (one RPC).
-Result<bool> AssociationsEnforced() {
+// What the guard needs of slurmctld's configuration (one RPC): whether it
+// enforces associations, and whether slurmd runs the prolog when the job is
+// allocated (PrologFlags=Alloc).
+struct CtlFacts {
+  bool associations_enforced = false;
+  bool prolog_at_allocation = false;
+};
+Result<CtlFacts> LoadCtlFacts() {
   slurm_conf_t* conf = nullptr;
   if (slurm_load_ctl_conf(0, &conf) != SLURM_SUCCESS || !conf)
     return Unavailable("cannot load slurmctld's configuration: {}",
                        slurm_strerror(slurm_get_errno()));
-  bool enforced = (conf->accounting_storage_enforce & kEnforceAssociations) != 0;
+  CtlFacts facts{(conf->accounting_storage_enforce & kEnforceAssociations) != 0,
+                 (conf->prolog_flags & PROLOG_FLAG_ALLOC) != 0};
   slurm_free_ctl_conf(conf);
-  return enforced;
+  return facts;
 }
 
 // This node's features in slurmctld's node record (one RPC), found by its
@@ -52,9 +59,9 @@ Result<std::string> NodeFeatures(const std::string& node) {
 }
 
 // Account, partition and GPU count from slurmctld's job record (libslurm, one
-// RPC), this node's features (one more: NodeFeatures), and with
-// `need_enforcement` whether slurmctld enforces associations (one more).
-Result<JobFacts> LoadJobFacts(std::uint32_t job_id, uid_t uid, bool need_enforcement) {
+// RPC), this node's features (one more: NodeFeatures), and from slurmctld's
+// configuration (one more: LoadCtlFacts).
+Result<JobFacts> LoadJobFacts(std::uint32_t job_id, uid_t uid) {
   job_info_msg_t* msg = nullptr;
   if (slurm_load_job(&msg, job_id, SHOW_ALL) != SLURM_SUCCESS || !msg)
     return Unavailable("cannot load job {} from slurmctld: {}", job_id,
@@ -77,9 +84,9 @@ Result<JobFacts> LoadJobFacts(std::uint32_t job_id, uid_t uid, bool need_enforce
     f.cluster = job.cluster ? job.cluster : "";
     const char* tres = job.tres_alloc_str ? job.tres_alloc_str : job.tres_req_str;
     HPCML_ASSIGN_OR_RETURN(f.gpus, GpusFromTres(tres ? tres : ""));
-    if (need_enforcement) {
-      HPCML_ASSIGN_OR_RETURN(f.associations_enforced, AssociationsEnforced());
-    }
+    HPCML_ASSIGN_OR_RETURN(CtlFacts ctl, LoadCtlFacts());
+    f.associations_enforced = ctl.associations_enforced;
+    f.prolog_at_allocation = ctl.prolog_at_allocation;
     auto features = NodeFeatures(ShortHostname());
     if (features.ok()) {
       f.node_features = std::move(features).value();
@@ -107,20 +114,21 @@ Result<std::optional<std::string>> ZoneFeature(std::string_view features) {
 
 // A cache that cannot be read or written costs a lookup, never a wrong
 // answer.
-Result<JobFacts> JobFactsForStep(const JobKey& key, uid_t uid, bool need_enforcement,
-                                 bool* cached) {
+Result<JobFacts> JobFactsForStep(const JobKey& key, uid_t uid, bool fresh, bool* cached) {
   const std::string& dir = State().config.job_cache;
   *cached = false;
+  if (fresh) return LoadJobFacts(key.job_id, uid);
   if (!dir.empty()) {
     std::string why;
     auto hit = ReadCachedJobFacts(dir, key, uid, &why);
-    if (hit && (!need_enforcement || hit->associations_enforced)) {
+    // An entry of an older guard lacks slurmctld's configuration: asked again.
+    if (hit && hit->associations_enforced && hit->prolog_at_allocation) {
       *cached = true;
       return *hit;
     }
     if (!why.empty()) slurm_info("hpcml-guard: job facts cache not used: %s", why.c_str());
   }
-  HPCML_ASSIGN_OR_RETURN(JobFacts facts, LoadJobFacts(key.job_id, uid, need_enforcement));
+  HPCML_ASSIGN_OR_RETURN(JobFacts facts, LoadJobFacts(key.job_id, uid));
   if (!dir.empty()) {
     Status st = WriteCachedJobFacts(dir, key, facts);
     if (!st.ok()) slurm_info("hpcml-guard: job facts not cached: %s", st.message().c_str());

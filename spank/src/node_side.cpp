@@ -2,19 +2,21 @@
 // prolog and epilog (plugin_parts.hpp):
 // - init_post_opt: the authoritative decision, made once per step on each
 //   node (the job's facts from slurmctld, one lookup per job and node:
-//   job_cache.hpp), logged, and only *stored*: failing init_post_opt or
-//   user_init drains the node. An allowed step gets the HPCML_* variables
-//   (hpcml/common/job_env.hpp) in its environment there. With enforce=mount
-//   (the default) an allowed step's slurmstepd then moves into its view of
-//   the datasets (mount_view.hpp), before it opens the step's
-//   stdin/stdout/stderr files and forks the tasks, so both see only what was
-//   allowed.
+//   job_cache.hpp; the node's data file systems: data_mounts.hpp; the step's
+//   datasets within the job's declared ones), logged, and only *stored*:
+//   failing init_post_opt or user_init drains the node. An allowed step gets
+//   the HPCML_* variables (hpcml/common/job_env.hpp) in its environment
+//   there. With enforce=mount (the default) an allowed step's slurmstepd then
+//   moves into its view of the datasets (mount_view.hpp), before it opens the
+//   step's stdin/stdout/stderr files and forks the tasks, so both see only
+//   what was allowed; with confine=landlock (the default) it then confines
+//   itself, and so every task, to processes of the step (confine.hpp).
 // - task_init_privileged (each task, root): delivers a denial (the task
 //   exits 1, the node stays idle), and denies a task whose open files (its
 //   stdio files) read a dataset it was not allowed or write into any dataset.
 // - job_prolog and job_epilog (job script context): start and end the job's
 //   attempt in the facts cache, so each attempt of a job is decided on its
-//   own facts (job_cache.hpp).
+//   own facts, and record the datasets it was submitted with (job_cache.hpp).
 // In remote context every failure becomes a denial, never a drained node.
 
 #include <dirent.h>
@@ -36,6 +38,9 @@
 #include <fmt/format.h>
 #include <slurm/slurm.h>
 
+#include "confine.hpp"
+#include "data_mounts.hpp"
+#include "hpcml/common/fs.hpp"
 #include "hpcml/common/strings.hpp"
 #include "hpcml/guard/mount_view.hpp"
 #include "job_environment.hpp"
@@ -113,14 +118,15 @@ UserCredentials StepCredentials(spank_t sp, const StepIds& ids, const std::strin
   return creds;
 }
 
-// The job's facts for this step, from slurmctld or this node's cache; the
-// job's cluster must be this node's cluster= when that is given.
-Result<JobFacts> StepJobFacts(const StepIds& ids, const Policy& policy, AuditRecord* rec) {
+// The job's facts for this step, from slurmctld or this node's cache (for
+// the batch step always from slurmctld: BeginBatchAttempt); the job's
+// cluster must be this node's cluster= when that is given.
+Result<JobFacts> StepJobFacts(const StepIds& ids, AuditRecord* rec) {
   const GuardState& s = State();
   bool cached = false;
   HPCML_ASSIGN_OR_RETURN(JobFacts facts,
                          JobFactsForStep(JobKey{s.config.cluster, ids.job_id, ShortHostname()},
-                                         ids.uid, policy.binds_accounts(), &cached));
+                                         ids.uid, ids.step_id == SLURM_BATCH_SCRIPT, &cached));
   Step().facts_source = cached ? "this node's cache" : "slurmctld";
   rec->cluster = facts.cluster;
   if (!s.config.cluster.empty() && facts.cluster != s.config.cluster)
@@ -187,6 +193,85 @@ Status AddFeatureSetVersions(const UserCredentials& creds, std::vector<std::stri
   return Status::Ok();
 }
 
+// The batch step starts its attempt on its node itself. slurmd runs the
+// prolog only for a job id its credential cache does not hold, and a job
+// requeued and started again within cred_expire (its user may set
+// StartTime=now) is still held there: no prolog, and the previous attempt's
+// marker, facts and record, should its epilog not have removed them, would
+// be taken for this attempt's. The batch step runs once per attempt, with
+// the job's submitted environment, so its datasets are the job's declared
+// ones: it starts a new attempt with them and caches the facts it just
+// asked slurmctld for. A failure is logged: the job's later steps then ask
+// slurmctld, and may name no dataset.
+void BeginBatchAttempt(const StepIds& ids, const JobFacts& facts,
+                       const std::vector<Result<ResolvedPath>>& resolved) {
+  const GuardState& s = State();
+  if (s.config.job_cache.empty()) return;
+  std::vector<std::string> canonical;
+  for (const auto& r : resolved)
+    if (r.ok()) canonical.push_back(r->path);
+  JobKey key{s.config.cluster, ids.job_id, ShortHostname()};
+  Status st = BeginJobAttempt(s.config.job_cache, key, JoinDatasets(canonical));
+  if (st.ok()) st = WriteCachedJobFacts(s.config.job_cache, key, facts);
+  if (!st.ok())
+    slurm_info("hpcml-guard: job %u: batch attempt not recorded: %s", ids.job_id,
+               st.message().c_str());
+}
+
+// A step may only narrow the job's datasets: each dataset the step asks for,
+// as the user resolves it now, must be within one the job was submitted
+// with, as the job's prolog resolved and recorded them at allocation
+// (job_cache.hpp), never as the step's own options or environment say.
+// Only PrologFlags=Alloc makes that record the job's: otherwise slurmd runs
+// the prolog at the first step on each node, with that step's SPANK
+// environment. `resolved` starts with the step's own datasets, in order (a
+// feature set's versions, added after them, follow their file).
+Status CheckStepNarrowsJob(const StepIds& ids, const JobFacts& facts,
+                           const std::vector<Result<ResolvedPath>>& resolved) {
+  const GuardState& s = State();
+  if (s.datasets.empty() || ids.step_id == SLURM_BATCH_SCRIPT) return Status::Ok();
+  if (s.config.job_cache.empty())
+    return FailedPrecondition(
+        "job_cache=off: the job's declared datasets are not recorded on this node, so no step "
+        "may name a dataset");
+  if (!facts.prolog_at_allocation.value_or(false))
+    return FailedPrecondition(
+        "slurm.conf has no PrologFlags=Alloc: the job prolog's record of the job's datasets would "
+        "be the first step's on each node, so no step may name a dataset");
+  JobKey key{s.config.cluster, ids.job_id, ShortHostname()};
+  auto recorded = JobDeclaredDatasets(s.config.job_cache, key);
+  if (!recorded.ok()) return recorded.status().WithContext("the job's declared datasets");
+  std::vector<std::string> job_paths;
+  if (!recorded->empty())
+    HPCML_RETURN_IF_ERROR(AppendDatasets(*recorded, std::nullopt, &job_paths)
+                              .WithContext("the job's declared datasets"));
+  for (std::size_t i = 0; i < s.datasets.size() && i < resolved.size(); ++i) {
+    if (!resolved[i].ok()) continue;  // denied by NodeRequest, naming it
+    const std::string& path = resolved[i]->path;
+    bool within = std::any_of(job_paths.begin(), job_paths.end(),
+                              [&](const std::string& j) { return IsWithin(path, j); });
+    if (!within)
+      return PermissionDenied(
+          "dataset '{}' is not among the job's datasets (submitted with: {}): a step may only "
+          "narrow them",
+          s.datasets[i], recorded->empty() ? "none" : *recorded);
+  }
+  return Status::Ok();
+}
+
+// The data file systems this node mounts (data_mounts.hpp), from slurmstepd's
+// mountinfo before the view: only the node's zone's, none shared with a
+// place users can write.
+Status CheckNodeDataMounts(const Policy& policy, const std::string& node_zone,
+                           const std::string& home) {
+  HPCML_ASSIGN_OR_RETURN(std::string text, ReadFile("/proc/self/mountinfo"));
+  HPCML_ASSIGN_OR_RETURN(std::vector<Mount> mounts, ParseMountInfo(text));
+  std::vector<std::string> writable = {"/tmp", "/var/tmp", "/dev/shm"};
+  if (!home.empty() && home[0] == '/') writable.push_back(home);
+  return CheckDataMounts(policy, node_zone, mounts, writable, ReadZoneMarkerFile)
+      .WithContext("data file systems");
+}
+
 // The inode of the calling thread's mount namespace (0 if unknown).
 ino_t MountNamespace() {
   struct stat st {};
@@ -219,31 +304,39 @@ Result<Decision> DecideOnNodeOrError(spank_t sp, AuditRecord* rec) {
   rec->step_id = StepName(ids.step_id);
   rec->uid = ids.uid;
   HPCML_RETURN_IF_ERROR(s.args);
-  if (!s.option_error.empty()) return InvalidArgument("{}", s.option_error);
-
-  auto user = UserName(ids.uid);
-  if (!user) return NotFound("no passwd entry for uid {}", ids.uid);
-  rec->user = *user;
-  UserCredentials creds = StepCredentials(sp, ids, *user);
-
+  // The policy first: a step denied for any later reason still gets its
+  // covers from it (CoverDeniedStep).
   HPCML_ASSIGN_OR_RETURN(Policy loaded, LoadPolicyFile(s.config.policy_path));
   step.policy = std::move(loaded);  // kept: the view and the tasks' checks use it
   const Policy& policy = *step.policy;
   rec->policy_sha256 = policy.sha256();
-  HPCML_ASSIGN_OR_RETURN(JobFacts facts, StepJobFacts(ids, policy, rec));
+  if (!s.option_error.empty()) return InvalidArgument("{}", s.option_error);
+
+  auto entry = LookupUser(ids.uid);
+  if (!entry) return NotFound("no passwd entry for uid {}", ids.uid);
+  const std::string* user = &entry->name;
+  rec->user = *user;
+  UserCredentials creds = StepCredentials(sp, ids, *user);
+  HPCML_ASSIGN_OR_RETURN(JobFacts facts, StepJobFacts(ids, rec));
 
   HPCML_ASSIGN_OR_RETURN(auto resolved, CanonicalPathsAsUser(creds, s.datasets));
+  if (ids.step_id == SLURM_BATCH_SCRIPT) BeginBatchAttempt(ids, facts, resolved);
   std::vector<std::string> requested = s.datasets;
   HPCML_RETURN_IF_ERROR(AddFeatureSetVersions(creds, &requested, &resolved));
   HPCML_ASSIGN_OR_RETURN(Request req,
                          NodeRequest(policy, creds, *user, facts, requested, resolved, rec));
+  HPCML_RETURN_IF_ERROR(CheckNodeDataMounts(policy, rec->zone, entry->home));
   Decision d = Decide(policy, req);
+  // After the policy: its reasons are the more telling.
+  if (d.allow) HPCML_RETURN_IF_ERROR(CheckStepNarrowsJob(ids, facts, resolved));
   if (d.allow && s.config.enforce_mount) {
     // From the descriptors resolved above, never from a fresh lookup.
     std::vector<ResolvedPath> fds;
     for (auto& r : resolved) fds.push_back(std::move(r).value());
     HPCML_RETURN_IF_ERROR(EnterDatasetView(req.datasets, fds));
   }
+  // After the view, before the tasks: they all inherit this domain.
+  if (d.allow && s.config.confine_landlock) HPCML_RETURN_IF_ERROR(ConfineToView());
   if (d.allow) step.allowed = req.datasets;
   return d;
 }
@@ -283,6 +376,15 @@ void CoverDeniedStep() {
     slurm_info("hpcml-guard: denied step not covered: %s", covered.message().c_str());
 }
 
+// Denied: its tasks fail in task_init_privileged, but slurmstepd would
+// still run the user's srun --task-epilog (and the like) as the user, from
+// this thread, for each task it reaps. Executing anything is forbidden to a
+// denied step (confine.hpp), whatever the view: no user code runs.
+void LockDeniedStep() noexcept {
+  Status locked = ForbidExecution();
+  if (!locked.ok()) slurm_info("hpcml-guard: denied step not locked: %s", locked.message().c_str());
+}
+
 // The task's open files, before it runs: slurmstepd opened its stdin, stdout
 // and stderr files for it. A file or directory of a policy dataset open for
 // reading must be within an allowed dataset; nothing of a dataset may be open
@@ -320,10 +422,35 @@ Status CheckOpenFiles(const Policy& policy, const std::vector<std::string>& allo
   return Status::Ok();
 }
 
-// The prolog starts a new attempt of the job in this node's facts cache, the
-// epilog removes the job's files (job_cache.hpp). Always 0: a failing prolog
-// or epilog drains the node. A failure is logged; an entry is then trusted
-// only under the marker of the attempt that wrote it.
+// The job's declared datasets for the prolog's record: the --dataset paths
+// of its SPANK environment (as slurmd hands it to the prolog, "SPANK_"
+// prefixed), each resolved as the job's user now, comma-joined; those that
+// do not resolve are left out (no step can narrow to them). "" for none.
+Result<std::string> CanonicalJobDatasets(spank_t sp) {
+  const char* raw = std::getenv("SPANK__SLURM_SPANK_OPTION_hpcml_guard_dataset");
+  if (!raw || !*raw) return std::string();
+  std::vector<std::string> paths;
+  HPCML_RETURN_IF_ERROR(AppendDatasets(raw, std::nullopt, &paths));
+  StepIds ids;
+  if (spank_get_item(sp, S_JOB_UID, &ids.uid) != ESPANK_SUCCESS ||
+      spank_get_item(sp, S_JOB_GID, &ids.gid) != ESPANK_SUCCESS)
+    return Internal("cannot read the job's uid and gid");
+  auto entry = LookupUser(ids.uid);
+  if (!entry) return NotFound("no passwd entry for uid {}", ids.uid);
+  HPCML_ASSIGN_OR_RETURN(auto resolved,
+                         CanonicalPathsAsUser(StepCredentials(sp, ids, entry->name), paths));
+  std::vector<std::string> canonical;
+  for (const auto& r : resolved)
+    if (r.ok()) canonical.push_back(r->path);
+  return JoinDatasets(canonical);
+}
+
+// The prolog starts a new attempt of the job in this node's facts cache,
+// recording the job's datasets; the epilog removes the job's files
+// (job_cache.hpp). Always 0: a failing prolog or epilog drains the node. A
+// failure is logged; an entry is then trusted only under the marker of the
+// attempt that wrote it, and a job without a record runs no step that names
+// a dataset.
 int CacheJobAttempt(spank_t sp, int ac, char** av, bool begin) noexcept {
   try {
     auto config = ParsePluginArgs(Args(ac, av));
@@ -332,8 +459,18 @@ int CacheJobAttempt(spank_t sp, int ac, char** av, bool begin) noexcept {
         spank_get_item(sp, S_JOB_ID, &job_id) != ESPANK_SUCCESS)
       return 0;
     JobKey key{config->cluster, job_id, ShortHostname()};
-    Status st = begin ? BeginJobAttempt(config->job_cache, key)
-                      : RemoveCachedJobFacts(config->job_cache, key);
+    if (!begin) {
+      Status st = RemoveCachedJobFacts(config->job_cache, key);
+      if (!st.ok()) slurm_error("hpcml-guard: %s", st.message().c_str());
+      return 0;
+    }
+    auto datasets = CanonicalJobDatasets(sp);
+    if (!datasets.ok()) {
+      // Recorded as none: the job's steps may name no dataset.
+      slurm_error("hpcml-guard: job %u: its datasets: %s", job_id,
+                  datasets.status().message().c_str());
+    }
+    Status st = BeginJobAttempt(config->job_cache, key, datasets.ok() ? *datasets : "");
     if (!st.ok()) slurm_error("hpcml-guard: %s", st.message().c_str());
   } catch (...) {
   }
@@ -363,7 +500,10 @@ int NodeInitPostOpt(spank_t sp) noexcept {
       // No record, no run: an unlogged allow would defeat the audit.
       d = DenyForError(logged.WithContext("audit log"));
     }
-    if (!d.allow) CoverDeniedStep();
+    if (!d.allow) {
+      CoverDeniedStep();
+      LockDeniedStep();
+    }
     slurm_debug(
         "hpcml-guard: job %s step %s decided and logged in %.2f ms (job facts from %s)",
         rec.job_id.c_str(), rec.step_id.c_str(),
@@ -376,6 +516,7 @@ int NodeInitPostOpt(spank_t sp) noexcept {
                  step.decision.reason.c_str());
   } catch (...) {
     Step().decided = false;  // task_init_privileged denies
+    LockDeniedStep();
   }
   return 0;
 }

@@ -44,7 +44,7 @@ Status ValidateName(std::string_view what, std::string_view value) {
 Result<PluginConfig> ParsePluginArgs(const std::vector<std::string_view>& args) {
   PluginConfig config;
   bool have_policy = false, have_zone = false, have_audit = false, have_cluster = false,
-       have_sync = false, have_cache = false, have_enforce = false;
+       have_sync = false, have_cache = false, have_enforce = false, have_confine = false;
   for (std::string_view arg : args) {
     std::size_t eq = arg.find('=');
     if (eq == std::string_view::npos || eq == 0)
@@ -83,6 +83,11 @@ Result<PluginConfig> ParsePluginArgs(const std::vector<std::string_view>& args) 
       if (value != "mount" && value != "advisory")
         return InvalidArgument("plugin argument 'enforce': expected mount or advisory");
       config.enforce_mount = value == "mount";
+    } else if (key == "confine") {
+      HPCML_RETURN_IF_ERROR(once(&have_confine));
+      if (value != "landlock" && value != "none")
+        return InvalidArgument("plugin argument 'confine': expected landlock or none");
+      config.confine_landlock = value == "landlock";
     } else if (key == "job_cache") {
       HPCML_RETURN_IF_ERROR(once(&have_cache));
       if (value == "off") {
@@ -94,7 +99,7 @@ Result<PluginConfig> ParsePluginArgs(const std::vector<std::string_view>& args) 
     } else {
       return InvalidArgument(
           "unknown plugin argument '{}' (expected policy=, zone=, audit=, audit_sync=, cluster=, "
-          "job_cache=, enforce=)",
+          "job_cache=, enforce=, confine=)",
           HasControlChar(key) ? std::string("<control>") : std::string(key));
     }
   }

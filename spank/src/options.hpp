@@ -31,7 +31,9 @@ inline constexpr std::size_t kMaxDatasetsBytes = 64 * 1024;
 //   audit_sync=yes|no       optional (default no): fdatasync every audit line
 //   enforce=mount|none      optional (default none): mount_view.hpp in each task
 //   job_cache=/abs/dir|off  optional (default kDefaultJobCache): where slurmstepd
-//                           keeps each job's slurmctld facts (job_cache.hpp)
+//                           keeps each job's slurmctld facts and the prolog the
+//                           job's declared datasets (job_cache.hpp)
+//   confine=landlock|none   optional (default landlock): confine.hpp
 struct PluginConfig {
   static constexpr const char* kDefaultAuditPath = "/var/log/hpcml/audit.jsonl";
   std::string policy_path;
@@ -46,6 +48,12 @@ struct PluginConfig {
   bool enforce_mount = true;
   const char* enforce_name() const { return enforce_mount ? "mount" : "advisory"; }
   std::string job_cache = kDefaultJobCache;  // "" (job_cache=off): ask slurmctld every step
+  // confine=landlock (default): an allowed step's tasks share one Landlock
+  // domain and reach no process outside it (confine.hpp). confine=none: for
+  // kernels without Landlock; /proc/<pid>/root of the user's other processes
+  // then reaches outside the view. Logged by slurmd when it starts.
+  bool confine_landlock = true;
+  const char* confine_name() const { return confine_landlock ? "landlock" : "none"; }
 };
 
 // Unknown, repeated, empty or malformed arguments are errors naming the

@@ -124,9 +124,9 @@ int SlurmdInit(int ac, char** av) noexcept {
     }
     auto policy = LoadPolicyFile(config->policy_path);
     if (policy.ok()) {
-      slurm_info("hpcml-guard %s loaded: policy %s sha256 %s, enforce=%s, audit %s",
+      slurm_info("hpcml-guard %s loaded: policy %s sha256 %s, enforce=%s, confine=%s, audit %s",
                  version.c_str(), config->policy_path.c_str(), policy->sha256().c_str(),
-                 config->enforce_name(), config->audit_path.c_str());
+                 config->enforce_name(), config->confine_name(), config->audit_path.c_str());
     } else {
       slurm_error(
           "hpcml-guard %s loaded: policy %s: %s (every job step is denied until it is fixed)",
@@ -151,12 +151,12 @@ std::string ShortHostname() {
   return h.substr(0, h.find('.'));
 }
 
-std::optional<std::string> UserName(uid_t uid) {
+std::optional<PasswdEntry> LookupUser(uid_t uid) {
   std::vector<char> buf(16384);
   struct passwd pw {
   }, *res = nullptr;
   if (::getpwuid_r(uid, &pw, buf.data(), buf.size(), &res) != 0 || !res) return std::nullopt;
-  return std::string(pw.pw_name);
+  return PasswdEntry{pw.pw_name, pw.pw_dir ? pw.pw_dir : ""};
 }
 
 std::vector<std::string> GroupNames(const Policy& policy, std::vector<gid_t> gids) {

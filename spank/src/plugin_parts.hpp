@@ -73,7 +73,10 @@ int SlurmdInit(int ac, char** av) noexcept;
 std::vector<std::string_view> Args(int ac, char** av);
 
 std::string ShortHostname();
-std::optional<std::string> UserName(uid_t uid);
+struct PasswdEntry {
+  std::string name, home;
+};
+std::optional<PasswdEntry> LookupUser(uid_t uid);
 // The names of these groups, each gid looked up once. Only a policy that
 // binds roles to groups needs them (each lookup reads /etc/group or asks the
 // directory service): otherwise none.
@@ -150,8 +153,10 @@ int NodeJobEpilog(spank_t sp, int ac, char** av) noexcept;
 
 // The job facts from this node's cache (job_cache.hpp), else from slurmctld,
 // then cached for the job's next steps here. `cached` says which. With
-// `need_enforcement` the facts say whether slurmctld enforces associations.
-Result<JobFacts> JobFactsForStep(const JobKey& key, uid_t uid, bool need_enforcement, bool* cached);
+// `fresh`, from slurmctld and not cached (the caller starts a new attempt
+// first). The facts always say whether slurmctld enforces associations and
+// runs the prolog at allocation.
+Result<JobFacts> JobFactsForStep(const JobKey& key, uid_t uid, bool fresh, bool* cached);
 
 // This node's zone. Each source that is there must agree: the plugin's
 // zone= argument (`arg`), the policy's [zones.<name>] nodes, the node's Slurm

@@ -65,8 +65,9 @@ Decision DecideOnSubmit(AuditRecord* rec, std::string* data_zones) {
   rec->cluster = s.config.cluster;
   rec->uid = ::getuid();
   if (s.zone) rec->zone = *s.zone;
-  auto user = UserName(::getuid());
-  if (!user) return DenyForError(NotFound("no passwd entry for uid {}", ::getuid()));
+  auto entry = LookupUser(::getuid());
+  if (!entry) return DenyForError(NotFound("no passwd entry for uid {}", ::getuid()));
+  const std::string* user = &entry->name;
   rec->user = *user;
   auto policy = LoadPolicyFile(s.config.policy_path);
   if (!policy.ok()) return DenyForError(policy.status());

@@ -32,11 +32,11 @@ class JobCacheTest : public ::testing::Test {
   }
   // The prolog's part, then the write.
   Status Write(const JobKey& key, const JobFacts& facts) {
-    if (Status st = BeginJobAttempt(dir_, key); !st.ok()) return st;
+    if (Status st = BeginJobAttempt(dir_, key, ""); !st.ok()) return st;
     return WriteCachedJobFacts(dir_, key, facts);
   }
   static JobFacts Facts() {
-    return JobFacts{1001, "hpcml-ml", "batch", "c1", 2, true, "zone-ae,big"};
+    return JobFacts{1001, "hpcml-ml", "batch", "c1", 2, true, "zone-ae,big", true};
   }
 
   fs::path root_;
@@ -66,8 +66,8 @@ TEST_F(JobCacheTest, NodesSharingADirectoryNeverReadEachOthersEntries) {
   const JobKey on1{"c1", 7, "node1"}, on3{"c1", 7, "node3"};
   JobFacts ae = Facts(), eu = Facts();
   eu.node_features = "zone-eu";
-  ASSERT_TRUE(BeginJobAttempt(dir_, on1).ok());
-  ASSERT_TRUE(BeginJobAttempt(dir_, on3).ok());  // the later prolog
+  ASSERT_TRUE(BeginJobAttempt(dir_, on1, "").ok());
+  ASSERT_TRUE(BeginJobAttempt(dir_, on3, "").ok());  // the later prolog
   ASSERT_TRUE(WriteCachedJobFacts(dir_, on1, ae).ok());
   std::string why;
   EXPECT_FALSE(ReadCachedJobFacts(dir_, on3, 1001, &why).has_value()) << "node1's entry";
@@ -146,7 +146,7 @@ TEST_F(JobCacheTest, EntriesArePerClusterAndRemovalTakesOnlyTheJobs) {
   ASSERT_TRUE(Write(JobKey{"", 7, "node1"}, other).ok());
   EXPECT_EQ(*ReadCachedJobFacts(dir_, JobKey{"", 7, "node1"}, 1001), other);
   // An entry renamed to another cluster's name does not answer for it.
-  ASSERT_TRUE(BeginJobAttempt(dir_, JobKey{"c2", 7, "node1"}).ok());
+  ASSERT_TRUE(BeginJobAttempt(dir_, JobKey{"c2", 7, "node1"}, "").ok());
   fs::rename(dir_ + "/job-7@node1.json", dir_ + "/job-c2-7@node1.json");
   EXPECT_FALSE(ReadCachedJobFacts(dir_, JobKey{"c2", 7, "node1"}, 1001).has_value());
   ASSERT_TRUE(Write(JobKey{"c1", 70, "node1"}, Facts()).ok());
@@ -156,13 +156,38 @@ TEST_F(JobCacheTest, EntriesArePerClusterAndRemovalTakesOnlyTheJobs) {
       << "job 70 is not 7";
 }
 
+// Issue 31, finding 4: the prolog records the datasets the job was
+// submitted with, per attempt and node, where only root writes; steps are
+// decided against that record, never against their own options.
+TEST_F(JobCacheTest, TheAttemptRecordsTheJobsDeclaredDatasets) {
+  EXPECT_FALSE(JobDeclaredDatasets(dir_, kJob7).ok()) << "no directory, no record";
+  ASSERT_TRUE(BeginJobAttempt(dir_, kJob7, "/d/ae/churn.h5,/d/ae/b c").ok());
+  auto got = JobDeclaredDatasets(dir_, kJob7);
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  EXPECT_EQ(*got, "/d/ae/churn.h5,/d/ae/b c");
+  auto other_node = JobDeclaredDatasets(dir_, JobKey{"c1", 7, "node2"});
+  ASSERT_FALSE(other_node.ok());
+  EXPECT_EQ(other_node.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(other_node.status().message().find("restart slurmd"), std::string::npos);
+  ASSERT_TRUE(BeginJobAttempt(dir_, kJob7, "").ok());  // the next attempt, submitted with none
+  got = JobDeclaredDatasets(dir_, kJob7);
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  EXPECT_EQ(*got, "");
+  // A marker anyone could have written is not a record.
+  ::chmod((dir_ + "/job-c1-7@node1.attempt").c_str(), 0666);
+  EXPECT_FALSE(JobDeclaredDatasets(dir_, kJob7).ok());
+  { std::ofstream(dir_ + "/job-c1-7@node1.attempt", std::ios::trunc) << "0123abcd"; }
+  ::chmod((dir_ + "/job-c1-7@node1.attempt").c_str(), 0600);
+  EXPECT_FALSE(JobDeclaredDatasets(dir_, kJob7).ok()) << "an old bare marker records nothing";
+}
+
 TEST_F(JobCacheTest, AnEntryServesOnlyTheAttemptThatWroteIt) {
   // The first attempt's entry survives a crash (no epilog); the job, moved
   // to another partition while requeued, starts again here: the prolog's new
   // marker makes the old entry a miss even if it were written back.
   ASSERT_TRUE(Write(kJob7, Facts()).ok());
   std::string old_entry = *ReadFile(dir_ + "/job-c1-7@node1.json");
-  ASSERT_TRUE(BeginJobAttempt(dir_, kJob7).ok());
+  ASSERT_TRUE(BeginJobAttempt(dir_, kJob7, "").ok());
   EXPECT_FALSE(fs::exists(dir_ + "/job-c1-7@node1.json"));
   { std::ofstream(dir_ + "/job-c1-7@node1.json") << old_entry; }
   ::chmod((dir_ + "/job-c1-7@node1.json").c_str(), 0600);

@@ -50,6 +50,12 @@ TEST(PluginArgs, EnforceIsMountOrAdvisory) {
       ParsePluginArgs(V({"policy=/p.toml", "zone=ae", "enforce=advisory"}))->enforce_mount);
 }
 
+TEST(PluginArgs, ConfineIsLandlockUnlessNamedNone) {
+  EXPECT_TRUE(ParsePluginArgs(V({"policy=/p.toml"}))->confine_landlock);
+  EXPECT_TRUE(ParsePluginArgs(V({"policy=/p.toml", "confine=landlock"}))->confine_landlock);
+  EXPECT_FALSE(ParsePluginArgs(V({"policy=/p.toml", "confine=none"}))->confine_landlock);
+}
+
 TEST(PluginArgs, RejectsBadArguments) {
   struct Case {
     std::vector<std::string_view> args;
@@ -64,6 +70,8 @@ TEST(PluginArgs, RejectsBadArguments) {
       {V({"policy=/p", "zone=ae", "job_cache=cache"}), "not an absolute path"},
       {V({"policy=/p", "zone=ae", "enforce=chroot"}), "expected mount or advisory"},
       {V({"policy=/p", "zone=ae", "enforce=none"}), "expected mount or advisory"},
+      {V({"policy=/p", "confine=seccomp"}), "expected landlock or none"},
+      {V({"policy=/p", "confine=none", "confine=none"}), "given twice"},
       {V({"policy=/p", "zone="}), "empty value"},
       {V({"policy=/p", "zone=a e"}), "character other than"},
       {V({"zone=ae"}), "missing plugin argument policy="},

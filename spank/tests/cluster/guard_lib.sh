@@ -21,17 +21,24 @@ GUARD_LOG=$HPCML_CLUSTER_DIR/guard-log
 POLICY=$GUARD_ETC/policy.toml
 AUDIT=$GUARD_LOG/audit.jsonl
 GUARD_CACHE=$HPCML_CLUSTER_DIR/guard-cache  # the job facts cache (root 0700, made by the guard)
-DATA=$HPCML_CLUSTER_DIR/guard-data
+# Each zone's data file system (hpcml-cluster up): $DATA/ae is mounted on
+# the ae nodes only, $DATA/eu on the eu node only; this host has both.
+DATA=$HPCML_CLUSTER_DIR/data
 # The tests' datasets are mostly zone ae's: their jobs run on the ae nodes
 # unless a test asks for another zone's (guard_zones).
 export SLURM_CONSTRAINT=zone-ae SBATCH_CONSTRAINT=zone-ae
 ALICE=hpcml-alice
 BOB=hpcml-bob
 
-install -d -m 0755 -o root -g root "$GUARD_ETC" "$GUARD_LOG" "$DATA"
+install -d -m 0755 -o root -g root "$GUARD_ETC" "$GUARD_LOG"
+for z in ae eu; do
+  mountpoint -q "$DATA/$z" ||
+    fail "$DATA/$z is not zone $z's data file system: restart the cluster (tests/cluster/hpcml-cluster up)"
+done
 
-# The datasets: ae/public (internal), ae/restricted, eu; ae/scratch is
-# writable by everyone (users make symlinks there); ae/private is root-only.
+# The datasets, on the zones' file systems: ae/public (internal),
+# ae/restricted, eu (its whole file system); ae/scratch is writable by
+# everyone (users make symlinks there); ae/private is root-only.
 make_data() {
   install -d -m 0755 "$DATA/ae/public" "$DATA/ae/restricted" "$DATA/eu"
   install -d -m 1777 "$DATA/ae/scratch"
@@ -135,6 +142,13 @@ guard_install() {
   local args="policy=$POLICY zone=@ZONE@ audit=$AUDIT cluster=hpcml job_cache=$GUARD_CACHE"
   [ $# -gt 0 ] && args="$*"
   set_plugstack "required $GUARD_SO $args"
+  if [ -z "${GUARD_PROLOG:-}" ]; then
+    # slurmd runs the guard's job prolog, which records each job's declared
+    # datasets (no record, no step with datasets), only if the plugin was in
+    # plugstack.conf when slurmd started.
+    "$HPCML_SOURCE_DIR/tests/cluster/hpcml-cluster" restart-slurmd >/dev/null
+    GUARD_PROLOG=1
+  fi
 }
 
 # A slurm.conf a user could write: the same cluster without plugstack.conf,

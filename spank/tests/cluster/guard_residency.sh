@@ -111,7 +111,17 @@ rm -f "$out_file"
 state=$(stdio_job --input="$DATA/eu/marker" --output="$out_file" --wrap cat)
 [[ $(cat "$out_file" 2>/dev/null) != *EU-SECRET* ]] || fail "advisory mode: --input read zone eu's data"
 [ "$state" != COMPLETED ] || fail "advisory mode: --input of another zone's data: the job completed"
-assert_contains "$(grep '"decision":"deny"' "$AUDIT" | tail -n1)" "$DATA/eu/marker" \
+# Another zone's data is not on this node at all (its own file system); a
+# dataset of this zone the job did not declare is, and the advisory mode
+# denies reading it as stdin, naming it.
+echo AE-RESTRICTED >"$DATA/ae/restricted/marker"
+chmod 0644 "$DATA/ae/restricted/marker"
+rm -f "$out_file"
+state=$(stdio_job --input="$DATA/ae/restricted/marker" --output="$out_file" --wrap cat)
+[[ $(cat "$out_file" 2>/dev/null) != *AE-RESTRICTED* ]] ||
+  fail "advisory mode: --input read an undeclared dataset"
+[ "$state" != COMPLETED ] || fail "advisory mode: --input of an undeclared dataset: the job completed"
+assert_contains "$(grep '"decision":"deny"' "$AUDIT" | tail -n1)" "$DATA/ae/restricted/marker" \
   "advisory mode: the audited denial names the stdin file"
 state=$(stdio_job --output="$written" --wrap "echo written")
 [[ $(cat "$written" 2>/dev/null) != *written* ]] || fail "advisory mode: --output wrote into a data root"
