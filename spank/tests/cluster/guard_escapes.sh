@@ -76,7 +76,8 @@ run_as $ALICE timeout 60 srun -w node1 -n1 --dataset="$DATA/ae/scratch" \
 # in_node1 <cmd>: runs <cmd> (sh) as root in node1's mount namespace, which
 # its slurmd's new steps inherit.
 in_node1() {
-  nsenter --target "$(cat "$HPCML_CLUSTER_DIR/run/slurmd-node1.pid")" --mount sh -c "$1"
+  # --root: the target's root, also when the cluster runs in a chroot (CI).
+  nsenter --target "$(cat "$HPCML_CLUSTER_DIR/run/slurmd-node1.pid")" --mount --root sh -c "$1"
 }
 # Zone eu's storage mounted on an ae node (a site mounting every zone's data
 # everywhere, as this cluster did before).

@@ -55,7 +55,11 @@ wait_requeued "$id"
 [ "$mode" = preempt ] && wait_job "$urgent" >/dev/null
 finish_resumed "$id" "$dir"
 out=$OUT
-assert_contains "$out" "stopping at step" "the interrupted attempt saved and stopped"
+# From rank 0's metrics file, not the job's output: under proctrack/cgroup
+# the batch step's srun is signalled with everything else in its cgroup and
+# may be gone before it relays the trainer's last line.
+assert_contains "$(cat "$dir/metrics-0.jsonl")" '"event":"stopped"' \
+  "the interrupted attempt saved and stopped"
 assert_eq 2 "$(grep -c '^attempt [01] on node\[1-2\]$' <<<"$out")" "both attempts on node1 and node2"
 [ -f "$dir/metrics-1.jsonl" ] || fail "no metrics from the resumed attempt"
 resumed=$(final_loss "$dir/metrics-1.jsonl")
