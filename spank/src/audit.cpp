@@ -1,5 +1,6 @@
 #include "hpcml/guard/audit.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -12,6 +13,7 @@
 #include <cstring>
 #include <ctime>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 
@@ -157,6 +159,34 @@ std::optional<std::pair<std::uint64_t, std::string>> ParseHead(const std::string
   return std::pair<std::uint64_t, std::string>(seq, hash);
 }
 
+// The head file's third field: which file the chain's last line is in,
+// "<dev>:<ino>" ("" in a head written by an older guard).
+std::string HeadFileId(const std::string& text) {
+  unsigned long long seq = 0;
+  char hash[65] = {}, file[64] = {};
+  if (std::sscanf(text.c_str(), "%llu %64s %63s", &seq, hash, file) != 3) return "";
+  return file;
+}
+
+std::string FileId(const struct stat& st) {
+  return fmt::format("{}:{}", static_cast<unsigned long long>(st.st_dev),
+                     static_cast<unsigned long long>(st.st_ino));
+}
+
+// Whether a file of the directory `dir` is `file_id` (the log rotated by a
+// rename in its directory, as logrotate's create mode does).
+bool FileInDirectory(const std::string& dir, const std::string& file_id) {
+  std::unique_ptr<DIR, int (*)(DIR*)> d(::opendir(dir.c_str()), ::closedir);
+  if (!d) return false;
+  while (const dirent* e = ::readdir(d.get())) {
+    struct stat st {};
+    if (::fstatat(::dirfd(d.get()), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+        S_ISREG(st.st_mode) && FileId(st) == file_id)
+      return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 std::string FormatAuditLine(const AuditRecord& rec, std::uint64_t seq,
@@ -193,13 +223,18 @@ namespace {
 struct ChainEnd {
   std::uint64_t seq = 0;
   std::string prev = kZeroHash;
+  std::string gap;  // why the lines before this end are not in the log's directory
 };
 
-// The chain's end from the log's last line, or for a new file (rotation)
-// from the head file.
-Result<ChainEnd> FindChainEnd(int fd, off_t size, const std::string& path,
+// The chain's end from the log's last line, or for a new file from the head
+// file. A new file is a rotation when the file the head names is still in
+// the log's directory (renamed); otherwise the log was deleted, emptied or
+// moved away, and the chain goes on with a gap, which verify reports for
+// ever (never healed by the next line).
+Result<ChainEnd> FindChainEnd(int fd, const struct stat& st, const std::string& path,
                               const std::string& head_path) {
   ChainEnd end;
+  const off_t size = st.st_size;
   HPCML_ASSIGN_OR_RETURN(std::string last, ReadLastLine(fd, size, path));
   if (!last.empty()) {
     end.prev = Sha256::Hex(last);
@@ -218,9 +253,31 @@ Result<ChainEnd> FindChainEnd(int fd, off_t size, const std::string& path,
     if (auto head = ParseHead(head_text)) {
       end.seq = head->first + 1;
       end.prev = head->second;
+      const std::string was = HeadFileId(head_text);
+      std::size_t slash = path.rfind('/');
+      std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+      if (!was.empty() && (was == FileId(st) || !FileInDirectory(dir, was)))
+        end.gap = fmt::format(
+            "the log that ended at seq {} is gone from {} (deleted, emptied or moved away): the "
+            "lines up to it are not in this chain",
+            head->first, dir);
     }
   }
   return end;
+}
+
+// The line that records a gap (ChainEnd::gap), chained at `end`, which moves
+// past it.
+std::string GapLine(ChainEnd* end) {
+  nlohmann::ordered_json j;
+  j["seq"] = end->seq;
+  j["time"] = FormatUtcMillis(std::chrono::system_clock::now());
+  j["context"] = "gap";
+  j["reason"] = Bounded(end->gap);
+  std::string line = Finish(j, end->prev);
+  end->prev = Sha256::Hex(line);
+  ++end->seq;
+  return line;
 }
 
 // The line that closes a run of repeated denials, chained at `end`, which
@@ -269,14 +326,14 @@ Result<std::string> AppendAudit(const std::string& path, const AuditRecord& reco
   if (::fstat(fd.get(), &st) != 0) return ErrnoError("fstat " + path, errno);
   if (!S_ISREG(st.st_mode)) return IoError("audit log {}: not a regular file", path);
   const std::string head_path = path + ".head", repeat_path = path + ".repeat";
-  HPCML_ASSIGN_OR_RETURN(ChainEnd end, FindChainEnd(fd.get(), st.st_size, path, head_path));
+  HPCML_ASSIGN_OR_RETURN(ChainEnd end, FindChainEnd(fd.get(), st, path, head_path));
 
   HPCML_ASSIGN_OR_RETURN(std::string repeat_text, ReadSide(repeat_path));
   std::optional<Repeat> repeat = ParseRepeat(repeat_text);
   if (repeat && repeat->seq + 1 != end.seq) repeat.reset();  // the log moved on without us
   const std::int64_t now = NowMs();
   const std::string key = record.allow ? std::string() : RepeatKey(record);
-  if (repeat && !record.allow && repeat->key == key &&
+  if (repeat && end.gap.empty() && !record.allow && repeat->key == key &&
       now - repeat->time_ms < std::int64_t{kAuditRepeatWindowSeconds} * 1000) {
     ++repeat->count;
     repeat->last_job = record.job_id + "." + record.step_id;
@@ -287,11 +344,13 @@ Result<std::string> AppendAudit(const std::string& path, const AuditRecord& reco
   }
 
   std::string out;
+  if (!end.gap.empty()) out += GapLine(&end) + "\n";
   if (repeat && repeat->count > 0) out += RepeatSummary(*repeat, &end) + "\n";
   std::string line = FormatAuditLine(record, end.seq, end.prev);
   out += line + "\n";
   HPCML_RETURN_IF_ERROR(AppendLines(fd.get(), st.st_size, std::move(out), path, sync));
-  HPCML_RETURN_IF_ERROR(WriteSide(head_path, fmt::format("{} {}\n", end.seq, Sha256::Hex(line))));
+  HPCML_RETURN_IF_ERROR(
+      WriteSide(head_path, fmt::format("{} {} {}\n", end.seq, Sha256::Hex(line), FileId(st))));
   HPCML_RETURN_IF_ERROR(
       WriteSide(repeat_path,
                 record.allow ? std::string() : fmt::format("{} {} {} 0 -\n", key, end.seq, now)));
@@ -307,6 +366,7 @@ class ChainChecker {
   explicit ChainChecker(bool strict_start, const std::vector<WitnessEntry>& witnessed = {})
       : strict_start_(strict_start) {
     for (const WitnessEntry& w : witnessed) witnessed_.emplace(w.seq, &w);
+    rep_.witnessed = witnessed.size();
   }
 
   void File(const std::string& name, std::string_view text) {
@@ -348,13 +408,28 @@ class ChainChecker {
                  "its SHA-256 does not match the head file's: the last line was edited");
   }
 
+  // Every witnessed head must be a line of the chain given: one missing
+  // because the log is empty, the chain starts after it (cut, restarted, or
+  // its rotated file not given) or ends before it is a problem.
   VerifyReport Done() {
     for (const auto& [seq, w] : witnessed_) {
-      if (seen_.count(seq) || !started_ || seq < rep_.first_seq) continue;
-      Bad(last_file_, 0,
-          fmt::format("the head seq {} recorded by the witness at {} is not in the log: it was "
-                      "cut or rewritten after that",
-                      seq, w->time));
+      if (seen_.count(seq)) continue;
+      if (!started_)
+        Bad(last_file_, 0,
+            fmt::format("the log is empty or missing, but the witness recorded its head at seq "
+                        "{} at {}",
+                        seq, w->time));
+      else if (seq < rep_.first_seq)
+        Bad(last_file_, 0,
+            fmt::format("the witness recorded the head at seq {} at {}, before this chain's first "
+                        "line (seq {}): the chain was cut or restarted, or give the rotated files "
+                        "that hold it",
+                        seq, w->time, rep_.first_seq));
+      else
+        Bad(last_file_, 0,
+            fmt::format("the head seq {} recorded by the witness at {} is not in the log: it was "
+                        "cut or rewritten after that",
+                        seq, w->time));
     }
     rep_.intact = rep_.problems.empty();
     rep_.head = started_ ? prev_hash_ : "";
@@ -393,8 +468,15 @@ class ChainChecker {
                         line_no));
       }
       expected_seq_ = seq + 1;
-      if (auto w = witnessed_.find(seq); w != witnessed_.end()) {
-        seen_.insert(seq);
+      if (j.contains("context") && j["context"] == "gap")
+        Bad(file, line_no,
+            fmt::format("a gap in the trail: {}", j.contains("reason") && j["reason"].is_string()
+                                                      ? j["reason"].get<std::string>()
+                                                      : "(no reason)"));
+      auto [from, to] = witnessed_.equal_range(seq);
+      if (from != to) seen_.insert(seq);
+      for (auto w = from; w != to; ++w) {
+        ++rep_.witnessed_checked;
         if (w->second->hash != hash)
           Bad(file, line_no,
               fmt::format("differs from the line the witness recorded at {}: the log was "

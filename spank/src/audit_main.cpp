@@ -227,9 +227,10 @@ int main(int argc, char** argv) {
   std::string from = report->first_seq > 0
                          ? fmt::format(" from seq {} (older lines rotated away)", report->first_seq)
                          : "";
-  std::string against =
-      witness.empty() ? ""
-                      : fmt::format(", {} witnessed head(s) of {} match", witnessed.size(), node);
+  std::string against = witness.empty()
+                            ? ""
+                            : fmt::format(", {} of {} witnessed head(s) of {} checked and matching",
+                                          report->witnessed_checked, report->witnessed, node);
   fmt::print("hpcml-audit: intact, {} lines{}{}, head sha256 {}\n", report->lines, from, against,
              report->head.empty() ? "(empty log)" : report->head);
   return 0;

@@ -259,6 +259,103 @@ TEST_F(AuditTest, AWitnessOffTheNodeShowsARewrittenOrCutChain) {
   EXPECT_NE(cut->problems[0].reason.find("head seq 4 recorded by the witness"), std::string::npos);
 }
 
+// Issue 32, finding 1: with the collector's witness in hand, every way of
+// losing the witnessed lines fails, and verify says how many it checked.
+TEST_F(AuditTest, TheWitnessFailsAnEmptyARestartedAndACutLog) {
+  const std::string witness = (dir_ / "witness").string();
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(AppendAudit(path_, Rec(i)).ok());
+  ASSERT_TRUE(*AppendWitness(witness, "n1", path_ + ".head"));
+  auto w = *ReadWitness(witness, "n1");
+  auto ok = VerifyAuditFiles({path_}, w);
+  ASSERT_TRUE(ok->intact) << Problems(*ok);
+  EXPECT_EQ(ok->witnessed, 1u);
+  EXPECT_EQ(ok->witnessed_checked, 1u);
+  const std::vector<std::string> original = Lines();
+
+  // Emptied, its head file deleted.
+  WriteLines({});
+  fs::remove(path_ + ".head");
+  auto empty = VerifyAuditFiles({path_}, w);
+  ASSERT_FALSE(empty->intact);
+  EXPECT_NE(Problems(*empty).find("the log is empty or missing, but the witness recorded its "
+                                  "head at seq 4"),
+            std::string::npos)
+      << Problems(*empty);
+  EXPECT_EQ(empty->witnessed_checked, 0u);
+
+  // Rewritten from seq 1000 (a forged head file to continue from).
+  fs::remove(path_);
+  ASSERT_TRUE(WriteFileAtomic(path_ + ".head", "999 " + std::string(64, 'f') + "\n").ok());
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(AppendAudit(path_, Rec(i)).ok());
+  EXPECT_TRUE(VerifyAuditLog(path_)->intact) << "on its own it looks like a rotated log";
+  auto restarted = VerifyAuditFiles({path_}, w);
+  ASSERT_FALSE(restarted->intact);
+  EXPECT_NE(Problems(*restarted).find("before this chain's first line (seq 1000)"),
+            std::string::npos)
+      << Problems(*restarted);
+
+  // The first lines dropped, the witnessed one among them: only the
+  // dropped lines, given as the rotated file they would be, reach back.
+  fs::remove(path_);
+  fs::remove(path_ + ".head");
+  WriteLines(original);
+  for (int i = 5; i < 8; ++i) ASSERT_TRUE(AppendAudit(path_, Rec(i)).ok());
+  std::vector<std::string> all = Lines();
+  const std::string older = (dir_ / "older.jsonl").string();
+  {
+    std::ofstream out(older);
+    for (std::size_t i = 0; i < 5; ++i) out << all[i] << "\n";
+  }
+  WriteLines({all.begin() + 5, all.end()});
+  auto cut = VerifyAuditFiles({path_}, w);
+  ASSERT_FALSE(cut->intact);
+  EXPECT_NE(Problems(*cut).find("the witness recorded the head at seq 4"), std::string::npos)
+      << Problems(*cut);
+  auto whole = VerifyAuditFiles({older, path_}, w);
+  EXPECT_TRUE(whole->intact) << Problems(*whole);
+  EXPECT_EQ(whole->witnessed_checked, 1u);
+}
+
+// Issue 32, finding 2: a deleted or emptied log is a gap the next line
+// records, and verify reports it for ever; a rotation (a rename in the
+// log's directory) is not.
+TEST_F(AuditTest, ADeletedOrEmptiedLogIsAGapForEver) {
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(AppendAudit(path_, Rec(i)).ok());
+  fs::remove(path_);
+  ASSERT_TRUE(AppendAudit(path_, Rec(3)).ok());
+  auto lines = Lines();
+  ASSERT_EQ(lines.size(), 2u);
+  auto gap = nlohmann::json::parse(lines[0]);
+  EXPECT_EQ(gap["context"], "gap");
+  EXPECT_EQ(gap["seq"], 3);
+  for (int i = 4; i < 8; ++i) ASSERT_TRUE(AppendAudit(path_, Rec(i)).ok());
+  auto after = VerifyAuditLog(path_);
+  ASSERT_FALSE(after->intact) << "healed by later lines";
+  ASSERT_EQ(after->problems.size(), 1u) << Problems(*after);
+  EXPECT_EQ(after->problems[0].line, 1u);
+  EXPECT_NE(after->problems[0].reason.find("a gap in the trail: the log that ended at seq 2 is "
+                                           "gone"),
+            std::string::npos)
+      << Problems(*after);
+
+  // Emptied in place (truncated): the same.
+  fs::remove(path_);
+  fs::remove(path_ + ".head");
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(AppendAudit(path_, Rec(i)).ok());
+  fs::resize_file(path_, 0);
+  ASSERT_TRUE(AppendAudit(path_, Rec(3)).ok());
+  EXPECT_EQ(nlohmann::json::parse(Lines().front())["context"], "gap");
+
+  // Rotated: no gap.
+  fs::remove(path_);
+  fs::remove(path_ + ".head");
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(AppendAudit(path_, Rec(i)).ok());
+  fs::rename(path_, path_ + ".1");
+  ASSERT_TRUE(AppendAudit(path_, Rec(3)).ok());
+  EXPECT_NE(nlohmann::json::parse(Lines().front())["context"], "gap");
+  EXPECT_TRUE(VerifyAuditFiles({path_ + ".1", path_})->intact);
+}
+
 TEST_F(AuditTest, RotationKeepsTheChain) {
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(AppendAudit(path_, Rec(i)).ok());
   std::string last_before = Lines().back();

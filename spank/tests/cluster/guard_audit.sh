@@ -112,6 +112,55 @@ rm -f "$AUDIT.repeat"
 [ "$rc" -eq 1 ] || fail "a chain rewritten on the node verified against the witness: $out"
 assert_contains "$out" "witness" "the witness finds the rewritten chain"
 
+# Issue 32, finding 1, as root on the node with the collector's witness in
+# hand: an emptied log without its head file, and a chain rewritten from
+# seq 1000, fail against the witness.
+verify_witness() {  # verify_witness <what> <needle>: must fail
+  local out rc
+  set +e
+  out=$("$AUDIT_BIN" verify --witness "$witness" --node node1 "$AUDIT" 2>&1)
+  rc=$?
+  set -e
+  [ "$rc" -eq 1 ] || fail "$1: verify against the witness exited $rc: $out"
+  assert_contains "$out" "$2" "$1"
+}
+out=$("$AUDIT_BIN" verify --witness "$witness" --node node1 "$AUDIT") ||
+  fail "the live log against its witness: $out"
+assert_contains "$out" "1 of 1 witnessed head(s) of node1 checked and matching" "verify's count"
+# Moved aside, not copied: put back, the log is the file its head names.
+mv "$AUDIT" "$JOB_DIR/real.jsonl"
+mv "$AUDIT.head" "$JOB_DIR/real.head"
+: >"$AUDIT"
+verify_witness "an emptied log without its head file" "the log is empty or missing, but the witness"
+rm -f "$AUDIT" "$AUDIT.repeat"
+echo "999 $(printf 'f%.0s' $(seq 64))" >"$AUDIT.head"
+run_as $ALICE timeout 60 srun -n1 true
+expect_allowed "a step writing a chain from seq 1000"
+"$AUDIT_BIN" verify "$AUDIT" >/dev/null || fail "the chain from seq 1000 does not verify on its own"
+verify_witness "a chain rewritten from seq 1000" "before this chain's first line (seq 1000)"
+mv -f "$JOB_DIR/real.jsonl" "$AUDIT"
+mv -f "$JOB_DIR/real.head" "$AUDIT.head"
+rm -f "$AUDIT.repeat"
+
+# Finding 2: a deleted log is not healed by the next line: the writer
+# records the gap, and verify reports it after any number of lines.
+# The log moved out of its directory is, to the writer, deleted.
+mv "$AUDIT" "$JOB_DIR/real.jsonl"
+cp -p "$AUDIT.head" "$JOB_DIR/real.head"
+for i in 1 2; do
+  run_as $ALICE timeout 60 srun -n1 true
+  expect_allowed "a step after the log was deleted ($i)"
+done
+set +e
+out=$("$AUDIT_BIN" verify "$AUDIT" 2>&1)
+rc=$?
+set -e
+mv -f "$JOB_DIR/real.jsonl" "$AUDIT"
+mv -f "$JOB_DIR/real.head" "$AUDIT.head"
+rm -f "$AUDIT.repeat"
+[ "$rc" -eq 1 ] || fail "a deleted log healed: verify exited $rc after two more steps: $out"
+assert_contains "$out" "a gap in the trail: the log that ended at seq" "the gap"
+
 # Rotation: the new log goes on from the old one's chain.
 mv "$AUDIT" "$AUDIT.1"
 run_as $ALICE timeout 60 srun -n1 true

@@ -85,6 +85,8 @@ struct VerifyReport {
   std::uint64_t first_seq = 0;         // > 0 when older files were rotated away
   std::string head;                    // hash of the last line
   std::vector<AuditProblem> problems;  // every bad line, in order
+  std::size_t witnessed = 0;           // witness entries given
+  std::size_t witnessed_checked = 0;   // of those, found in the chain and compared
 };
 
 // A head a collector recorded: node, seq and hash of that line, when.
@@ -112,9 +114,10 @@ Result<std::vector<WitnessEntry>> ReadWitness(const std::string& witness, const 
 // there is one. A bad line is reported and checking goes on from it. Fails
 // only when a file cannot be read.
 // With `witnessed`, each recorded head must be a line of the chain with the
-// same hash (one that is missing, or different, is a problem: the log was cut
-// or rewritten after it was recorded); heads older than the chain's first
-// line (rotated away) are not checked.
+// same hash: one that is different, or missing (the log is empty, ends
+// before it, or starts after it: cut, restarted, or its rotated file not
+// given) is a problem. A "gap" line (the writer found the log gone: deleted,
+// emptied or moved away, not rotated) is a problem for ever.
 Result<VerifyReport> VerifyAuditFiles(const std::vector<std::string>& paths,
                                       const std::vector<WitnessEntry>& witnessed = {});
 Result<VerifyReport> VerifyAuditLog(const std::string& path);
