@@ -71,8 +71,17 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
   if features == nil or features == "" then
     job_desc.features = want
   elseif features ~= want then
-    -- Kept with the user's own constraint: a contradiction (zone-ae and
-    -- zone-eu) then matches no node and sbatch says so.
+    -- A zone of the user's own that is not the data's would match no node:
+    -- refused here, saying why, rather than with Slurm's "Requested node
+    -- configuration is not available".
+    for zone in string.gmatch(features, "zone%-([%w._-]+)") do
+      if "zone-" .. zone ~= want then
+        slurm.log_user("hpcml-guard: the job's datasets are in zone %s, but its --constraint " ..
+                       "asks for zone-%s: a job runs in its data's zone (drop the zone from " ..
+                       "--constraint, the guard adds it)", zones, zone)
+        return slurm.ERROR
+      end
+    end
     job_desc.features = "(" .. features .. ")&" .. want
   end
   slurm.log_info("hpcml-guard: job of uid %u routed to %s", submit_uid, want)

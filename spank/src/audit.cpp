@@ -82,9 +82,35 @@ Status WriteAll(int fd, std::string_view data, const std::string& path) {
 
 namespace {
 
-std::string Bounded(const std::string& s) {
-  if (s.size() <= kMaxAuditField) return s;
-  return fmt::format("{}...[{} bytes]", std::string_view(s).substr(0, kMaxAuditField), s.size());
+std::string Bounded(const std::string& s, std::size_t max = kMaxAuditField) {
+  if (s.size() <= max) return s;
+  return fmt::format("{}...[{} bytes]", std::string_view(s).substr(0, max), s.size());
+}
+
+// The datasets as logged. An allow keeps up to kMaxAuditDatasets of them
+// (what was read matters to an auditor); a denial, whose list the user
+// chose, keeps what fits in kMaxDeniedDatasetsBytes and then the count and
+// the SHA-256 of the whole list (newline-joined), so any claimed list can be
+// checked against it and a flood of long lists costs about 1 KB a line.
+nlohmann::ordered_json LoggedDatasets(const AuditRecord& rec) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  const std::size_t max_count = kMaxAuditDatasets;
+  std::size_t used = 0, kept = 0;
+  for (; kept < rec.datasets.size() && kept < max_count; ++kept) {
+    std::string d =
+        rec.allow ? Bounded(rec.datasets[kept]) : Bounded(rec.datasets[kept], kMaxDeniedField);
+    if (!rec.allow && used + d.size() > kMaxDeniedDatasetsBytes && kept > 0) break;
+    used += d.size();
+    out.push_back(std::move(d));
+  }
+  if (kept == rec.datasets.size()) return out;
+  std::string all;
+  for (const std::string& d : rec.datasets) all += d + "\n";
+  out.push_back(rec.allow ? fmt::format("...and {} more", rec.datasets.size() - kept)
+                          : fmt::format("...and {} more; sha256 of all {}: {}",
+                                        rec.datasets.size() - kept, rec.datasets.size(),
+                                        Sha256::Hex(all)));
+  return out;
 }
 
 // A line as FormatAuditLine writes it: seq and time first, prev last.
@@ -206,14 +232,9 @@ std::string FormatAuditLine(const AuditRecord& rec, std::uint64_t seq,
   j["user"] = Bounded(rec.user);
   j["role"] = Bounded(rec.role);
   j["zone"] = Bounded(rec.zone);
-  nlohmann::ordered_json datasets = nlohmann::ordered_json::array();
-  for (std::size_t i = 0; i < rec.datasets.size() && i < kMaxAuditDatasets; ++i)
-    datasets.push_back(Bounded(rec.datasets[i]));
-  if (rec.datasets.size() > kMaxAuditDatasets)
-    datasets.push_back(fmt::format("...and {} more", rec.datasets.size() - kMaxAuditDatasets));
-  j["datasets"] = std::move(datasets);
+  j["datasets"] = LoggedDatasets(rec);
   j["decision"] = rec.allow ? "allow" : "deny";
-  j["reason"] = Bounded(rec.reason);
+  j["reason"] = rec.allow ? Bounded(rec.reason) : Bounded(rec.reason, kMaxDeniedField);
   return Finish(j, prev_hash);
 }
 

@@ -356,6 +356,32 @@ TEST_F(AuditTest, ADeletedOrEmptiedLogIsAGapForEver) {
   EXPECT_TRUE(VerifyAuditFiles({path_ + ".1", path_})->intact);
 }
 
+// Issue 32, finding 3: a denial costs about 1 KB whatever the user sends;
+// an allow keeps its datasets (what was read).
+TEST_F(AuditTest, ADenialStaysNearOneKilobyteWhateverTheUserSends) {
+  AuditRecord big = Rec(1);  // a denial
+  ASSERT_FALSE(big.allow);
+  big.datasets.clear();
+  for (int i = 0; i < 32; ++i)
+    big.datasets.push_back("/data/ae/" + std::string(2000, static_cast<char>('a' + i % 26)));
+  big.reason = "dataset '" + big.datasets[0] + "' is not in zone 'eu'";
+  auto line = AppendAudit(path_, big);
+  ASSERT_TRUE(line.ok()) << line.status().message();
+  EXPECT_LE(line->size(), 1100u) << *line;
+  auto j = nlohmann::json::parse(*line);
+  std::string all;
+  for (const auto& d : big.datasets) all += d + "\n";
+  const std::string last = j["datasets"].back().get<std::string>();
+  EXPECT_NE(last.find("sha256 of all 32: " + Sha256::Hex(all)), std::string::npos) << last;
+  AuditRecord allowed = big;
+  allowed.allow = true;
+  allowed.reason = "ok";
+  auto allow_line = AppendAudit(path_, allowed);
+  ASSERT_TRUE(allow_line.ok());
+  EXPECT_EQ(nlohmann::json::parse(*allow_line)["datasets"].size(), 32u) << "an allow keeps them";
+  EXPECT_TRUE(VerifyAuditLog(path_)->intact);
+}
+
 TEST_F(AuditTest, RotationKeepsTheChain) {
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(AppendAudit(path_, Rec(i)).ok());
   std::string last_before = Lines().back();
@@ -452,8 +478,15 @@ TEST_F(AuditTest, LoggedValuesAreBounded) {
   std::string line = Lines().at(0);
   EXPECT_LT(line.size(), 16u * 1024) << "a line of " << line.size() << " bytes";
   auto j = nlohmann::json::parse(line);
-  EXPECT_EQ(j["datasets"].size(), kMaxAuditDatasets + 1);
   EXPECT_NE(j["reason"].get<std::string>().find("[100000 bytes]"), std::string::npos);
+  EXPECT_NE(j["datasets"].back().get<std::string>().find("more; sha256 of all 1001"),
+            std::string::npos)
+      << "a denial";
+  r.allow = true;
+  ASSERT_TRUE(AppendAudit(path_, r).ok());
+  j = nlohmann::json::parse(Lines().at(1));
+  EXPECT_LT(Lines().at(1).size(), 24u * 1024);
+  EXPECT_EQ(j["datasets"].size(), kMaxAuditDatasets + 1) << "an allow";
 }
 
 TEST_F(AuditTest, AFullDiskFailsTheAppendAndKeepsEarlierLines) {

@@ -44,10 +44,15 @@ last=$(next_job_id)
 for ((id = first + 1; id < last; id++)); do
   [ -z "$(sacct -n -X -P -j "$id" -o JobID)" ] || fail "a refused submission created job $id"
 done
-# A constraint of the user's that contradicts the data's zone matches no
-# node: sbatch fails (Slurm 22.05 records such a job as FAILED).
+# A constraint of the user's that contradicts the data's zone is refused by
+# the script, saying why (issue 32), not with Slurm's generic "Requested node
+# configuration is not available"; one that agrees is kept.
 run_as $ALICE sbatch --ml-role=ml-engineer --constraint=zone-ae --dataset="$DATA/eu/b.h5" \
   --output=/dev/null --wrap true
 [ "$RC" -ne 0 ] || fail "a job asking for ae nodes with eu data was accepted: $OUT"
+assert_contains "$OUT" "the job's datasets are in zone eu, but its --constraint asks for zone-ae" \
+  "the refusal of a contradicting constraint"
+assert_eq node3 "$(routed eu-constraint --constraint=zone-eu --dataset="$DATA/eu/b.h5")" \
+  "the node of a job whose constraint agrees with its data"
 assert_node_idle "after the routed jobs"
 pass

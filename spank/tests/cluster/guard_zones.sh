@@ -28,7 +28,8 @@ assert_contains "$OUT" "node3 eu $DATA/eu/b.h5" "the eu node's zone and dataset"
 
 run_as $ALICE env $eu timeout 60 srun -n1 --ml-role=ml-engineer --dataset="$DATA/ae/public/a.h5" true
 [ "$RC" -ne 0 ] || fail "ae data with --constraint=zone-eu was accepted: $OUT"
-assert_contains "$OUT" "Requested node configuration is not available" "refused at submission"
+assert_contains "$OUT" "the job's datasets are in zone ae, but its --constraint asks for zone-eu" \
+  "refused at submission, saying why"
 run_as $ALICE env $eu $bypass ${opt}_dataset="$DATA/ae/public/a.h5" timeout 60 srun -n1 true
 expect_denied "ae data on the eu node" "dataset '$DATA/ae/public/a.h5' cannot be resolved"
 

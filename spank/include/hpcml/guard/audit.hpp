@@ -19,7 +19,7 @@
 // copy of "<log>.head" it fetched), and verify checks that every recorded
 // head is still in the chain. What was logged after the last recorded head
 // can still go unseen. Logged strings are bounded (kMaxAuditField bytes, kMaxAuditDatasets
-// paths).
+// paths; less for a denial: kMaxDeniedField, kMaxDeniedDatasetsBytes).
 #pragma once
 
 #include <cstddef>
@@ -34,6 +34,12 @@ namespace hpcml::guard {
 
 inline constexpr std::size_t kMaxAuditField = 512;
 inline constexpr std::size_t kMaxAuditDatasets = 32;
+// A denial's strings are the user's choice: its reason and each dataset at
+// most kMaxDeniedField bytes, its datasets together at most
+// kMaxDeniedDatasetsBytes (then a count and a digest): a line stays near
+// 1 KB whatever the user sends.
+inline constexpr std::size_t kMaxDeniedField = 192;
+inline constexpr std::size_t kMaxDeniedDatasetsBytes = 256;
 inline constexpr int kAuditRepeatWindowSeconds = 60;
 
 struct AuditRecord {
