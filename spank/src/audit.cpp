@@ -235,6 +235,7 @@ std::string FormatAuditLine(const AuditRecord& rec, std::uint64_t seq,
   j["datasets"] = LoggedDatasets(rec);
   j["decision"] = rec.allow ? "allow" : "deny";
   j["reason"] = rec.allow ? Bounded(rec.reason) : Bounded(rec.reason, kMaxDeniedField);
+  if (!rec.allow) j["reason_code"] = Bounded(rec.reason_code, 64);
   return Finish(j, prev_hash);
 }
 

@@ -114,6 +114,7 @@ AuditEntry EntryOf(const nlohmann::json& j, const std::string& file, std::size_t
   }
   e.decision = Text(j, "decision");
   e.reason = Text(j, "reason");
+  e.reason_code = Text(j, "reason_code");
   // The policy's digest and the guard's version, under the names a guard
   // may write them.
   for (const char* key : {"policy_sha256", "policy_digest"}) {
@@ -454,8 +455,11 @@ std::string FormatAuditMetrics(const AuditReport& r) {
   std::map<Key, double> counts;
   std::map<std::string, std::int64_t> last;
   for (const AuditEntry& e : r.entries) {
-    counts[Key{e.decision, ReasonClass(e.decision, e.reason), e.zone, e.context}] +=
-        static_cast<double>(e.count);
+    // The line's own code; the wording only for lines of older guards.
+    const std::string reason = e.decision == "allow"    ? std::string("none")
+                               : !e.reason_code.empty() ? e.reason_code
+                                                        : ReasonClass(e.decision, e.reason);
+    counts[Key{e.decision, reason, e.zone, e.context}] += static_cast<double>(e.count);
     last[e.decision] = std::max(last[e.decision], e.time_ms);
   }
   m.Family("hpcml_guard_decisions_total", MetricType::kCounter,

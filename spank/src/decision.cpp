@@ -1,5 +1,6 @@
 #include "hpcml/guard/decision.hpp"
 
+#include <algorithm>
 #include <optional>
 #include <set>
 
@@ -10,8 +11,8 @@
 namespace hpcml::guard {
 namespace {
 
-Decision Deny(std::string role, std::string zone, std::string reason) {
-  return Decision{false, std::move(role), std::move(zone), std::move(reason)};
+Decision Deny(std::string code, std::string role, std::string zone, std::string reason) {
+  return Decision{false, std::move(role), std::move(zone), std::move(reason), std::move(code)};
 }
 
 std::string Join(const std::set<std::string>& s) {
@@ -30,8 +31,12 @@ std::vector<std::string> DatasetZones(const Policy& policy,
   return {zones.begin(), zones.end()};
 }
 
-Decision DenyForError(const Status& error) {
-  return Deny("", "", error.message());
+Decision DenyForError(const Status& error, std::string code) {
+  if (code.empty()) {
+    code = "error_" + std::string(StatusCodeName(error.code()));
+    std::replace(code.begin(), code.end(), ' ', '_');
+  }
+  return Deny(std::move(code), "", "", error.message());
 }
 
 namespace {
@@ -48,20 +53,21 @@ Denial CheckRole(const Policy& policy, const Request& req, std::string* role_nam
   } else if (policy.default_role()) {
     *role_name = *policy.default_role();
   } else {
-    return Deny("", "", "no --ml-role given and the policy has no [defaults] role");
+    return Deny("role_missing", "", "", "no --ml-role given and the policy has no [defaults] role");
   }
   const std::string& name = *role_name;
   auto role_it = policy.roles().find(name);
   if (role_it == policy.roles().end())
-    return Deny(name, "", fmt::format("role '{}' is not defined in {}", name, policy.source()));
+    return Deny("role_unknown", name, "",
+                fmt::format("role '{}' is not defined in {}", name, policy.source()));
   *role = &role_it->second;
   if (!policy.IsBound(name, req.user, req.groups, req.account))
-    return Deny(name, "",
+    return Deny("role_unbound", name, "",
                 fmt::format("user '{}' (uid {}{}) is not bound to role '{}'", req.user, req.uid,
                             req.account ? fmt::format(", account '{}'", *req.account) : "", name));
   if (req.account && !req.associations_enforced &&
       !policy.IsBoundToPerson(name, req.user, req.groups))
-    return Deny(name, "",
+    return Deny("role_account_unenforced", name, "",
                 fmt::format("role '{}' comes only from the binding of account '{}', and slurmctld "
                             "does not enforce associations (any user may name any account): set "
                             "AccountingStorageEnforce=associations in slurm.conf",
@@ -78,20 +84,20 @@ Denial CheckZone(const Policy& policy, const Request& req, const std::string& ro
     *zone = *req.node_zone;
     if (!policy.zones().count(*zone))
       return Deny(
-          role_name, *zone,
+          "zone", role_name, *zone,
           fmt::format("this node's zone '{}' is not declared in {}", *zone, policy.source()));
     if (req.zone && *req.zone != *zone)
       return Deny(
-          role_name, *zone,
+          "zone", role_name, *zone,
           fmt::format("requested zone '{}' is not this node's zone '{}'", *req.zone, *zone));
   } else if (req.zone) {
     *zone = *req.zone;
     if (!policy.zones().count(*zone))
-      return Deny(role_name, *zone,
+      return Deny("zone", role_name, *zone,
                   fmt::format("zone '{}' is not declared in {}", *zone, policy.source()));
   }
   if (!zone->empty() && !role.zones.count(*zone))
-    return Deny(role_name, *zone,
+    return Deny("role_zone", role_name, *zone,
                 fmt::format("role '{}' may not run in zone '{}' (allowed: {}; {}:{})", role_name,
                             *zone, Join(role.zones), policy.source(), role.line));
   return std::nullopt;
@@ -101,13 +107,13 @@ Denial CheckZone(const Policy& policy, const Request& req, const std::string& ro
 Denial CheckResources(const Policy& policy, const Request& req, const std::string& role_name,
                       const Role& role, const std::string& zone) {
   if (req.gpus && *req.gpus > role.max_gpus)
-    return Deny(role_name, zone,
+    return Deny("gpus", role_name, zone,
                 fmt::format("the job has {} GPUs; role '{}' allows at most {} ({}:{})", *req.gpus,
                             role_name, role.max_gpus, policy.source(), role.line));
   if (req.partition && role.partitions) {
     // Known (node side) but empty: fail closed rather than skip the rule.
     if (req.partition->empty())
-      return Deny(role_name, zone,
+      return Deny("partition", role_name, zone,
                   fmt::format("the job has no partition; role '{}' is limited to {} ({}:{})",
                               role_name, Join(*role.partitions), policy.source(), role.line));
     // Every partition of the list, an empty item included.
@@ -115,7 +121,7 @@ Denial CheckResources(const Policy& policy, const Request& req, const std::strin
       const std::string part(field);
       if (!role.partitions->count(part))
         return Deny(
-            role_name, zone,
+            "partition", role_name, zone,
             fmt::format("partition '{}' is not allowed for role '{}' (allowed: {}; {}:{})", part,
                         role_name, Join(*role.partitions), policy.source(), role.line));
     }
@@ -130,14 +136,14 @@ Denial CheckDataset(const Policy& policy, const std::string& path, const std::st
   const DatasetEntry* e = policy.MatchDataset(path);
   if (!e && policy.unknown_datasets() == UnknownDatasets::kDeny)
     return Deny(
-        role_name, zone,
+        "dataset_unknown", role_name, zone,
         fmt::format("dataset '{}' matches no [[datasets]] entry in {}", path, policy.source()));
   if (e && !zone.empty() && e->zone != zone)
-    return Deny(role_name, zone,
+    return Deny("dataset_zone", role_name, zone,
                 fmt::format("dataset '{}' is in zone '{}' ({}:{}), not in zone '{}'", path, e->zone,
                             policy.source(), e->line, zone));
   if (e && !role.classifications.count(e->classification))
-    return Deny(role_name, zone,
+    return Deny("dataset_classification", role_name, zone,
                 fmt::format("dataset '{}' is classified '{}' ({}:{}); role '{}' allows: {}", path,
                             e->classification, policy.source(), e->line, role_name,
                             Join(role.classifications)));
@@ -146,12 +152,12 @@ Denial CheckDataset(const Policy& policy, const std::string& path, const std::st
   // "allow" must not let "/" through with every dataset under it).
   for (const DatasetEntry* below : policy.EntriesBelow(path)) {
     if (!zone.empty() && below->zone != zone)
-      return Deny(role_name, zone,
+      return Deny("dataset_zone", role_name, zone,
                   fmt::format("dataset '{}' contains '{}', which is in zone '{}' ({}:{}), not "
                               "in zone '{}'",
                               path, below->path, below->zone, policy.source(), below->line, zone));
     if (!role.classifications.count(below->classification))
-      return Deny(role_name, zone,
+      return Deny("dataset_classification", role_name, zone,
                   fmt::format("dataset '{}' contains '{}', classified '{}' ({}:{}); role '{}' "
                               "allows: {}",
                               path, below->path, below->classification, policy.source(),
@@ -175,7 +181,8 @@ Decision Decide(const Policy& policy, const Request& req) {
   }
   return Decision{true, role_name, zone,
                   fmt::format("role '{}' in zone '{}' with {} dataset(s)", role_name,
-                              zone.empty() ? "?" : zone, req.datasets.size())};
+                              zone.empty() ? "?" : zone, req.datasets.size()),
+                  ""};
 }
 
 }  // namespace hpcml::guard

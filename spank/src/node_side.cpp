@@ -498,7 +498,7 @@ int NodeInitPostOpt(spank_t sp) noexcept {
     Status logged = Audit(rec, true);
     if (!logged.ok() && d.allow) {
       // No record, no run: an unlogged allow would defeat the audit.
-      d = DenyForError(logged.WithContext("audit log"));
+      d = DenyForError(logged.WithContext("audit log"), "audit_log");
     }
     if (!d.allow) {
       CoverDeniedStep();
@@ -546,6 +546,7 @@ int NodeTaskInitPrivileged() noexcept {
       AuditRecord rec = step.record;
       rec.allow = false;
       rec.reason = "task: " + files.message();
+      rec.reason_code = "task";
       (void)Audit(rec, true);  // the task is denied whether or not the line is written
       slurm_error("hpcml-guard: denied: %s", rec.reason.c_str());
       return -1;

@@ -190,6 +190,7 @@ void RecordDecision(AuditRecord* rec, const Decision& d) {
   rec->role = d.role;
   if (!d.zone.empty()) rec->zone = d.zone;
   rec->reason = d.reason;
+  rec->reason_code = d.code;
 }
 
 Status Audit(const AuditRecord& rec, bool write_file) {

@@ -200,6 +200,21 @@ TEST_F(AuditReportTest, ATamperedLineIsFlagged) {
   EXPECT_EQ(r->entries.size(), 6u);
 }
 
+// Issue 32: metrics use the line's reason_code, not its wording (which
+// names paths and may change between guard versions).
+TEST_F(AuditReportTest, MetricsUseTheLinesReasonCode) {
+  AuditRecord deny = Rec("bob", "ae", {"/data/ae/customers/c.h5"}, false, kClassified);
+  deny.reason_code = "gpus";  // against the wording, to see which one counts
+  ASSERT_TRUE(AppendAudit(path_, deny).ok());
+  auto r = ReadAuditReport({path_});
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->entries.size(), 1u);
+  EXPECT_EQ(r->entries[0].reason_code, "gpus");
+  const std::string metrics = FormatAuditMetrics(*r);
+  EXPECT_NE(metrics.find("reason=\"gpus\""), std::string::npos) << metrics;
+  EXPECT_EQ(metrics.find("dataset_classification"), std::string::npos) << metrics;
+}
+
 TEST_F(AuditReportTest, RepeatedDenialsCountWithTheirDecision) {
   AuditRecord deny = Rec("bob", "ae", {"/data/ae/customers/c.h5"}, false, kClassified);
   for (int i = 0; i < 5; ++i) {

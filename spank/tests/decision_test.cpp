@@ -150,6 +150,8 @@ TEST_F(DecisionTest, Table) {
     row.edit(r);
     Decision d = D(r);
     EXPECT_EQ(d.allow, row.allow) << row.name << ": " << d.reason;
+    // Every denial carries its class (the audit line's reason_code).
+    EXPECT_EQ(d.code.empty(), row.allow) << row.name << ": code '" << d.code << "'";
     if (!row.allow) {
       EXPECT_NE(d.reason.find(row.needle), std::string::npos) << row.name << ": " << d.reason;
     }
@@ -283,6 +285,8 @@ TEST_F(DecisionTest, SubmitSideSkipsWhatItCannotKnow) {
 TEST_F(DecisionTest, ErrorsDeny) {
   Decision d = DenyForError(NotFound("/etc/hpcml/policy.toml: No such file or directory"));
   ExpectDeny(d, "/etc/hpcml/policy.toml");
+  EXPECT_EQ(d.code, "error_not_found");
+  EXPECT_EQ(DenyForError(IoError("disk full"), "audit_log").code, "audit_log");
 }
 
 }  // namespace

@@ -23,7 +23,7 @@ std::string Value(const std::vector<EnvVar>& env, const char* name) {
 
 TEST(JobEnvironmentTest, SetsTheDecisionTheDatasetsAndTheRolesClassifications) {
   Policy policy = TestPolicy();
-  Decision d{true, "fraud-analyst", "ae", "allowed"};
+  Decision d{true, "fraud-analyst", "ae", "allowed", ""};
   auto env = JobEnvironment(policy, d, {"/data/ae/x.h5", "/data/ae/restricted"});
   ASSERT_TRUE(env.ok()) << env.status().message();
   ASSERT_EQ(env->size(), 4u);
@@ -35,7 +35,7 @@ TEST(JobEnvironmentTest, SetsTheDecisionTheDatasetsAndTheRolesClassifications) {
 
 TEST(JobEnvironmentTest, NoDatasetsIsAnEmptyList) {
   Policy policy = TestPolicy();
-  auto env = JobEnvironment(policy, Decision{true, "reader", "ae", ""}, {});
+  auto env = JobEnvironment(policy, Decision{true, "reader", "ae", "", ""}, {});
   ASSERT_TRUE(env.ok()) << env.status().message();
   EXPECT_EQ(Value(*env, job_env::kDatasets), "");
   EXPECT_EQ(Value(*env, job_env::kClassifications), "internal");
@@ -54,14 +54,14 @@ roles = ["none"]
 )",
                             "none.toml");
   ASSERT_TRUE(policy.ok()) << policy.status().message();
-  auto env = JobEnvironment(*policy, Decision{true, "none", "ae", ""}, {});
+  auto env = JobEnvironment(*policy, Decision{true, "none", "ae", "", ""}, {});
   ASSERT_TRUE(env.ok()) << env.status().message();
   EXPECT_EQ(Value(*env, job_env::kClassifications), "");
 }
 
 TEST(JobEnvironmentTest, ARoleOutsideThePolicyIsAnError) {
   Policy policy = TestPolicy();
-  auto env = JobEnvironment(policy, Decision{true, "admin", "ae", ""}, {});
+  auto env = JobEnvironment(policy, Decision{true, "admin", "ae", "", ""}, {});
   EXPECT_EQ(env.status().code(), StatusCode::kInternal);
 }
 

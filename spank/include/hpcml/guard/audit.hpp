@@ -62,6 +62,7 @@ struct AuditRecord {
   std::vector<std::string> datasets;
   bool allow = false;
   std::string reason;
+  std::string reason_code;  // Decision::code: a stable class for metrics ("" for an allow)
 };
 
 // The line (without newline) for `record` after a line whose hash is

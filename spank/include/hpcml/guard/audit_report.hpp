@@ -37,6 +37,7 @@ struct AuditEntry {
   std::vector<std::string> datasets;
   std::string decision;  // "allow" or "deny"
   std::string reason;
+  std::string reason_code;    // "" in lines of older guards
   std::string policy_sha256;  // of the policy that decided, when the line records it
   std::string version;        // of the guard, when the line records it
   // A "repeat" line stands for `count` denials like the line it summarises

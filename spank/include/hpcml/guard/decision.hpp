@@ -40,6 +40,12 @@ struct Decision {
   std::string role;    // effective role ("" if none could be chosen)
   std::string zone;    // effective zone ("" if unknown)
   std::string reason;  // why; names the policy line where one applies
+  // A denial's stable class, for the audit line's reason_code and metrics:
+  // role_missing, role_unknown, role_unbound, role_account_unenforced, zone,
+  // role_zone, gpus, partition, dataset_unknown, dataset_zone,
+  // dataset_classification; error_<status> for a failure before the
+  // decision (DenyForError); "" for an allow.
+  std::string code;
 };
 
 Decision Decide(const Policy& policy, const Request& request);
@@ -50,7 +56,8 @@ std::vector<std::string> DatasetZones(const Policy& policy,
                                       const std::vector<std::string>& datasets);
 
 // A denial for a failure before the decision (policy unreadable, lookup
-// failed): the reason is the error's message.
-Decision DenyForError(const Status& error);
+// failed): the reason is the error's message, the code `code`, else
+// error_<the status's code> (error_permission_denied, ...).
+Decision DenyForError(const Status& error, std::string code = "");
 
 }  // namespace hpcml::guard
