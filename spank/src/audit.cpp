@@ -22,6 +22,7 @@
 
 #include "hpcml/common/json.hpp"
 #include "hpcml/common/sha256.hpp"
+#include "hpcml/common/strings.hpp"
 #include "hpcml/common/time.hpp"
 #include "hpcml/common/unique_fd.hpp"
 
@@ -135,6 +136,60 @@ struct Repeat {
   std::string last_job;      // the last of them: "<job>.<step>"
 };
 
+// A flood: more than kAuditFloodLines denials of one user on one node for
+// one reason code within kAuditRepeatWindowSeconds of the first, however
+// they vary (each names other paths). The lines past the limit are counted
+// here, in "<log>.flood", one run per key, and written as one "flood" line
+// once the window has passed.
+struct FloodRun {
+  std::string key;               // FloodKey
+  std::int64_t start_ms = 0;     // the window's start: the run's first denial
+  std::uint64_t lines = 0;       // full lines written in the window
+  std::uint64_t suppressed = 0;  // denials counted, not written
+  std::string user, code, last_job;
+};
+
+std::string FloodKey(const AuditRecord& r) {
+  return Sha256::Hex(JsonText(nlohmann::json{r.node, r.uid, r.reason_code})).substr(0, 32);
+}
+
+// "<key> <start_ms> <lines> <suppressed> <user> <code> <last_job>" lines;
+// malformed ones are dropped (the side file is a counter, not the record).
+std::vector<FloodRun> ParseFlood(const std::string& text) {
+  std::vector<FloodRun> runs;
+  for (std::string_view line : SplitFields(text, '\n')) {
+    std::vector<std::string_view> f = SplitFields(line, ' ');
+    if (f.size() != 7) continue;
+    FloodRun r;
+    r.key = f[0];
+    if (std::from_chars(f[1].data(), f[1].data() + f[1].size(), r.start_ms).ec != std::errc() ||
+        std::from_chars(f[2].data(), f[2].data() + f[2].size(), r.lines).ec != std::errc() ||
+        std::from_chars(f[3].data(), f[3].data() + f[3].size(), r.suppressed).ec != std::errc())
+      continue;
+    r.user = f[4];
+    r.code = f[5];
+    r.last_job = f[6];
+    runs.push_back(std::move(r));
+  }
+  return runs;
+}
+
+std::string FormatFlood(const std::vector<FloodRun>& runs) {
+  std::string out;
+  // Names and codes are logged bounded; in the side file a blank would
+  // split the fields, so it becomes '_'.
+  auto field = [](std::string s) {
+    if (s.empty()) s = "-";
+    for (char& c : s)
+      if (c == ' ' || c == '\n' || c == '\t') c = '_';
+    return s.substr(0, 128);
+  };
+  for (const FloodRun& r : runs)
+    out += fmt::format("{} {} {} {} {} {} {}\n", r.key, r.start_ms, r.lines, r.suppressed,
+                       field(r.user), field(r.code), field(r.last_job));
+  return out;
+}
+
 std::int64_t NowMs() {
   using namespace std::chrono;
   return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
@@ -142,16 +197,18 @@ std::int64_t NowMs() {
 
 // A small state file beside the log, read and replaced in place under the
 // log's lock (root's, 0600, never followed through a symlink).
-Result<std::string> ReadSide(const std::string& path) {
+// At most `max` bytes of a side file ("" when there is none).
+Result<std::string> ReadSide(const std::string& path, std::size_t max = 512) {
   auto fd = OpenFd(path, O_RDONLY | O_NOFOLLOW);
   if (!fd.ok()) {
     if (fd.status().code() == StatusCode::kNotFound) return std::string();
     return fd.status();
   }
-  char buf[512];
-  ssize_t n = ::pread(fd->get(), buf, sizeof buf, 0);
+  std::string buf(max, '\0');
+  ssize_t n = ::pread(fd->get(), buf.data(), buf.size(), 0);
   if (n < 0) return ErrnoError("read " + path, errno);
-  return std::string(buf, static_cast<std::size_t>(n));
+  buf.resize(static_cast<std::size_t>(n));
+  return buf;
 }
 Status WriteSide(const std::string& path, std::string_view text) {
   HPCML_ASSIGN_OR_RETURN(UniqueFd fd, OpenFd(path, O_WRONLY | O_CREAT | O_NOFOLLOW, 0600));
@@ -302,6 +359,25 @@ std::string GapLine(ChainEnd* end) {
   return line;
 }
 
+// The line that closes a flood run (FloodRun) whose window has passed,
+// chained at `end`, which moves past it.
+std::string FloodSummary(const FloodRun& run, ChainEnd* end) {
+  nlohmann::ordered_json j;
+  j["seq"] = end->seq;
+  j["time"] = FormatUtcMillis(std::chrono::system_clock::now());
+  j["context"] = "flood";
+  j["user"] = Bounded(run.user, 64);
+  j["reason_code"] = Bounded(run.code, 64);
+  j["since"] = FormatUtcMillis(
+      std::chrono::system_clock::time_point(std::chrono::milliseconds(run.start_ms)));
+  j["count"] = run.suppressed;
+  j["last"] = Bounded(run.last_job, 128);
+  std::string line = Finish(j, end->prev);
+  end->prev = Sha256::Hex(line);
+  ++end->seq;
+  return line;
+}
+
 // The line that closes a run of repeated denials, chained at `end`, which
 // moves past it.
 std::string RepeatSummary(const Repeat& repeat, ChainEnd* end) {
@@ -347,7 +423,8 @@ Result<std::string> AppendAudit(const std::string& path, const AuditRecord& reco
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) return ErrnoError("fstat " + path, errno);
   if (!S_ISREG(st.st_mode)) return IoError("audit log {}: not a regular file", path);
-  const std::string head_path = path + ".head", repeat_path = path + ".repeat";
+  const std::string head_path = path + ".head", repeat_path = path + ".repeat",
+                    flood_path = path + ".flood";
   HPCML_ASSIGN_OR_RETURN(ChainEnd end, FindChainEnd(fd.get(), st, path, head_path));
 
   HPCML_ASSIGN_OR_RETURN(std::string repeat_text, ReadSide(repeat_path));
@@ -365,18 +442,64 @@ Result<std::string> AppendAudit(const std::string& path, const AuditRecord& reco
     return fmt::format("repeat {} of the denial at seq {}", repeat->count, repeat->seq);
   }
 
-  std::string out;
-  if (!end.gap.empty()) out += GapLine(&end) + "\n";
-  if (repeat && repeat->count > 0) out += RepeatSummary(*repeat, &end) + "\n";
-  std::string line = FormatAuditLine(record, end.seq, end.prev);
-  out += line + "\n";
-  HPCML_RETURN_IF_ERROR(AppendLines(fd.get(), st.st_size, std::move(out), path, sync));
-  HPCML_RETURN_IF_ERROR(
-      WriteSide(head_path, fmt::format("{} {} {}\n", end.seq, Sha256::Hex(line), FileId(st))));
-  HPCML_RETURN_IF_ERROR(
-      WriteSide(repeat_path,
-                record.allow ? std::string() : fmt::format("{} {} {} 0 -\n", key, end.seq, now)));
+  // Floods: runs whose window has passed are summarised now; a denial past
+  // its run's limit is counted instead of written.
+  // One run per user and reason code active in the window: 64 KB holds
+  // hundreds; past that, runs are dropped and their denials written again.
+  HPCML_ASSIGN_OR_RETURN(std::string flood_text, ReadSide(flood_path, 64 * 1024));
+  std::vector<FloodRun> runs = ParseFlood(flood_text), due;
+  std::erase_if(runs, [&](const FloodRun& r) {
+    if (now - r.start_ms < std::int64_t{kAuditRepeatWindowSeconds} * 1000 && r.start_ms <= now)
+      return false;
+    if (r.suppressed > 0) due.push_back(r);
+    return true;
+  });
+  bool write_record = true;
+  if (!record.allow && end.gap.empty()) {
+    const std::string fkey = FloodKey(record);
+    auto run =
+        std::find_if(runs.begin(), runs.end(), [&](const FloodRun& r) { return r.key == fkey; });
+    if (run == runs.end()) {
+      runs.push_back(FloodRun{fkey, now, 1, 0, record.user, record.reason_code, "-"});
+    } else if (run->lines < kAuditFloodLines) {
+      ++run->lines;
+    } else {
+      ++run->suppressed;
+      run->last_job = record.job_id + "." + record.step_id;
+      write_record = false;
+    }
+  }
+
+  std::string out, line;
+  std::uint64_t last_seq = 0;
+  auto add = [&](std::string l) {
+    last_seq = end.seq - 1;  // each helper moved `end` past its line
+    line = std::move(l);
+    out += line + "\n";
+  };
+  if (!end.gap.empty()) add(GapLine(&end));
+  if (repeat && repeat->count > 0) add(RepeatSummary(*repeat, &end));
+  for (const FloodRun& r : due) add(FloodSummary(r, &end));
+  if (write_record) {
+    last_seq = end.seq;
+    line = FormatAuditLine(record, end.seq, end.prev);
+    out += line + "\n";
+  }
+  if (!out.empty()) {
+    HPCML_RETURN_IF_ERROR(AppendLines(fd.get(), st.st_size, std::move(out), path, sync));
+    HPCML_RETURN_IF_ERROR(
+        WriteSide(head_path, fmt::format("{} {} {}\n", last_seq, Sha256::Hex(line), FileId(st))));
+    // The repeat run follows the last line: this denial's, or none.
+    HPCML_RETURN_IF_ERROR(
+        WriteSide(repeat_path, write_record && !record.allow
+                                   ? fmt::format("{} {} {} 0 -\n", key, last_seq, now)
+                                   : std::string()));
+  }
+  HPCML_RETURN_IF_ERROR(WriteSide(flood_path, FormatFlood(runs)));
   HPCML_RETURN_IF_ERROR(fd.Close());  // releases the lock
+  if (!write_record)
+    return fmt::format("flood: denial counted for user {} ({}), not written", record.user,
+                       record.reason_code);
   return line;
 }
 

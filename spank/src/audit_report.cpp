@@ -173,6 +173,22 @@ Status ReadLog(std::vector<LogFile> files, AuditReport& report, const AuditFilte
         e.count = 0;
         const std::string count = Text(j, "count");
         (void)std::from_chars(count.data(), count.data() + count.size(), e.count);
+      } else if (Text(j, "context") == "flood") {
+        // Denials counted, not written one by one: who, why, how many.
+        e.file = f.path;
+        e.line = line_no;
+        e.seq = Seq(j);
+        e.time = Text(j, "time");
+        if (auto t = ParseIsoMillis(e.time); t.ok()) e.time_ms = *t;
+        e.context = "node";
+        e.decision = "deny";
+        e.user = Text(j, "user");
+        e.reason_code = Text(j, "reason_code");
+        e.count = 0;
+        const std::string count = Text(j, "count");
+        (void)std::from_chars(count.data(), count.data() + count.size(), e.count);
+        e.reason = fmt::format("({} denials of a flood since {}, counted, not written one by one)",
+                               e.count, Text(j, "since"));
       } else if (j.contains("decision")) {
         e = EntryOf(j, f.path, line_no);
         if (e.seq) by_seq[*e.seq] = e;
@@ -261,7 +277,9 @@ Result<AuditReport> ReadAuditReport(const std::vector<std::string>& files,
   for (const std::string& path : files) {
     // The log's side files, as a glob (audit.jsonl*) names them: the chain
     // check reads the head file itself.
-    if (path.ends_with(".jsonl.head") || path.ends_with(".jsonl.repeat")) continue;
+    if (path.ends_with(".jsonl.head") || path.ends_with(".jsonl.repeat") ||
+        path.ends_with(".jsonl.flood"))
+      continue;
     if (Compressed(path))
       return InvalidArgument("{}: compressed; decompress rotated logs first (zcat, xzcat ...)",
                              path);

@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hpcml/common/fs.hpp"
+#include "hpcml/common/strings.hpp"
 
 namespace hpcml::guard {
 namespace {
@@ -382,6 +383,45 @@ TEST_F(AuditTest, ADenialStaysNearOneKilobyteWhateverTheUserSends) {
   EXPECT_TRUE(VerifyAuditLog(path_)->intact);
 }
 
+// Issue 32, finding 3: a flood of varied denials (each naming other
+// paths) of one user for one reason writes kAuditFloodLines lines a window,
+// then one "flood" line with the count; other users and allows are not held.
+TEST_F(AuditTest, AFloodOfVariedDenialsIsCountedPerUserAndReason) {
+  auto denial = [](const std::string& user, int i) {
+    AuditRecord r = Rec(1);
+    r.user = user;
+    r.uid = user == "bob" ? 1002 : 1003;
+    r.datasets = {"/data/ae/x" + std::to_string(i) + ".h5"};
+    r.reason = "dataset '/data/ae/x" + std::to_string(i) + ".h5' matches no entry";
+    r.reason_code = "dataset_unknown";
+    return r;
+  };
+  for (int i = 0; i < 50; ++i) ASSERT_TRUE(AppendAudit(path_, denial("bob", i)).ok());
+  EXPECT_EQ(Lines().size(), kAuditFloodLines);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(AppendAudit(path_, denial("carol", i)).ok());
+  ASSERT_TRUE(AppendAudit(path_, Rec(0)).ok());  // an allow
+  EXPECT_EQ(Lines().size(), kAuditFloodLines + 4);
+  // The window passes (the run started long ago): the next line brings the count.
+  std::string flood = *ReadFile(path_ + ".flood");
+  std::string moved;
+  for (std::string_view l : SplitFields(flood, '\n')) {
+    if (l.empty()) continue;
+    auto f = SplitFields(l, ' ');
+    f[1] = "1000";
+    for (std::size_t k = 0; k < f.size(); ++k)
+      moved += std::string(f[k]) + (k + 1 < f.size() ? " " : "\n");
+  }
+  ASSERT_TRUE(WriteFileAtomic(path_ + ".flood", moved).ok());
+  ASSERT_TRUE(AppendAudit(path_, Rec(2)).ok());
+  auto lines = Lines();
+  auto summary = nlohmann::json::parse(lines[lines.size() - 2]);
+  EXPECT_EQ(summary["context"], "flood");
+  EXPECT_EQ(summary["user"], "bob");
+  EXPECT_EQ(summary["reason_code"], "dataset_unknown");
+  EXPECT_EQ(summary["count"], 50 - kAuditFloodLines);
+  EXPECT_TRUE(VerifyAuditLog(path_)->intact) << Problems(*VerifyAuditLog(path_));
+}
+
 TEST_F(AuditTest, RotationKeepsTheChain) {
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(AppendAudit(path_, Rec(i)).ok());
   std::string last_before = Lines().back();
@@ -532,6 +572,9 @@ TEST_F(AuditTest, ConcurrentWritersNeverInterleave) {
         threads.emplace_back([&, t] {
           for (int i = 0; i < kEach; ++i) {
             AuditRecord r = Rec(i);
+            // Allows: every one is written (denials past kAuditFloodLines a
+            // user would be counted), each long, to provoke interleaving.
+            r.allow = true;
             r.reason = std::string(3000, static_cast<char>('a' + (p * kThreads + t) % 26));
             if (!AppendAudit(path_, r).ok()) ok = false;
           }

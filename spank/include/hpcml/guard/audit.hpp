@@ -13,6 +13,9 @@
 //   kAuditRepeatWindow of it: they are written as one "repeat" line with
 //   their count when anything else is logged or the window has passed, so a
 //   loop of denied steps cannot fill the disk.
+// - "<log>.flood" counts varied denials past kAuditFloodLines per user, node
+//   and reason code within the window: written as one "flood" line (user,
+//   reason_code, count, since, last job) once the window has passed.
 // Both are the node's own files: root on the node can rewrite them with the
 // log. The witness is off the node: a collector on another host (the
 // controller) records each node's head now and then (AppendWitness, from a
@@ -41,6 +44,9 @@ inline constexpr std::size_t kMaxAuditDatasets = 32;
 inline constexpr std::size_t kMaxDeniedField = 192;
 inline constexpr std::size_t kMaxDeniedDatasetsBytes = 256;
 inline constexpr int kAuditRepeatWindowSeconds = 60;
+// At most this many full denial lines per user, node and reason code within
+// kAuditRepeatWindowSeconds; the rest are counted in "<log>.flood".
+inline constexpr std::uint64_t kAuditFloodLines = 10;
 
 struct AuditRecord {
   std::string context;  // "node" (slurmstepd) or "submit" (srun/sbatch/salloc)
