@@ -94,6 +94,13 @@ witness=$JOB_DIR/witness
 "$AUDIT_BIN" witness --node node1 --head "$AUDIT.head" "$witness" || fail "hpcml-audit witness failed"
 "$AUDIT_BIN" verify --witness "$witness" --node node1 "$AUDIT" ||
   fail "the live log does not verify against its witness"
+# put_back: the real log and head file, moved aside to $JOB_DIR, back in
+# place (the same files, so the head names the log); side counters dropped.
+put_back() {
+  mv -f "$JOB_DIR/real.jsonl" "$AUDIT"
+  mv -f "$JOB_DIR/real.head" "$AUDIT.head"
+  rm -f "$AUDIT.repeat" "$AUDIT.flood"
+}
 mv "$AUDIT" "$JOB_DIR/real.jsonl"
 mv "$AUDIT.head" "$JOB_DIR/real.head"
 rm -f "$AUDIT.repeat"
@@ -106,9 +113,7 @@ set +e
 out=$("$AUDIT_BIN" verify --witness "$witness" --node node1 "$AUDIT" 2>&1)
 rc=$?
 set -e
-mv -f "$JOB_DIR/real.jsonl" "$AUDIT"
-mv -f "$JOB_DIR/real.head" "$AUDIT.head"
-rm -f "$AUDIT.repeat"
+put_back
 [ "$rc" -eq 1 ] || fail "a chain rewritten on the node verified against the witness: $out"
 assert_contains "$out" "witness" "the witness finds the rewritten chain"
 
@@ -138,9 +143,7 @@ run_as $ALICE timeout 60 srun -n1 true
 expect_allowed "a step writing a chain from seq 1000"
 "$AUDIT_BIN" verify "$AUDIT" >/dev/null || fail "the chain from seq 1000 does not verify on its own"
 verify_witness "a chain rewritten from seq 1000" "before this chain's first line (seq 1000)"
-mv -f "$JOB_DIR/real.jsonl" "$AUDIT"
-mv -f "$JOB_DIR/real.head" "$AUDIT.head"
-rm -f "$AUDIT.repeat"
+put_back
 
 # Finding 2: a deleted log is not healed by the next line: the writer
 # records the gap, and verify reports it after any number of lines.
@@ -155,9 +158,7 @@ set +e
 out=$("$AUDIT_BIN" verify "$AUDIT" 2>&1)
 rc=$?
 set -e
-mv -f "$JOB_DIR/real.jsonl" "$AUDIT"
-mv -f "$JOB_DIR/real.head" "$AUDIT.head"
-rm -f "$AUDIT.repeat"
+put_back
 [ "$rc" -eq 1 ] || fail "a deleted log healed: verify exited $rc after two more steps: $out"
 assert_contains "$out" "a gap in the trail: the log that ended at seq" "the gap"
 
