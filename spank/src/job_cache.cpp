@@ -39,6 +39,12 @@ std::string EntryPath(const std::string& dir, const JobKey& key) {
 std::string MarkerPath(const std::string& dir, const JobKey& key) {
   return dir + "/" + BaseName(key) + ".attempt";
 }
+// The job's declared datasets: the same for every attempt (its SPANK
+// environment is fixed at submission), so kept by the epilog, for an
+// attempt whose prolog slurmd skips (a requeue within cred_expire).
+std::string DatasetsPath(const std::string& dir, const JobKey& key) {
+  return dir + "/" + BaseName(key) + ".datasets";
+}
 
 // Calls fn(name) for each directory entry; errors end the walk silently (a
 // sweep or a removal that misses a file costs nothing but a file).
@@ -183,13 +189,25 @@ Status BeginJobAttempt(const std::string& dir, const JobKey& key, std::string_vi
   std::string hex;
   for (std::uint8_t b : nonce) hex += fmt::format("{:02x}", b);
   nlohmann::json j = {{"attempt", hex}, {"datasets", std::string(datasets)}};
+  HPCML_RETURN_IF_ERROR(WriteFileAtomic(DatasetsPath(dir, key),
+                                        JsonText(nlohmann::json{{"datasets", datasets}}), 0600));
   return WriteFileAtomic(MarkerPath(dir, key), JsonText(j), 0600);
 }
 
 Result<std::string> JobDeclaredDatasets(const std::string& dir, const JobKey& key) {
   HPCML_RETURN_IF_ERROR(CheckDirectory(dir));
-  HPCML_ASSIGN_OR_RETURN(Attempt attempt, CurrentAttempt(dir, key));
-  return attempt.datasets;
+  const std::string path = DatasetsPath(dir, key);
+  auto text = ReadTrustedFile(path);
+  if (!text.ok() && text.status().code() == StatusCode::kNotFound)
+    return FailedPrecondition(
+        "no record of job {}'s datasets: slurmd runs the guard's prolog only if plugstack.conf "
+        "had the plugin when slurmd started (restart slurmd after installing it)",
+        key.job_id);
+  if (!text.ok()) return text.status();
+  auto j = nlohmann::json::parse(*text, nullptr, false);
+  if (!j.is_object() || !j.contains("datasets") || !j["datasets"].is_string())
+    return PermissionDenied("{}: not a record of the job's datasets", path);
+  return j["datasets"].get<std::string>();
 }
 
 Status RemoveCachedJobFacts(const std::string& dir, const JobKey& key) {

@@ -90,9 +90,11 @@ Status WriteCachedJobFacts(const std::string& dir, const JobKey& key, const JobF
 // creates `dir` (mode 0700) if it does not exist.
 Status BeginJobAttempt(const std::string& dir, const JobKey& key, std::string_view datasets);
 
-// The datasets the current attempt of `key` was declared with, as recorded
-// by its prolog: a step may only narrow them (node_side.cpp). An error when
-// there is no trusted marker (FailedPrecondition: no prolog of the guard ran).
+// The datasets the job of `key` was declared with, as its prolog (or batch
+// step) recorded them: a step may only narrow them (node_side.cpp). The
+// record outlives the epilog: it is the same for every attempt, and slurmd
+// skips the prolog of an attempt started again within cred_expire. An error
+// when there is no trusted record (FailedPrecondition: no prolog ran).
 Result<std::string> JobDeclaredDatasets(const std::string& dir, const JobKey& key);
 
 // The job epilog: removes the entry and the marker of `key`; none is not an

@@ -173,12 +173,19 @@ TEST_F(JobCacheTest, TheAttemptRecordsTheJobsDeclaredDatasets) {
   got = JobDeclaredDatasets(dir_, kJob7);
   ASSERT_TRUE(got.ok()) << got.status().message();
   EXPECT_EQ(*got, "");
-  // A marker anyone could have written is not a record.
-  ::chmod((dir_ + "/job-c1-7@node1.attempt").c_str(), 0666);
+  // The epilog (at a requeue too) keeps it: slurmd may skip the next
+  // attempt's prolog.
+  ASSERT_TRUE(BeginJobAttempt(dir_, kJob7, "/d/ae/churn.h5").ok());
+  ASSERT_TRUE(RemoveCachedJobFacts(dir_, kJob7).ok());
+  got = JobDeclaredDatasets(dir_, kJob7);
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  EXPECT_EQ(*got, "/d/ae/churn.h5");
+  // A record anyone could have written is not a record.
+  ::chmod((dir_ + "/job-c1-7@node1.datasets").c_str(), 0666);
   EXPECT_FALSE(JobDeclaredDatasets(dir_, kJob7).ok());
-  { std::ofstream(dir_ + "/job-c1-7@node1.attempt", std::ios::trunc) << "0123abcd"; }
-  ::chmod((dir_ + "/job-c1-7@node1.attempt").c_str(), 0600);
-  EXPECT_FALSE(JobDeclaredDatasets(dir_, kJob7).ok()) << "an old bare marker records nothing";
+  { std::ofstream(dir_ + "/job-c1-7@node1.datasets", std::ios::trunc) << "0123abcd"; }
+  ::chmod((dir_ + "/job-c1-7@node1.datasets").c_str(), 0600);
+  EXPECT_FALSE(JobDeclaredDatasets(dir_, kJob7).ok()) << "not a record";
 }
 
 TEST_F(JobCacheTest, AnEntryServesOnlyTheAttemptThatWroteIt) {
