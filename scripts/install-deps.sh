@@ -37,6 +37,8 @@ packages=(
   procps passwd curl time
   # the monitoring test: node_exporter's textfile collector scraped by Prometheus
   prometheus prometheus-node-exporter
+  # the guard's audit collector (rsyslogd's TCP input) in the local cluster and its tests
+  rsyslog
   # the local cluster's nodes: network namespaces, veths, a bridge (ip); nsenter,
   # unshare; mount, umount (not in Debian 12's essential set)
   iproute2 util-linux mount

@@ -256,16 +256,23 @@ std::string FileId(const struct stat& st) {
                      static_cast<unsigned long long>(st.st_ino));
 }
 
-// Whether a file of the directory `dir` is `file_id` (the log rotated by a
-// rename in its directory, as logrotate's create mode does).
-bool FileInDirectory(const std::string& dir, const std::string& file_id) {
+// Whether a file of the directory `dir` is `file_id` and still ends with the
+// line whose hash is `last_hash` (the log rotated by a rename in its
+// directory, as logrotate's create mode does). The hash tells the rotated
+// log from a file that got the deleted log's inode number.
+bool FileInDirectory(const std::string& dir, const std::string& file_id,
+                     const std::string& last_hash) {
   std::unique_ptr<DIR, int (*)(DIR*)> d(::opendir(dir.c_str()), ::closedir);
   if (!d) return false;
   while (const dirent* e = ::readdir(d.get())) {
     struct stat st {};
-    if (::fstatat(::dirfd(d.get()), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-        S_ISREG(st.st_mode) && FileId(st) == file_id)
-      return true;
+    if (::fstatat(::dirfd(d.get()), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+        !S_ISREG(st.st_mode) || FileId(st) != file_id)
+      continue;
+    UniqueFd fd(::openat(::dirfd(d.get()), e->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+    if (!fd) return false;
+    auto last = ReadLastLine(fd.get(), st.st_size, e->d_name);
+    return last.ok() && Sha256::Hex(*last) == last_hash;
   }
   return false;
 }
@@ -335,7 +342,7 @@ Result<ChainEnd> FindChainEnd(int fd, const struct stat& st, const std::string& 
       const std::string was = HeadFileId(head_text);
       std::size_t slash = path.rfind('/');
       std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
-      if (!was.empty() && (was == FileId(st) || !FileInDirectory(dir, was)))
+      if (!was.empty() && (was == FileId(st) || !FileInDirectory(dir, was, head->second)))
         end.gap = fmt::format(
             "the log that ended at seq {} is gone from {} (deleted, emptied or moved away): the "
             "lines up to it are not in this chain",

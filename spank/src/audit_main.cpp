@@ -1,9 +1,9 @@
 // hpcml-audit: checks the guard's hash-chained audit log.
-//   hpcml-audit verify [--witness W --node N] FILE...
+//   hpcml-audit verify [--collector COPY] [--witness W --node N] FILE...
 //       the log and its rotated files, oldest first (audit.jsonl.2
-//       audit.jsonl.1 audit.jsonl), and the heads a collector recorded for
-//       node N in W; exit 0 if intact, 1 naming every bad line, 2 on
-//       usage/IO errors
+//       audit.jsonl.1 audit.jsonl), against the collector's copy of the
+//       node's lines and the heads a collector recorded for node N in W;
+//       exit 0 if intact, 1 naming every bad line, 2 on usage/IO errors
 //   hpcml-audit witness --node N --head HEAD W
 //       the collector (on another host than N, e.g. the controller): records
 //       N's head (a copy of its audit.jsonl.head) in W if it changed
@@ -131,7 +131,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", hpcml::VersionLine("hpcml-audit"));
   app.require_subcommand(1);
   std::vector<std::string> files;
-  std::string witness, node, head;
+  std::string witness, node, head, collector;
   auto* verify = app.add_subcommand(
       "verify", "verify the hash chain of an audit log and its rotated files (oldest first)");
   verify->add_option("FILE", files, "the audit log (JSON lines), after its rotated files")
@@ -139,6 +139,9 @@ int main(int argc, char** argv) {
   auto* w_opt = verify->add_option("--witness", witness, "heads recorded by the collector");
   verify->add_option("--node", node, "the node whose log this is (with --witness)")->needs(w_opt);
   w_opt->needs(verify->get_option("--node"));
+  verify->add_option("--collector", collector,
+                     "the collector's copy of this node's lines (audit_collector=); every line "
+                     "missing, changed or extra on either side is reported");
   auto* collect = app.add_subcommand(
       "witness", "record a node's audit head in a witness file (run off the node)");
   collect->add_option("--node", node, "the node the head comes from")->required();
@@ -212,6 +215,18 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "hpcml-audit: {}\n", report.status().message());
     return 2;
   }
+  std::string against_collector;
+  if (!collector.empty()) {
+    auto check = hpcml::guard::CompareWithCollector(files, collector);
+    if (!check.ok()) {
+      fmt::print(stderr, "hpcml-audit: {}\n", check.status().message());
+      return 2;
+    }
+    report->problems.insert(report->problems.end(), check->problems.begin(), check->problems.end());
+    report->intact = report->intact && check->problems.empty();
+    against_collector =
+        fmt::format(", {} of {} line(s) at the collector matching", check->matched, check->lines);
+  }
   for (const auto& p : report->problems) {
     if (p.line > 0) {
       fmt::print(stderr, "hpcml-audit: {}:{}: {}\n", p.file, p.line, p.reason);
@@ -231,7 +246,7 @@ int main(int argc, char** argv) {
                             ? ""
                             : fmt::format(", {} of {} witnessed head(s) of {} checked and matching",
                                           report->witnessed_checked, report->witnessed, node);
-  fmt::print("hpcml-audit: intact, {} lines{}{}, head sha256 {}\n", report->lines, from, against,
-             report->head.empty() ? "(empty log)" : report->head);
+  fmt::print("hpcml-audit: intact, {} lines{}{}{}, head sha256 {}\n", report->lines, from,
+             against_collector, against, report->head.empty() ? "(empty log)" : report->head);
   return 0;
 }

@@ -495,10 +495,15 @@ int NodeInitPostOpt(spank_t sp) noexcept {
     }
     RecordDecision(&rec, d);
     step.record = rec;
-    Status logged = Audit(rec, true);
+    std::string failure_code;
+    Status logged = Audit(rec, true, &failure_code);
     if (!logged.ok() && d.allow) {
-      // No record, no run: an unlogged allow would defeat the audit.
-      d = DenyForError(logged.WithContext("audit log"), "audit_log");
+      // No record, no run: an unlogged allow would defeat the audit. The
+      // denial is logged in turn (and sent, if the collector is back).
+      d = DenyForError(logged, failure_code);
+      RecordDecision(&rec, d);
+      step.record = rec;
+      (void)Audit(rec, true);
     }
     if (!d.allow) {
       CoverDeniedStep();

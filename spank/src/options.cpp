@@ -25,6 +25,36 @@ Status CheckAbsolutePath(std::string_view key, std::string_view value) {
   return Status::Ok();
 }
 
+// HOST:PORT, [IPV6]:PORT; a host of letters, digits, '.', '-' (a name or
+// an IPv4 address), a port 1..65535.
+Result<Collector> ParseCollector(std::string_view value) {
+  auto bad = [&] {
+    return InvalidArgument(
+        "plugin argument 'audit_collector': '{}' is not HOST:PORT (a host name or address and a "
+        "TCP port)",
+        HasControlChar(value) ? std::string("<control>") : std::string(value));
+  };
+  std::size_t colon = value.rfind(':');
+  if (colon == std::string_view::npos || colon == 0 || colon + 1 == value.size()) return bad();
+  std::string_view host = value.substr(0, colon), port = value.substr(colon + 1);
+  if (host.front() == '[') {
+    if (host.size() < 3 || host.back() != ']') return bad();
+    host = host.substr(1, host.size() - 2);
+    if (host.find_first_not_of("0123456789abcdefABCDEF:.") != std::string_view::npos) return bad();
+  } else if (host.size() > 253 ||
+             host.find_first_not_of("abcdefghijklmnopqrstuvwxyz"
+                                    "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-") !=
+                 std::string_view::npos) {
+    return bad();
+  }
+  unsigned number = 0;
+  if (port.size() > 5 || port.find_first_not_of("0123456789") != std::string_view::npos)
+    return bad();
+  for (char c : port) number = number * 10 + static_cast<unsigned>(c - '0');
+  if (number == 0 || number > 65535) return bad();
+  return Collector{std::string(host), static_cast<std::uint16_t>(number)};
+}
+
 }  // namespace
 
 Status ValidateName(std::string_view what, std::string_view value) {
@@ -44,7 +74,8 @@ Status ValidateName(std::string_view what, std::string_view value) {
 Result<PluginConfig> ParsePluginArgs(const std::vector<std::string_view>& args) {
   PluginConfig config;
   bool have_policy = false, have_zone = false, have_audit = false, have_cluster = false,
-       have_sync = false, have_cache = false, have_enforce = false, have_confine = false;
+       have_sync = false, have_cache = false, have_enforce = false, have_confine = false,
+       have_collector = false;
   for (std::string_view arg : args) {
     std::size_t eq = arg.find('=');
     if (eq == std::string_view::npos || eq == 0)
@@ -78,6 +109,9 @@ Result<PluginConfig> ParsePluginArgs(const std::vector<std::string_view>& args) 
       if (value != "yes" && value != "no")
         return InvalidArgument("plugin argument 'audit_sync': expected yes or no");
       config.audit_sync = value == "yes";
+    } else if (key == "audit_collector") {
+      HPCML_RETURN_IF_ERROR(once(&have_collector));
+      HPCML_ASSIGN_OR_RETURN(config.collector, ParseCollector(value));
     } else if (key == "enforce") {
       HPCML_RETURN_IF_ERROR(once(&have_enforce));
       if (value != "mount" && value != "advisory")
@@ -98,8 +132,8 @@ Result<PluginConfig> ParsePluginArgs(const std::vector<std::string_view>& args) 
       }
     } else {
       return InvalidArgument(
-          "unknown plugin argument '{}' (expected policy=, zone=, audit=, audit_sync=, cluster=, "
-          "job_cache=, enforce=, confine=)",
+          "unknown plugin argument '{}' (expected policy=, zone=, audit=, audit_sync=, "
+          "audit_collector=, cluster=, job_cache=, enforce=, confine=)",
           HasControlChar(key) ? std::string("<control>") : std::string(key));
     }
   }

@@ -29,11 +29,22 @@ inline constexpr std::size_t kMaxDatasetsBytes = 64 * 1024;
 //   audit=/abs/path.jsonl   optional (default kDefaultAuditPath)
 //   cluster=NAME            optional: cluster name for submit-side audit lines
 //   audit_sync=yes|no       optional (default no): fdatasync every audit line
+//   audit_collector=HOST:PORT  optional: the collector each audit line is sent
+//                           to as it is written (an rsyslog TCP input, off the
+//                           node); a step is allowed only once the collector
+//                           has its line (audit.hpp, ForwardAudit)
 //   enforce=mount|none      optional (default none): mount_view.hpp in each task
 //   job_cache=/abs/dir|off  optional (default kDefaultJobCache): where slurmstepd
 //                           keeps each job's slurmctld facts and the prolog the
 //                           job's declared datasets (job_cache.hpp)
 //   confine=landlock|none   optional (default landlock): confine.hpp
+// Where audit lines go off the node (audit_collector=).
+struct Collector {
+  std::string host;  // a name or an address
+  std::uint16_t port = 0;
+  std::string text() const { return host + ":" + std::to_string(port); }
+};
+
 struct PluginConfig {
   static constexpr const char* kDefaultAuditPath = "/var/log/hpcml/audit.jsonl";
   std::string policy_path;
@@ -42,6 +53,7 @@ struct PluginConfig {
   static constexpr const char* kDefaultJobCache = "/run/hpcml-guard";
   std::string cluster;
   bool audit_sync = false;
+  std::optional<Collector> collector;  // none: the log stays on the node
   // enforce=mount (default): each step runs in a view where only its allowed
   // datasets of the policy are visible (mount_view.hpp). enforce=advisory: no
   // view; declared datasets and stdio files are still decided. Audited.

@@ -193,20 +193,30 @@ void RecordDecision(AuditRecord* rec, const Decision& d) {
   rec->reason_code = d.code;
 }
 
-Status Audit(const AuditRecord& rec, bool write_file) {
-  Status file_status;
+Status Audit(const AuditRecord& rec, bool write_file, std::string* failure_code) {
+  const PluginConfig& config = State().config;
+  Status status;
   std::string line;
   if (write_file) {
-    auto appended = AppendAudit(State().config.audit_path, rec, State().config.audit_sync);
+    auto appended = AppendAudit(config.audit_path, rec, config.audit_sync);
     if (appended.ok()) {
       line = *appended;
     } else {
-      file_status = appended.status();
+      status = appended.status().WithContext("audit log");
+      if (failure_code) *failure_code = "audit_log";
     }
   }
   if (line.empty()) line = FormatAuditLine(rec, 0, std::string(64, '0'));
   syslog(LOG_AUTHPRIV | (rec.allow ? LOG_INFO : LOG_WARNING), "hpcml-guard: %s", line.c_str());
-  return file_status;
+  if (write_file && status.ok() && config.collector) {
+    auto sent =
+        ForwardAudit(config.audit_path, config.collector->host, config.collector->port, rec.node);
+    if (!sent.ok()) {
+      status = sent.status();
+      if (failure_code) *failure_code = "audit_collector";
+    }
+  }
+  return status;
 }
 
 }  // namespace hpcml::guard::plugin

@@ -89,9 +89,12 @@ AuditRecord NewRecord(const char* context);
 // and reason.
 void RecordDecision(AuditRecord* rec, const Decision& d);
 // The audit line goes to syslog always and to the file when we may write it
-// (root: slurmstepd, or root submitting). A user's srun/sbatch cannot write
-// the root-owned log; its advisory decisions are in syslog only.
-Status Audit(const AuditRecord& rec, bool write_file);
+// (root: slurmstepd, or root submitting), and from the file to the collector
+// (audit_collector=). A user's srun/sbatch cannot write the root-owned log;
+// its advisory decisions are in syslog only. Returns the first failure
+// (naming the log or the collector), its reason code in `failure_code`
+// ("audit_log", "audit_collector").
+Status Audit(const AuditRecord& rec, bool write_file, std::string* failure_code = nullptr);
 
 inline const std::string& PathOf(const std::string& path) {
   return path;

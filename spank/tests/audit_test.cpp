@@ -3,6 +3,7 @@
 
 #include <sched.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -355,6 +356,21 @@ TEST_F(AuditTest, ADeletedOrEmptiedLogIsAGapForEver) {
   ASSERT_TRUE(AppendAudit(path_, Rec(3)).ok());
   EXPECT_NE(nlohmann::json::parse(Lines().front())["context"], "gap");
   EXPECT_TRUE(VerifyAuditFiles({path_ + ".1", path_})->intact);
+
+  // Deleted, and its inode number now another file's in the directory (a
+  // side file made later got it, or root arranged it): still a gap.
+  fs::remove(path_ + ".1");
+  fs::remove(path_);
+  const std::string other = (dir_ / "audit.jsonl.other").string();
+  std::ofstream(other) << "not the log\n";
+  struct stat st {};
+  ASSERT_EQ(::stat(other.c_str(), &st), 0);
+  std::string head = *ReadFile(path_ + ".head");
+  head = head.substr(0, head.rfind(' ')) + " " + std::to_string(st.st_dev) + ":" +
+         std::to_string(st.st_ino) + "\n";
+  std::ofstream(path_ + ".head", std::ios::trunc) << head;
+  ASSERT_TRUE(AppendAudit(path_, Rec(5)).ok());
+  EXPECT_EQ(nlohmann::json::parse(Lines().front())["context"], "gap");
 }
 
 // Issue 32, finding 3: a denial costs about 1 KB whatever the user sends;

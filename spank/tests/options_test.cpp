@@ -39,6 +39,30 @@ TEST(PluginArgs, JobCacheIsADirectoryOrOff) {
   EXPECT_TRUE(off->job_cache.empty());
 }
 
+TEST(PluginArgs, CollectorIsHostAndPort) {
+  EXPECT_FALSE(ParsePluginArgs(V({"policy=/p.toml"}))->collector.has_value());
+  auto c = ParsePluginArgs(V({"policy=/p.toml", "audit_collector=10.1.2.3:514"}));
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  ASSERT_TRUE(c->collector.has_value());
+  EXPECT_EQ(c->collector->host, "10.1.2.3");
+  EXPECT_EQ(c->collector->port, 514);
+  EXPECT_EQ(c->collector->text(), "10.1.2.3:514");
+  auto v6 = ParsePluginArgs(V({"policy=/p.toml", "audit_collector=[fd00::1]:6514"}));
+  ASSERT_TRUE(v6.ok());
+  EXPECT_EQ(v6->collector->host, "fd00::1");
+  EXPECT_EQ(
+      ParsePluginArgs(V({"policy=/p.toml", "audit_collector=ctl.example:601"}))->collector->host,
+      "ctl.example");
+  for (const char* bad :
+       {"audit_collector=ctl", "audit_collector=ctl:", "audit_collector=:514",
+        "audit_collector=ctl:0", "audit_collector=ctl:65536", "audit_collector=ctl:5x",
+        "audit_collector=c/t:514", "audit_collector=[fd00::1:514"}) {
+    auto r = ParsePluginArgs(V({"policy=/p.toml", bad}));
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("audit_collector"), std::string::npos) << bad;
+  }
+}
+
 TEST(PluginArgs, EnforceIsMountOrAdvisory) {
   // zone= is optional: the node's zone can come from the policy or from its
   // Slurm feature (plugin.cpp, NodeZone).

@@ -95,33 +95,35 @@ plugstack_files() {
   local n z t a first=1
   while read -r n z t a; do
     [[ $n == \#* ]] && continue
-    [ $first = 0 ] || echo "$HPCML_CLUSTER_DIR/etc/host/plugstack.conf $z"
+    [ $first = 0 ] || echo "$HPCML_CLUSTER_DIR/etc/host/plugstack.conf $z $(hostname -s)"
     first=0
-    echo "$HPCML_CLUSTER_DIR/nodes/$n/plugstack.conf $z"
+    echo "$HPCML_CLUSTER_DIR/nodes/$n/plugstack.conf $z $n"
   done <"$HPCML_CLUSTER_DIR/etc/nodes"
 }
 
 # set_plugstack <line>: every host's plugstack.conf becomes <line>, with
-# @ZONE@ replaced by that host's zone. SPANK re-reads it at every srun,
-# sbatch and step launch.
+# @ZONE@ replaced by that host's zone and @HOST@ by its name (for a log of
+# its own, as each real host has). SPANK re-reads it at every srun, sbatch
+# and step launch.
 set_plugstack() {
-  local f z
-  while read -r f z; do
-    printf '%s\n' "${1//@ZONE@/$z}" >"$f"
+  local f z h line
+  while read -r f z h; do
+    line=${1//@ZONE@/$z}
+    printf '%s\n' "${line//@HOST@/$h}" >"$f"
   done < <(plugstack_files)
 }
 
 # save_plugstack / restore_plugstack: every host's plugstack.conf, kept
 # beside it and put back (restore is a no-op without a saved copy).
 save_plugstack() {
-  local f z
-  while read -r f z; do
+  local f rest
+  while read -r f rest; do
     [ -f "$f.saved" ] || cp -p "$f" "$f.saved"
   done < <(plugstack_files)
 }
 restore_plugstack() {
-  local f z
-  while read -r f z; do
+  local f rest
+  while read -r f rest; do
     [ ! -f "$f.saved" ] || mv -f "$f.saved" "$f"
   done < <(plugstack_files)
 }

@@ -17,11 +17,18 @@
 //   and reason code within the window: written as one "flood" line (user,
 //   reason_code, count, since, last job) once the window has passed.
 // Both are the node's own files: root on the node can rewrite them with the
-// log. The witness is off the node: a collector on another host (the
-// controller) records each node's head now and then (AppendWitness, from a
-// copy of "<log>.head" it fetched), and verify checks that every recorded
-// head is still in the chain. What was logged after the last recorded head
-// can still go unseen. Logged strings are bounded (kMaxAuditField bytes, kMaxAuditDatasets
+// log. Two defences are off the node:
+// - The collector (audit_collector=): each line leaves the node as it is
+//   written (ForwardAudit, to rsyslog's TCP input on another host), and
+//   verify compares the node's chain with the collector's copy line by line
+//   (CompareWithCollector). What can go unseen: a line the node's root
+//   rewrites before the guard sends it (the step's line is sent before its
+//   tasks start), or lines written while the guard itself is replaced.
+// - The witness: a collector records each node's head now and then
+//   (AppendWitness, from a copy of "<log>.head" it fetched), and verify
+//   checks that every recorded head is still in the chain. What was logged
+//   after the last recorded head can still go unseen. Logged strings are bounded (kMaxAuditField
+//   bytes, kMaxAuditDatasets
 // paths; less for a denial: kMaxDeniedField, kMaxDeniedDatasetsBytes).
 #pragma once
 
@@ -134,6 +141,32 @@ Result<std::vector<WitnessEntry>> ReadWitness(const std::string& witness, const 
 Result<VerifyReport> VerifyAuditFiles(const std::vector<std::string>& paths,
                                       const std::vector<WitnessEntry>& witnessed = {});
 Result<VerifyReport> VerifyAuditLog(const std::string& path);
+
+// Sends the lines of the log at `path` that the collector at host:port has
+// not yet received, as RFC 5424 messages (HOSTNAME `node`, MSG the line)
+// octet-framed over TCP, and waits until the collector has read them all
+// (it closes the connection after ours). "<log>.sent" records how far
+// (file and offset, under its own flock): lines a failed send left behind
+// go with the next, a rotated file's rest ("<log>.1") first. Returns the
+// number of lines sent; fails after `timeout_ms` in all.
+Result<std::size_t> ForwardAudit(const std::string& path, const std::string& host,
+                                 std::uint16_t port, const std::string& node,
+                                 int timeout_ms = 3000);
+
+struct CollectorCheck {
+  std::size_t lines = 0;    // lines in the collector's copy
+  std::size_t matched = 0;  // sequence numbers whose lines are identical on both sides
+  std::vector<AuditProblem> problems;
+};
+
+// Compares a node's chain (its log and rotated files, `paths`) with the
+// collector's copy of that node's lines (any order, a line sent twice
+// counted once). A problem for each line at the collector that the node
+// lacks (removed) or holds changed, each line of the node the collector
+// never received (inserted, or sent while it was unreachable), and two
+// different lines with one seq at the collector (a rewritten chain sent).
+Result<CollectorCheck> CompareWithCollector(const std::vector<std::string>& paths,
+                                            const std::string& collector_copy);
 // One chain in memory, which must start at seq 0.
 VerifyReport VerifyAuditText(std::string_view text);
 
