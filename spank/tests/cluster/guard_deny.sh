@@ -65,4 +65,26 @@ expect_denied "--dataset=/ with unknown_datasets = allow, srun's check" "contain
 run_as $ALICE timeout 60 srun -n1 --ml-role=ml-engineer --dataset=/usr/share printenv HPCML_DATASETS
 expect_allowed "a path outside every entry with unknown_datasets = allow"
 write_policy
+
+# Issue 32: one node of a multi-node step denies (here node2, whose zone
+# data file system something covered: the dataset is not there), the other
+# runs its tasks: srun's stderr still carries node2's reason, every time.
+# slurmstepd writes it before the task's exit is reported, and srun waits
+# for every node's output before it exits.
+on_node2() { nsenter --target "$(cat "$HPCML_CLUSTER_DIR/run/slurmd-node2.pid")" --mount --root sh -c "$1"; }
+on_node2 "mount -t tmpfs hpcml-cover $DATA/ae/public"
+trap 'on_node2 "umount $DATA/ae/public" || true; restore_plugstack' EXIT
+alloc=$(as $ALICE salloc --no-shell -N2 -n4 -w node1,node2 --ml-role=ml-engineer \
+  --dataset="$DATA/ae/public/a.h5" 2>&1 | grep -o 'Granted job allocation [0-9]*' | tr -dc 0-9)
+[ -n "$alloc" ] || fail "no allocation on node1 and node2"
+for i in 1 2 3 4 5; do
+  run_as $ALICE timeout 60 srun --jobid="$alloc" -N2 -n4 --ml-role=ml-engineer \
+    --dataset="$DATA/ae/public/a.h5" true
+  [ "$RC" -ne 0 ] || fail "a step denied on node2 exited 0: $OUT"
+  assert_contains "$OUT" "slurmstepd-node2: error: hpcml-guard: denied: dataset '$DATA/ae/public/a.h5'" \
+    "node2's reason on srun's stderr ($i of 5)"
+done
+scancel "$alloc"
+on_node2 "umount $DATA/ae/public"
+trap restore_plugstack EXIT
 pass
