@@ -178,4 +178,46 @@ report=$("$AUDIT_BIN" report --dataset "$DATA/ae/public" --since 7d --decision a
 assert_contains "$report" "$ALICE" "the report names the user who read ae/public"
 assert_contains "$report" "$DATA/ae/public" "the report names the dataset"
 assert_contains "$report" "$(sha256sum "$POLICY" | cut -d' ' -f1)" "the report names the policy digest"
+
+# Issue 32: a full disk. node1's log on a small file system of its own (in
+# node1's mount namespace), filled up: allowed steps are denied with the
+# reason, a flood of denials writes nothing, and no earlier line is lost or
+# torn. Freed, the node goes on with the same chain.
+full=$GUARD_LOG/full
+install -d -m 0755 "$full"
+on_node1() { nsenter --target "$(cat "$HPCML_CLUSTER_DIR/run/slurmd-node1.pid")" --mount --root sh -c "$1"; }
+on_node1 "mount -t tmpfs -o size=64k hpcml-full $full"
+trap 'on_node1 "umount $full" || true; restore_plugstack' EXIT
+guard_install "policy=$POLICY zone=@ZONE@ audit=$full/audit.jsonl cluster=hpcml job_cache=$GUARD_CACHE"
+for i in 1 2 3; do
+  run_as $ALICE timeout 60 srun -n1 -w node1 true
+  expect_allowed "a step on node1 before its log's disk is full ($i)"
+done
+on_node1 "dd if=/dev/zero of=$full/filler bs=1k 2>/dev/null; sync" || true
+# The log's last page may still have room for a line or a few.
+for i in $(seq 1 10); do
+  run_as $ALICE timeout 60 srun -n1 -w node1 true
+  [ "$RC" -eq 0 ] || break
+done
+expect_denied "an allowed step on a full disk" "audit log: write $full/audit.jsonl: No space left on device"
+lines=$(on_node1 "wc -l <$full/audit.jsonl")
+before=$(on_node1 "sha256sum $full/audit.jsonl")
+run_as $ALICE timeout 60 srun -n1 -w node1 true
+expect_denied "an allowed step on a full disk, again" "No space left on device"
+opt=_SLURM_SPANK_OPTION_hpcml_guard
+for i in $(seq 1 12); do
+  run_as $BOB env SLURM_CONF="$(bypass_conf)" "${opt}_dataset=$DATA/ae/restricted/s$i.h5" \
+    timeout 60 srun -n1 -w node1 true
+  expect_denied "a denial on a full disk ($i)"
+done
+assert_eq "$before" "$(on_node1 "sha256sum $full/audit.jsonl")" "the log on a full disk"
+out=$(on_node1 "$AUDIT_BIN verify $full/audit.jsonl") || fail "the log on a full disk: $out"
+assert_contains "$out" "intact, $lines lines" "the log on a full disk"
+on_node1 "rm -f $full/filler"
+run_as $ALICE timeout 60 srun -n1 -w node1 true
+expect_allowed "a step once the disk has room"
+out=$(on_node1 "$AUDIT_BIN verify $full/audit.jsonl") || fail "the log after the disk had room: $out"
+assert_contains "$out" "intact" "the log after the disk had room"
+on_node1 "umount $full"
+trap restore_plugstack EXIT
 pass
