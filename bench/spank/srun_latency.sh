@@ -16,9 +16,14 @@
 # srun writes its advisory decision to syslog only, root's also to the audit
 # file. Each srun is timed inside the user's shell, so switching user is in
 # neither figure. The guard runs with its defaults, so each step's
-# slurmstepd enters the dataset view (enforce=mount): here two covers (a
-# tmpfs each) and the one requested file mounted back read-only. Prints the
+# slurmstepd enters the dataset view (enforce=mount): here one cover (a
+# tmpfs over the policy's data root, [view] roots) and the one requested
+# file mounted back read-only. Prints the
 # median and mean of each and the ratio guard/baseline (target <= 1.05).
+#   HPCML_BENCH_ENTRIES=N     policy dataset entries (default 10; the extra
+#                             ones below the data root, as a large site's)
+#   HPCML_BENCH_COLLECTOR=off no off-node trail (default: on when the cluster
+#                             runs a collector, audit_collector=)
 set -euo pipefail
 rounds=${1:-300}
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -40,8 +45,12 @@ id "$user" >/dev/null 2>&1 || { echo "srun_latency: no user $user (hpcml-cluster
 install -d -m 0755 "$etc" "$data" "$data/data" "$data/other"
 echo data >"$data/data/x.h5"
 chmod 0644 "$data/data/x.h5"
+entries=${HPCML_BENCH_ENTRIES:-10}
+[ "$entries" -ge 2 ] 2>/dev/null || { echo "srun_latency: HPCML_BENCH_ENTRIES must be at least 2" >&2; exit 1; }
 cat >"$etc/policy.toml" <<EOP
 [zones.ae]
+[view]
+roots = ["$data"]
 [[datasets]]
 path = "$data/data"
 zone = "ae"
@@ -61,6 +70,8 @@ roles = ["bench"]
 [defaults]
 role = "bench"
 EOP
+# The other entries: datasets of other teams under the same root.
+seq 3 "$entries" | awk -v d="$data" '{printf "[[datasets]]\npath = \"%s/team%d\"\nzone = \"ae\"\nclassification = \"internal\"\n", d, $1}' >>"$etc/policy.toml"
 chmod 0644 "$etc/policy.toml"
 save_plugstack
 jobid=
@@ -69,7 +80,11 @@ cleanup() {
   [ -z "$jobid" ] || scancel "$jobid"
 }
 trap cleanup EXIT
-guard_line="required $so policy=$etc/policy.toml zone=ae audit=$etc/audit.jsonl job_cache=$etc/job-cache${HPCML_BENCH_GUARD_ARGS:+ $HPCML_BENCH_GUARD_ARGS}"
+trail=
+if [ "${HPCML_BENCH_COLLECTOR:-on}" != off ] && [ -s "$HPCML_CLUSTER_DIR/etc/collector-address" ]; then
+  trail=" audit_collector=$(cat "$HPCML_CLUSTER_DIR/etc/collector-address")"
+fi
+guard_line="required $so policy=$etc/policy.toml zone=ae audit=$etc/audit.jsonl job_cache=$etc/job-cache$trail${HPCML_BENCH_GUARD_ARGS:+ $HPCML_BENCH_GUARD_ARGS}"
 # The job facts cache serves a job's steps only after the guard's prolog
 # started the job's attempt on the node (job_cache.hpp), and slurmd runs a
 # plugin's prolog only if plugstack.conf had it when slurmd started.
@@ -105,7 +120,7 @@ for i in $(seq 1 "$rounds"); do
 done
 stats() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1; s+=$1} END {printf "median %.3f s  mean %.3f s", a[int((NR+1)/2)], s/NR}'; }
 median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-echo "srun --jobid=$jobid -n1 cat <dataset>, $rounds rounds each, interleaved"
+echo "srun --jobid=$jobid -n1 cat <dataset>, $rounds rounds each, interleaved; policy of $entries entries, off-node trail ${trail:- off}"
 echo "without guard: $(stats "${without[@]}")"
 echo "with guard:    $(stats "${with[@]}")"
 awk -v w="$(median "${with[@]}")" -v b="$(median "${without[@]}")" \
