@@ -2,6 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
+#include <cmath>
+#include <utility>
+
 namespace hpcml {
 namespace {
 
@@ -23,16 +27,45 @@ std::string Format(std::chrono::system_clock::time_point t, bool millis) {
   return out + "Z";
 }
 
-// `n` digits of `s` at `pos` into `out`.
-bool Digits(std::string_view s, std::size_t pos, std::size_t n, int* out) {
-  if (pos + n > s.size()) return false;
-  int v = 0;
-  for (std::size_t i = pos; i < pos + n; ++i) {
-    if (s[i] < '0' || s[i] > '9') return false;
-    v = v * 10 + (s[i] - '0');
+// Exactly `n` digits at s[*pos..] into `out`; advances *pos.
+bool Digits(std::string_view s, std::size_t* pos, std::size_t n, unsigned* out) {
+  if (*pos + n > s.size()) return false;
+  unsigned v = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const char c = s[*pos + i];
+    if (c < '0' || c > '9') return false;
+    v = v * 10 + static_cast<unsigned>(c - '0');
   }
+  *pos += n;
   *out = v;
   return true;
+}
+
+unsigned DaysInMonth(std::int64_t y, unsigned m) {
+  static constexpr unsigned kDays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  const bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+  return m == 2 && leap ? 29 : kDays[m - 1];
+}
+
+Status NotATime(std::string_view s) {
+  return InvalidArgument(
+      "\"{}\" is not a time (ISO 8601: YYYY-MM-DD or YYYY-MM-DDThh:mm[:ss[.ffffff]][Z|+hh:mm])", s);
+}
+
+// The offset from UTC in minutes of s[pos..]: nothing, Z, or +hh, +hhmm,
+// +hh:mm (or '-').
+Result<std::int64_t> ParseZone(std::string_view s, std::size_t pos) {
+  if (pos == s.size()) return std::int64_t{0};
+  const char sign = s[pos];
+  if ((sign == 'Z' || sign == 'z') && pos + 1 == s.size()) return std::int64_t{0};
+  if (sign != '+' && sign != '-') return NotATime(s);
+  ++pos;
+  unsigned oh = 0, om = 0;
+  if (!Digits(s, &pos, 2, &oh)) return NotATime(s);
+  if (pos < s.size() && s[pos] == ':') ++pos;
+  if (pos < s.size() && !Digits(s, &pos, 2, &om)) return NotATime(s);
+  if (pos != s.size() || oh > 23 || om > 59) return NotATime(s);
+  return (sign == '+' ? 1 : -1) * static_cast<std::int64_t>(oh * 60 + om);
 }
 
 }  // namespace
@@ -49,55 +82,74 @@ std::string UtcNow() {
   return FormatUtc(std::chrono::system_clock::now());
 }
 
-Result<std::int64_t> ParseIsoMillis(std::string_view text) {
-  const auto bad = [&] {
-    return InvalidArgument(
-        "time '{}' is not ISO 8601 (YYYY-MM-DD or YYYY-MM-DDTHH:MM[:SS[.fff]][Z|+HH:MM])", text);
-  };
-  int y = 0, mo = 0, d = 0, h = 0, mi = 0, sec = 0, ms = 0;
-  if (!Digits(text, 0, 4, &y) || text.size() < 10 || text[4] != '-' || !Digits(text, 5, 2, &mo) ||
-      text[7] != '-' || !Digits(text, 8, 2, &d))
-    return bad();
-  std::size_t pos = 10;
-  std::int64_t offset_min = 0;
-  if (pos < text.size()) {
-    if (text[pos] != 'T' && text[pos] != ' ') return bad();
-    if (!Digits(text, pos + 1, 2, &h) || pos + 3 >= text.size() || text[pos + 3] != ':' ||
-        !Digits(text, pos + 4, 2, &mi))
-      return bad();
-    pos += 6;
-    if (pos < text.size() && text[pos] == ':') {
-      if (!Digits(text, pos + 1, 2, &sec)) return bad();
-      pos += 3;
-      if (pos < text.size() && text[pos] == '.') {
-        std::size_t i = pos + 1;
-        int scale = 100;
-        for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i, scale /= 10)
-          ms += (text[i] - '0') * scale;
-        if (i == pos + 1) return bad();
-        pos = i;
+Result<std::int64_t> ParseIsoMicros(std::string_view s) {
+  std::size_t pos = 0;
+  unsigned year = 0, month = 0, day = 0;
+  if (!Digits(s, &pos, 4, &year) || pos >= s.size() || s[pos++] != '-' ||
+      !Digits(s, &pos, 2, &month) || pos >= s.size() || s[pos++] != '-' ||
+      !Digits(s, &pos, 2, &day))
+    return NotATime(s);
+  if (month < 1 || month > 12 || day < 1 || day > DaysInMonth(year, month))
+    return InvalidArgument("\"{}\": no such date", s);
+  unsigned hour = 0, minute = 0, second = 0;
+  std::int64_t micros = 0;
+  if (pos < s.size() && (s[pos] == 'T' || s[pos] == 't' || s[pos] == ' ')) {
+    ++pos;
+    if (!Digits(s, &pos, 2, &hour) || pos >= s.size() || s[pos++] != ':' ||
+        !Digits(s, &pos, 2, &minute))
+      return NotATime(s);
+    if (pos < s.size() && s[pos] == ':') {
+      ++pos;
+      if (!Digits(s, &pos, 2, &second)) return NotATime(s);
+      if (pos < s.size() && (s[pos] == '.' || s[pos] == ',')) {
+        const std::size_t start = ++pos;
+        while (pos < s.size() && s[pos] >= '0' && s[pos] <= '9') ++pos;
+        const std::size_t n = pos - start;
+        if (n == 0) return NotATime(s);
+        if (n > 6)
+          return InvalidArgument("\"{}\": more than 6 fractional digits (microseconds)", s);
+        for (std::size_t i = 0; i < 6; ++i) micros = micros * 10 + (i < n ? s[start + i] - '0' : 0);
       }
     }
-    if (pos < text.size()) {
-      int oh = 0, om = 0;
-      if (text[pos] == 'Z' && pos + 1 == text.size()) {
-        pos += 1;
-      } else if ((text[pos] == '+' || text[pos] == '-') && text.size() == pos + 6 &&
-                 Digits(text, pos + 1, 2, &oh) && text[pos + 3] == ':' &&
-                 Digits(text, pos + 4, 2, &om) && oh < 24 && om < 60) {
-        offset_min = (text[pos] == '-' ? -1 : 1) * (oh * 60 + om);
-        pos += 6;
-      } else {
-        return bad();
-      }
-    }
+    if (hour > 23 || minute > 59 || second > 59)
+      return InvalidArgument("\"{}\": no such time of day", s);
   }
-  if (pos != text.size() || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60)
-    return bad();
-  const std::int64_t s =
-      DaysFromCivil(y, static_cast<unsigned>(mo), static_cast<unsigned>(d)) * 86400 + h * 3600 +
-      mi * 60 + sec - offset_min * 60;
-  return s * 1000 + ms;
+  HPCML_ASSIGN_OR_RETURN(std::int64_t offset_minutes, ParseZone(s, pos));
+  const std::int64_t secs = DaysFromCivil(year, month, day) * 86400 + hour * 3600 + minute * 60 +
+                            second - offset_minutes * 60;
+  return secs * 1'000'000 + micros;
+}
+
+Result<std::int64_t> ParseIsoMillis(std::string_view text) {
+  HPCML_ASSIGN_OR_RETURN(std::int64_t micros, ParseIsoMicros(text));
+  return micros >= 0 ? micros / 1000 : -((-micros + 999) / 1000);
+}
+
+Result<std::int64_t> ParseDurationMicros(std::string_view s) {
+  std::size_t i = 0;
+  bool dot = false, digits = false;
+  for (; i < s.size() && ((s[i] >= '0' && s[i] <= '9') || (s[i] == '.' && !dot)); ++i) {
+    dot = dot || s[i] == '.';
+    digits = digits || s[i] != '.';
+  }
+  const std::string_view num = s.substr(0, i), unit = s.substr(i);
+  if (!digits) return InvalidArgument("\"{}\" is not a duration (use e.g. 90s, 15m, 2h, 7d)", s);
+  static constexpr std::pair<std::string_view, double> kUnits[] = {
+      {"", 1e6},     {"s", 1e6},    {"us", 1},      {"ms", 1e3},       {"m", 60e6},
+      {"min", 60e6}, {"h", 3600e6}, {"d", 86400e6}, {"w", 7 * 86400e6}};
+  double factor = 0;
+  for (const auto& [name, f] : kUnits) {
+    if (unit == name) factor = f;
+  }
+  if (factor == 0)
+    return InvalidArgument("\"{}\": unknown duration unit \"{}\" (us, ms, s, m, h, d, w)", s, unit);
+  double value = 0;
+  auto [p, ec] = std::from_chars(num.data(), num.data() + num.size(), value);
+  if (ec != std::errc() || p != num.data() + num.size())
+    return InvalidArgument("\"{}\" is not a duration", s);
+  const double micros = std::round(value * factor);
+  if (!(micros < 9.2e18)) return InvalidArgument("\"{}\": duration out of range", s);
+  return static_cast<std::int64_t>(micros);
 }
 
 std::int64_t DaysFromCivil(std::int64_t y, unsigned m, unsigned d) {

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "hpcml/common/strings.hpp"
+#include "hpcml/common/time.hpp"
 #include "hpcml/featurecache/csv.hpp"
 #include "hpcml/featurecache/timeutil.hpp"
 
@@ -37,7 +38,7 @@ void ParseCells(const CsvReader& csv) {
     (void)hpcml::featurecache::ParseFloatCell(f, &integral);
     (void)hpcml::featurecache::ParseIntCell(f);
     (void)hpcml::featurecache::ParseTimestamp(f);
-    (void)hpcml::featurecache::ParseDuration(f);
+    (void)hpcml::ParseDurationMicros(f);
   }
 }
 

@@ -19,6 +19,7 @@
 #include "hpcml/common/json.hpp"
 #include "hpcml/common/log.hpp"
 #include "hpcml/common/strings.hpp"
+#include "hpcml/common/time.hpp"
 #include "hpcml/common/unique_fd.hpp"
 #include "hpcml/featurecache/access.hpp"
 #include "hpcml/featurecache/feature_set.hpp"
@@ -231,7 +232,7 @@ struct AsofArgs {
 Status ParseAsofArgs(AsofArgs& a) {
   AsofOptions& o = a.opts;
   if (!a.max_age.empty()) {
-    auto age = ParseDuration(a.max_age);
+    auto age = ParseDurationMicros(TrimBlanks(a.max_age));
     if (!age.ok()) return ForOption("--max-age", age.status());
     o.max_age = *age;
   }

@@ -48,20 +48,6 @@ TEST(Timestamp, FormatRoundTrips) {
   EXPECT_EQ(FormatTimestamp(-1), "1969-12-31T23:59:59.999999Z");
 }
 
-TEST(Duration, Units) {
-  EXPECT_EQ(*ParseDuration("90"), 90 * kS);
-  EXPECT_EQ(*ParseDuration("90s"), 90 * kS);
-  EXPECT_EQ(*ParseDuration("15m"), 900 * kS);
-  EXPECT_EQ(*ParseDuration("1.5h"), 5400 * kS);
-  EXPECT_EQ(*ParseDuration("7d"), 7 * 86400 * kS);
-  EXPECT_EQ(*ParseDuration("1w"), 7 * 86400 * kS);
-  EXPECT_EQ(*ParseDuration("250ms"), 250000);
-  EXPECT_EQ(*ParseDuration("10us"), 10);
-  EXPECT_FALSE(ParseDuration("5y").ok());
-  EXPECT_FALSE(ParseDuration("-5s").ok());
-  EXPECT_FALSE(ParseDuration("s").ok());
-}
-
 TEST(Now, LooksLikeATimestamp) {
   auto t = ParseTimestamp(UtcNow());
   ASSERT_TRUE(t.ok());

@@ -306,25 +306,17 @@ Result<AuditReport> ReadAuditReport(const std::vector<std::string>& files,
 
 Result<std::int64_t> ParseAuditTime(std::string_view option, std::string_view text,
                                     std::int64_t now_ms) {
-  // An age: digits and one unit.
-  if (text.size() >= 2 && std::isdigit(static_cast<unsigned char>(text[0]))) {
-    std::int64_t n = 0;
-    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size() - 1, n);
-    const char unit = text.back();
-    const std::int64_t unit_ms = unit == 'm'   ? 60'000
-                                 : unit == 'h' ? 3'600'000
-                                 : unit == 'd' ? 86'400'000
-                                 : unit == 'w' ? 7 * 86'400'000LL
-                                               : 0;
-    if (ec == std::errc() && end == text.data() + text.size() - 1 && unit_ms > 0 &&
-        n <= 100 * 366 * 86'400'000LL / unit_ms)
-      return now_ms - n * unit_ms;
+  // An age ends in its unit (a plain number is not one here: "2026" would
+  // be ambiguous).
+  if (!text.empty() && std::isalpha(static_cast<unsigned char>(text.back()))) {
+    if (auto age = ParseDurationMicros(text); age.ok() && *age / 1000 <= now_ms)
+      return now_ms - *age / 1000;
   }
   auto t = ParseIsoMillis(text);
   if (t.ok()) return t;
   return InvalidArgument(
       "{} '{}': expected an ISO 8601 date or time (UTC unless it gives an offset, e.g. "
-      "2026-11-17 or 2026-11-17T08:00:00Z) or an age (30m, 12h, 7d, 2w)",
+      "2026-11-17 or 2026-11-17T08:00:00Z) or an age (90s, 30m, 12h, 7d, 2w)",
       option, text);
 }
 
