@@ -32,7 +32,9 @@ inline constexpr std::size_t kMaxDatasetsBytes = 64 * 1024;
 //   enforce=mount|none      optional (default none): mount_view.hpp in each task
 //   job_cache=/abs/dir|off  optional (default kDefaultJobCache): where slurmstepd
 //                           keeps each job's slurmctld facts and the prolog the
-//                           job's declared datasets (job_cache.hpp)
+//                           job's declared datasets (job_cache.hpp), and
+//                           slurmd and slurmstepd the compiled policy
+//                           (policy_cache.hpp)
 //   confine=landlock|none   optional (default landlock): confine.hpp
 struct PluginConfig {
   static constexpr const char* kDefaultAuditPath = "/var/log/hpcml/audit.jsonl";
@@ -47,7 +49,8 @@ struct PluginConfig {
   // view; declared datasets and stdio files are still decided. Audited.
   bool enforce_mount = true;
   const char* enforce_name() const { return enforce_mount ? "mount" : "advisory"; }
-  std::string job_cache = kDefaultJobCache;  // "" (job_cache=off): ask slurmctld every step
+  // "" (job_cache=off): ask slurmctld and parse the policy every step.
+  std::string job_cache = kDefaultJobCache;
   // confine=landlock (default): an allowed step's tasks share one Landlock
   // domain and reach no process outside it (confine.hpp). confine=none: for
   // kernels without Landlock; /proc/<pid>/root of the user's other processes
