@@ -84,7 +84,7 @@ trail=
 if [ "${HPCML_BENCH_COLLECTOR:-on}" != off ] && [ -s "$HPCML_CLUSTER_DIR/etc/collector-address" ]; then
   trail=" audit_collector=$(cat "$HPCML_CLUSTER_DIR/etc/collector-address")"
 fi
-guard_line="required $so policy=$etc/policy.toml zone=ae audit=$etc/audit.jsonl job_cache=$etc/job-cache$trail${HPCML_BENCH_GUARD_ARGS:+ $HPCML_BENCH_GUARD_ARGS}"
+guard_line="required $so policy=$etc/policy.toml zone=ae audit=$etc/audit.jsonl job_cache=$etc/job-cache policy_cache=$etc/policy-cache$trail${HPCML_BENCH_GUARD_ARGS:+ $HPCML_BENCH_GUARD_ARGS}"
 # The job facts cache serves a job's steps only after the guard's prolog
 # started the job's attempt on the node (job_cache.hpp), and slurmd runs a
 # plugin's prolog only if plugstack.conf had it when slurmd started.

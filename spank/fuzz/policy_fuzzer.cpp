@@ -1,12 +1,15 @@
 // libFuzzer target: the policy parser (TOML text -> Policy or an error) and,
-// when a policy parses, dataset matching against paths taken from the input.
-// Any crash, sanitizer report or exception escaping is a bug.
+// when a policy parses, dataset matching against paths taken from the input
+// and its compiled cache (policy_cache.hpp), which must give the same policy
+// back. Any crash, sanitizer report or exception escaping is a bug.
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "hpcml/guard/decision.hpp"
 #include "hpcml/guard/policy.hpp"
+#include "policy_cache.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);
@@ -21,5 +24,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     (void)policy->MatchDataset(e.path + "y");
   }
   (void)hpcml::guard::Decide(*policy, req);
+  const std::string bytes = hpcml::guard::EncodePolicyCache(*policy);
+  auto cached = hpcml::guard::DecodePolicyCache(bytes, policy->sha256(), "fuzz.toml");
+  if (!cached.ok() || hpcml::guard::EncodePolicyCache(*cached) != bytes) __builtin_trap();
   return 0;
 }

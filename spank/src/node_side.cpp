@@ -1,8 +1,9 @@
 // hpcml_guard.so in slurmstepd (remote context, root) and in slurmd's job
 // prolog and epilog (plugin_parts.hpp):
 // - init_post_opt: the authoritative decision, made once per step on each
-//   node (the job's facts from slurmctld, one lookup per job and node:
-//   job_cache.hpp; the node's data file systems: data_mounts.hpp; the step's
+//   node (the policy, parsed once per change: policy_cache.hpp; the job's
+//   facts from slurmctld, one lookup per job and node: job_cache.hpp; the
+//   node's data file systems: data_mounts.hpp; the step's
 //   datasets within the job's declared ones), logged, and only *stored*:
 //   failing init_post_opt or user_init drains the node. An allowed step gets
 //   the HPCML_* variables (hpcml/common/job_env.hpp) in its environment
@@ -305,8 +306,11 @@ Result<Decision> DecideOnNodeOrError(spank_t sp, AuditRecord* rec) {
   rec->uid = ids.uid;
   HPCML_RETURN_IF_ERROR(s.args);
   // The policy first: a step denied for any later reason still gets its
-  // covers from it (CoverDeniedStep).
-  HPCML_ASSIGN_OR_RETURN(Policy loaded, LoadPolicyFile(s.config.policy_path));
+  // covers from it (CoverDeniedStep). Compiled once per policy text into
+  // policy_cache= (policy_cache.hpp): a step reads and hashes the text, but
+  // parses it only after a change.
+  HPCML_ASSIGN_OR_RETURN(Policy loaded,
+                         LoadPolicyCached(s.config.policy_path, s.config.policy_cache));
   step.policy = std::move(loaded);  // kept: the view and the tasks' checks use it
   const Policy& policy = *step.policy;
   rec->policy_sha256 = policy.sha256();

@@ -75,7 +75,7 @@ Result<PluginConfig> ParsePluginArgs(const std::vector<std::string_view>& args) 
   PluginConfig config;
   bool have_policy = false, have_zone = false, have_audit = false, have_cluster = false,
        have_sync = false, have_cache = false, have_enforce = false, have_confine = false,
-       have_collector = false;
+       have_collector = false, have_policy_cache = false;
   for (std::string_view arg : args) {
     std::size_t eq = arg.find('=');
     if (eq == std::string_view::npos || eq == 0)
@@ -109,6 +109,14 @@ Result<PluginConfig> ParsePluginArgs(const std::vector<std::string_view>& args) 
       if (value != "yes" && value != "no")
         return InvalidArgument("plugin argument 'audit_sync': expected yes or no");
       config.audit_sync = value == "yes";
+    } else if (key == "policy_cache") {
+      HPCML_RETURN_IF_ERROR(once(&have_policy_cache));
+      if (value == "off") {
+        config.policy_cache.clear();
+      } else {
+        HPCML_RETURN_IF_ERROR(CheckAbsolutePath(key, value));
+        config.policy_cache = value;
+      }
     } else if (key == "audit_collector") {
       HPCML_RETURN_IF_ERROR(once(&have_collector));
       HPCML_ASSIGN_OR_RETURN(config.collector, ParseCollector(value));
@@ -133,7 +141,7 @@ Result<PluginConfig> ParsePluginArgs(const std::vector<std::string_view>& args) 
     } else {
       return InvalidArgument(
           "unknown plugin argument '{}' (expected policy=, zone=, audit=, audit_sync=, "
-          "audit_collector=, cluster=, job_cache=, enforce=, confine=)",
+          "audit_collector=, cluster=, job_cache=, policy_cache=, enforce=, confine=)",
           HasControlChar(key) ? std::string("<control>") : std::string(key));
     }
   }

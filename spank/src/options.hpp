@@ -37,6 +37,9 @@ inline constexpr std::size_t kMaxDatasetsBytes = 64 * 1024;
 //   job_cache=/abs/dir|off  optional (default kDefaultJobCache): where slurmstepd
 //                           keeps each job's slurmctld facts and the prolog the
 //                           job's declared datasets (job_cache.hpp)
+//   policy_cache=/abs/dir|off optional (default kDefaultPolicyCache): the
+//                           policy compiled by root (slurmd, slurmstepd, root's
+//                           srun), read by every side (policy_cache.hpp)
 //   confine=landlock|none   optional (default landlock): confine.hpp
 // Where audit lines go off the node (audit_collector=).
 struct Collector {
@@ -60,6 +63,8 @@ struct PluginConfig {
   bool enforce_mount = true;
   const char* enforce_name() const { return enforce_mount ? "mount" : "advisory"; }
   std::string job_cache = kDefaultJobCache;  // "" (job_cache=off): ask slurmctld every step
+  static constexpr const char* kDefaultPolicyCache = "/var/cache/hpcml-guard";
+  std::string policy_cache = kDefaultPolicyCache;  // "" (policy_cache=off): parse every time
   // confine=landlock (default): an allowed step's tasks share one Landlock
   // domain and reach no process outside it (confine.hpp). confine=none: for
   // kernels without Landlock; /proc/<pid>/root of the user's other processes

@@ -122,11 +122,14 @@ int SlurmdInit(int ac, char** av) noexcept {
                   config.status().message().c_str());
       return 0;
     }
-    auto policy = LoadPolicyFile(config->policy_path);
+    // Also compiles the policy into policy_cache= for the steps (policy_cache.hpp).
+    std::string cache_note;
+    auto policy = LoadPolicyCached(config->policy_path, config->policy_cache, 0, &cache_note);
     if (policy.ok()) {
       slurm_info("hpcml-guard %s loaded: policy %s sha256 %s, enforce=%s, confine=%s, audit %s",
                  version.c_str(), config->policy_path.c_str(), policy->sha256().c_str(),
                  config->enforce_name(), config->confine_name(), config->audit_path.c_str());
+      if (!cache_note.empty()) slurm_info("hpcml-guard: %s", cache_note.c_str());
     } else {
       slurm_error(
           "hpcml-guard %s loaded: policy %s: %s (every job step is denied until it is fixed)",

@@ -63,10 +63,11 @@ int InitGuard(spank_t sp, int ac, char** av, bool submit) noexcept;
 
 // slurm_spank_init in slurmd itself, when it starts: writes the guard's
 // version and the SHA-256 of the policy it finds to the slurmd log
-// (slurm_info), so an admin can see what a node runs. The policy is read
-// again at every step (a changed policy applies at once; each audit line
-// carries the digest it was decided by). Always 0: a failing init in slurmd
-// would stop it.
+// (slurm_info), so an admin can see what a node runs, and compiles it into
+// job_cache= (policy_cache.hpp) for the steps. The policy is read again at
+// every step (a changed policy applies at once; each audit line carries the
+// digest it was decided by). Always 0: a failing init in slurmd would stop
+// it.
 int SlurmdInit(int ac, char** av) noexcept;
 
 // The plugstack.conf arguments as ParsePluginArgs takes them.

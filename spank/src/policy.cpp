@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <functional>
 #include <initializer_list>
 #include <limits>
 
@@ -16,6 +17,7 @@
 #include "hpcml/common/strings.hpp"
 #include "hpcml/common/unique_fd.hpp"
 #include "options.hpp"
+#include "policy_cache.hpp"
 
 namespace hpcml::guard {
 namespace {
@@ -188,6 +190,12 @@ bool HostlistMatches(std::string_view pattern, std::string_view node) {
   return false;
 }
 
+// Policy::exact_'s hash: built and probed in the same process, so any hash
+// will do.
+std::size_t PathHash(std::string_view p) {
+  return std::hash<std::string_view>{}(p);
+}
+
 std::string_view Parent(std::string_view p) {
   std::size_t slash = p.rfind('/');
   if (slash == 0 || slash == std::string_view::npos) return "/";
@@ -201,13 +209,22 @@ void Policy::BuildIndexes() {
   for (std::size_t i = 0; i < datasets_.size(); ++i) by_path_[i] = i;
   std::sort(by_path_.begin(), by_path_.end(),
             [&](std::size_t a, std::size_t b) { return datasets_[a].path < datasets_[b].path; });
+  BuildLookups();
+}
+
+void Policy::BuildLookups() {
+  std::size_t slots = 16;
+  while (slots < 2 * datasets_.size()) slots *= 2;
+  exact_.assign(slots, kNoEntry);
   for (std::size_t i = 0; i < datasets_.size(); ++i) {
     const DatasetEntry& e = datasets_[i];
     if (e.string_prefix) {
       // A prefix "/a/b/c-" matches names in directory "/a/b" (or below them).
       prefix_by_dir_[std::string(Parent(e.path))].push_back(i);
     } else {
-      exact_.emplace(e.path, i);
+      std::size_t slot = PathHash(e.path) & (slots - 1);
+      while (exact_[slot] != kNoEntry) slot = (slot + 1) & (slots - 1);
+      exact_[slot] = static_cast<std::uint32_t>(i);
     }
   }
   for (const Binding& b : bindings_) {
@@ -220,6 +237,16 @@ void Policy::BuildIndexes() {
   }
 }
 
+const DatasetEntry* Policy::ExactEntry(std::string_view path) const {
+  if (exact_.empty()) return nullptr;  // not built (a default Policy)
+  const std::size_t mask = exact_.size() - 1;
+  for (std::size_t slot = PathHash(path) & mask;; slot = (slot + 1) & mask) {
+    if (exact_[slot] == kNoEntry) return nullptr;
+    const DatasetEntry& e = datasets_[exact_[slot]];
+    if (!e.string_prefix && e.path == path) return &e;
+  }
+}
+
 const DatasetEntry* Policy::MatchDataset(std::string_view canonical) const {
   if (canonical.empty() || canonical.front() != '/') return nullptr;
   // Walk from the path itself up to "/": the first candidate with a match is
@@ -227,8 +254,7 @@ const DatasetEntry* Policy::MatchDataset(std::string_view canonical) const {
   std::string_view c = canonical;
   std::string key;
   for (;;) {
-    key.assign(c);
-    if (auto it = exact_.find(key); it != exact_.end()) return &datasets_[it->second];
+    if (const DatasetEntry* e = ExactEntry(c)) return e;
     if (c == "/") return nullptr;
     std::string_view parent = Parent(c);
     key.assign(parent);
@@ -578,7 +604,7 @@ Status CheckSafe(const struct stat& st, const std::string& what, unsigned owner,
 
 }  // namespace
 
-Result<Policy> LoadPolicyFile(const std::string& path, unsigned required_owner) {
+Result<UniqueFd> OpenPolicyFile(const std::string& path, unsigned required_owner) {
   HPCML_ASSIGN_OR_RETURN(UniqueFd fd, OpenFd(path, O_RDONLY | O_NOCTTY));
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) return ErrnoError("fstat " + path, errno);
@@ -600,18 +626,52 @@ Result<Policy> LoadPolicyFile(const std::string& path, unsigned required_owner) 
     HPCML_RETURN_IF_ERROR(
         CheckSafe(ds, fmt::format("policy {}: directory {}", path, dir), required_owner, true));
   }
-  std::string text;
+  return fd;
+}
+
+namespace {
+
+constexpr std::size_t kMaxPolicySize = 64u << 20;
+
+// The opened policy file from its start, in chunks passed to `sink`.
+template <typename Sink>
+Status ReadPolicyChunks(int fd, const std::string& path, Sink sink) {
+  char chunk[1 << 16];
+  std::size_t total = 0;
   for (;;) {
-    char chunk[1 << 16];
-    ssize_t got = ::read(fd.get(), chunk, sizeof chunk);
+    ssize_t got = ::pread(fd, chunk, sizeof chunk, static_cast<off_t>(total));
     if (got < 0) {
       if (errno == EINTR) continue;
       return ErrnoError("read " + path, errno);
     }
-    if (got == 0) break;
-    text.append(chunk, static_cast<std::size_t>(got));
-    if (text.size() > (64u << 20)) return InvalidArgument("policy {}: larger than 64 MiB", path);
+    if (got == 0) return Status::Ok();
+    total += static_cast<std::size_t>(got);
+    if (total > kMaxPolicySize) return InvalidArgument("policy {}: larger than 64 MiB", path);
+    sink(std::string_view(chunk, static_cast<std::size_t>(got)));
   }
+}
+
+}  // namespace
+
+Result<std::string> ReadPolicyText(int fd, const std::string& path) {
+  std::string text;
+  // One allocation (a growing string would touch about twice the memory).
+  struct stat st {};
+  if (::fstat(fd, &st) == 0 && st.st_size > 0 && st.st_size <= off_t{kMaxPolicySize})
+    text.reserve(static_cast<std::size_t>(st.st_size));
+  HPCML_RETURN_IF_ERROR(ReadPolicyChunks(fd, path, [&](std::string_view c) { text.append(c); }));
+  return text;
+}
+
+Result<std::string> HashPolicyText(int fd, const std::string& path) {
+  Sha256 sha;
+  HPCML_RETURN_IF_ERROR(ReadPolicyChunks(fd, path, [&](std::string_view c) { sha.Update(c); }));
+  return sha.FinishHex();
+}
+
+Result<Policy> LoadPolicyFile(const std::string& path, unsigned required_owner) {
+  HPCML_ASSIGN_OR_RETURN(UniqueFd fd, OpenPolicyFile(path, required_owner));
+  HPCML_ASSIGN_OR_RETURN(std::string text, ReadPolicyText(fd.get(), path));
   return ParsePolicy(text, path);
 }
 

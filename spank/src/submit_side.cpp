@@ -69,7 +69,8 @@ Decision DecideOnSubmit(AuditRecord* rec, std::string* data_zones) {
   if (!entry) return DenyForError(NotFound("no passwd entry for uid {}", ::getuid()));
   const std::string* user = &entry->name;
   rec->user = *user;
-  auto policy = LoadPolicyFile(s.config.policy_path);
+  // The cache root compiled (policy_cache.hpp): srun need not parse either.
+  auto policy = LoadPolicyCached(s.config.policy_path, s.config.policy_cache);
   if (!policy.ok()) return DenyForError(policy.status());
   rec->policy_sha256 = policy->sha256();
   Request req;

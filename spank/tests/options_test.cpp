@@ -39,6 +39,14 @@ TEST(PluginArgs, JobCacheIsADirectoryOrOff) {
   EXPECT_TRUE(off->job_cache.empty());
 }
 
+TEST(PluginArgs, PolicyCacheIsADirectoryOrOff) {
+  EXPECT_EQ(ParsePluginArgs(V({"policy=/p.toml"}))->policy_cache, PluginConfig::kDefaultPolicyCache);
+  EXPECT_EQ(ParsePluginArgs(V({"policy=/p.toml", "policy_cache=/var/cache/g"}))->policy_cache,
+            "/var/cache/g");
+  EXPECT_TRUE(ParsePluginArgs(V({"policy=/p.toml", "policy_cache=off"}))->policy_cache.empty());
+  EXPECT_FALSE(ParsePluginArgs(V({"policy=/p.toml", "policy_cache=rel/dir"})).ok());
+}
+
 TEST(PluginArgs, CollectorIsHostAndPort) {
   EXPECT_FALSE(ParsePluginArgs(V({"policy=/p.toml"}))->collector.has_value());
   auto c = ParsePluginArgs(V({"policy=/p.toml", "audit_collector=10.1.2.3:514"}));

@@ -103,6 +103,24 @@ TEST(Policy, MatchesTheMostSpecificEntry) {
   EXPECT_EQ(cls("relative"), "none");
 }
 
+// The exact-path index is a table of its own (Policy::exact_): empty before
+// any policy is built into it, and probed past colliding entries.
+TEST(Policy, ExactEntriesAmongManyAndInADefaultPolicy) {
+  EXPECT_EQ(Policy().MatchDataset("/data/ae"), nullptr);
+  std::string text = "[zones.ae]\n";
+  for (int i = 0; i < 1000; ++i)
+    text += "[[datasets]]\npath = \"/d/" + std::to_string(i) +
+            "\"\nzone = \"ae\"\nclassification = \"c" + std::to_string(i) + "\"\n";
+  Policy p = MustParse(text);
+  for (int i = 0; i < 1000; ++i) {
+    const DatasetEntry* e = p.MatchDataset("/d/" + std::to_string(i) + "/x");
+    ASSERT_NE(e, nullptr) << i;
+    EXPECT_EQ(e->classification, "c" + std::to_string(i));
+  }
+  EXPECT_EQ(p.MatchDataset("/d/1000"), nullptr);
+  EXPECT_EQ(p.MatchDataset("/d"), nullptr);
+}
+
 TEST(Policy, BindingsByUserGroupAndAccount) {
   Policy p = MustParse(testing::kPolicy);
   EXPECT_TRUE(p.IsBound("ml-engineer", "alice", {}, std::string("x")));

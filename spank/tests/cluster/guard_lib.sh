@@ -21,6 +21,7 @@ GUARD_LOG=$HPCML_CLUSTER_DIR/guard-log
 POLICY=$GUARD_ETC/policy.toml
 AUDIT=$GUARD_LOG/audit.jsonl
 GUARD_CACHE=$HPCML_CLUSTER_DIR/guard-cache  # the job facts cache (root 0700, made by the guard)
+GUARD_POLICY_CACHE=$HPCML_CLUSTER_DIR/policy-cache  # the compiled policy (root 0755, made by the guard)
 # Each zone's data file system (hpcml-cluster up): $DATA/ae is mounted on
 # the ae nodes only, $DATA/eu on the eu node only; this host has both.
 DATA=$HPCML_CLUSTER_DIR/data
@@ -139,7 +140,7 @@ guard_install() {
     trap restore_plugstack EXIT
     trap 'exit 143' TERM INT  # a ctest timeout still restores the files
   fi
-  local args="policy=$POLICY zone=@ZONE@ audit=$AUDIT cluster=hpcml job_cache=$GUARD_CACHE"
+  local args="policy=$POLICY zone=@ZONE@ audit=$AUDIT cluster=hpcml job_cache=$GUARD_CACHE policy_cache=$GUARD_POLICY_CACHE"
   [ $# -gt 0 ] && args="$*"
   set_plugstack "required $GUARD_SO $args"
   if [ -z "${GUARD_PROLOG:-}" ]; then

@@ -3,6 +3,13 @@
 // key, a wrong type or a dangling reference is an error naming the file, the
 // line and the key. A Policy is immutable after parsing and safe to share
 // between threads.
+//
+// A job step's slurmstepd, and each srun, is a fresh process: it reads the
+// policy every time. LoadPolicyCached skips the parse when the guard's
+// root-owned cache directory (policy_cache=) holds the policy compiled for
+// the same text (a flat binary file named by the text's SHA-256, written by
+// slurmd at start or by the first root process after a change, readable by
+// whoever may read the policy; policy_cache.cpp).
 #pragma once
 
 #include <cstdint>
@@ -27,6 +34,8 @@ struct DatasetEntry {
   std::string zone;
   std::string classification;
   int line = 0;  // in the policy file, for messages
+
+  friend bool operator==(const DatasetEntry&, const DatasetEntry&) = default;
 };
 
 struct Role {
@@ -37,6 +46,8 @@ struct Role {
   // Absent: any partition.
   std::optional<std::set<std::string>> partitions;
   int line = 0;
+
+  friend bool operator==(const Role&, const Role&) = default;
 };
 
 enum class BindingKind { kUser, kGroup, kAccount };
@@ -46,6 +57,8 @@ struct Binding {
   std::string name;
   std::vector<std::string> roles;
   int line = 0;
+
+  friend bool operator==(const Binding&, const Binding&) = default;
 };
 
 enum class UnknownDatasets { kDeny, kAllow };
@@ -99,7 +112,13 @@ class Policy {
  private:
   friend Result<Policy> ParsePolicy(std::string_view text, std::string_view source);
   friend class PolicyParser;  // ParsePolicy's steps (policy.cpp)
+  friend class PolicyCodec;   // the compiled cache's format (policy_cache.cpp)
+  // All indexes: by_path_ sorted, then BuildLookups.
   void BuildIndexes();
+  // The indexes other than by_path_ (which the compiled cache stores).
+  void BuildLookups();
+  // The exact (not prefix) entry whose path is `path`, or nullptr.
+  const DatasetEntry* ExactEntry(std::string_view path) const;
 
   std::string source_;
   std::string sha256_;
@@ -113,7 +132,12 @@ class Policy {
   std::vector<std::string> view_roots_;
 
   // Indexes built once after parsing.
-  std::unordered_map<std::string, std::size_t> exact_;  // path -> datasets_ index
+  // The exact entries by path: open addressing (linear probing) over
+  // datasets_ indexes, kNoEntry in an empty slot, a power of two at least
+  // twice the entries. No allocation per entry, so that a policy loads fast
+  // from its compiled cache (policy_cache.hpp).
+  static constexpr std::uint32_t kNoEntry = UINT32_MAX;
+  std::vector<std::uint32_t> exact_;
   std::unordered_map<std::string, std::vector<std::size_t>> prefix_by_dir_;
   std::vector<std::size_t> by_path_;  // datasets_ indexes sorted by path
   std::unordered_map<std::string, std::set<std::string>> user_roles_, group_roles_, account_roles_;
@@ -129,5 +153,22 @@ Result<Policy> ParsePolicy(std::string_view text, std::string_view source);
 // made on the opened descriptor, so the file checked is the file read.
 // `required_owner` is 0 in production; tests pass their own uid.
 Result<Policy> LoadPolicyFile(const std::string& path, unsigned required_owner = 0);
+
+// LoadPolicyFile with the compiled cache in `cache_dir` (the policy_cache=
+// directory; "" for none: parse every time). The policy file is opened,
+// checked and read exactly as LoadPolicyFile does, and its text hashed; then
+// the cache of that digest is used if it is trustworthy: a regular file (not
+// a symlink) owned by root (or `required_owner`) and writable by nobody else,
+// in a directory with the same properties, of this format version, recording
+// that digest, whole and intact. Otherwise the text is parsed and, if it
+// parses and this process runs as `required_owner`, the cache written
+// (atomically, with the policy file's read bits; `cache_dir` created 0755 if
+// absent).
+// The result is the Policy ParsePolicy would give, errors included: a policy
+// that does not parse is never cached. A cache that cannot be used or
+// written never fails the load: `cache_note`, when given, gets why (empty
+// when the cache was used, or written without trouble).
+Result<Policy> LoadPolicyCached(const std::string& path, const std::string& cache_dir,
+                                unsigned required_owner = 0, std::string* cache_note = nullptr);
 
 }  // namespace hpcml::guard

@@ -1,0 +1,389 @@
+// The compiled policy cache (policy_cache.hpp) and LoadPolicyCached.
+//
+// Layout, native byte order (a cache is read on the machine that wrote it;
+// another byte order fails the version check): a 96-byte Header, then the
+// payload, PolicyCodec's fields in order: u32 and u8 numbers, strings as a
+// u32 length and the bytes, lists as a u32 count and the items.
+#include "policy_cache.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "hpcml/common/fs.hpp"
+#include "hpcml/common/unique_fd.hpp"
+
+namespace hpcml::guard {
+namespace {
+
+constexpr char kMagic[8] = {'h', 'p', 'c', 'm', 'l', 'p', 'o', 'l'};
+// A compiled policy is smaller than its text, which is at most 64 MiB
+// (ReadPolicyText).
+constexpr off_t kMaxCacheSize = 128 << 20;
+
+struct Header {
+  char magic[8];
+  std::uint32_t version;
+  std::uint32_t zero;  // padding, written as 0
+  char sha256[64];     // lower-case hex, of the policy text
+  std::uint64_t payload_size;
+  std::uint64_t checksum;  // Checksum(payload)
+};
+static_assert(sizeof(Header) == 96);
+
+// Finds a damaged payload, not a forged one (only root writes the
+// directory): FNV-1a over 8-byte words, in four lanes so that the
+// multiplications overlap, with a shift mixing the high bits down. Any one
+// changed word changes the result (each step is a bijection of the word).
+// 0.2 ms per MiB here, SHA-256 0.65.
+std::uint64_t Mix(std::uint64_t h, std::uint64_t word) {
+  h = (h ^ word) * 0x100000001b3;
+  return h ^ (h >> 29);
+}
+
+std::uint64_t Checksum(std::string_view data) {
+  std::uint64_t lane[4] = {0xcbf29ce484222325, 1, 2, 3};
+  std::size_t i = 0;
+  for (; i + sizeof lane <= data.size(); i += sizeof lane) {
+    std::uint64_t words[4];
+    std::memcpy(words, data.data() + i, sizeof words);
+    for (int l = 0; l < 4; ++l) lane[l] = Mix(lane[l], words[l]);
+  }
+  for (; i < data.size(); ++i) lane[0] = Mix(lane[0], static_cast<unsigned char>(data[i]));
+  return Mix(Mix(Mix(lane[0], lane[1]), lane[2]), lane[3]);
+}
+
+class Writer {
+ public:
+  void U8(std::uint8_t v) { out_.push_back(static_cast<char>(v)); }
+  void U32(std::uint32_t v) { out_.append(reinterpret_cast<const char*>(&v), sizeof v); }
+  void Count(std::size_t n) { U32(static_cast<std::uint32_t>(n)); }
+  void Str(std::string_view s) {
+    Count(s.size());
+    out_.append(s);
+  }
+  template <typename Strings>
+  void Strs(const Strings& list) {
+    Count(list.size());
+    for (const std::string& s : list) Str(s);
+  }
+  std::string& out() { return out_; }
+
+ private:
+  std::string out_;
+};
+
+// Reads what Writer wrote. Reading past the end marks the reader failed
+// and yields zeros and empty strings, so a decoder reads on and checks ok()
+// once at the end; counts are bounded by the bytes left, so a damaged count
+// never makes a huge loop or allocation.
+class Reader {
+ public:
+  explicit Reader(std::string_view data) : data_(data) {}
+  std::uint8_t U8() {
+    std::uint8_t v = 0;
+    Take(&v, sizeof v);
+    return v;
+  }
+  std::uint32_t U32() {
+    std::uint32_t v = 0;
+    Take(&v, sizeof v);
+    return v;
+  }
+  int Line() { return static_cast<int>(U32() & 0x7fffffff); }
+  // A count of items taking at least `min_item` bytes each.
+  std::uint32_t Count(std::size_t min_item) {
+    std::uint32_t n = U32();
+    if (n <= (data_.size() - pos_) / min_item) return n;
+    Fail();
+    return 0;
+  }
+  std::string_view Str() {
+    std::uint32_t n = U32();
+    if (n > data_.size() - pos_) {
+      Fail();
+      return {};
+    }
+    std::string_view s = data_.substr(pos_, n);
+    pos_ += n;
+    return s;
+  }
+  template <typename Strings>
+  void Strs(Strings* out) {
+    for (std::uint32_t n = Count(4); n > 0; --n) out->insert(out->end(), std::string(Str()));
+  }
+  void Fail() { ok_ = false; }
+  // Everything read, nothing left over.
+  bool ok() const { return ok_ && pos_ == data_.size(); }
+
+ private:
+  void Take(void* out, std::size_t n) {
+    if (n > data_.size() - pos_) {
+      Fail();
+      return;
+    }
+    std::memcpy(out, data_.data() + pos_, n);
+    pos_ += n;
+  }
+  std::string_view data_;
+  std::size_t pos_ = 0;
+  bool ok_ = true;
+};
+
+std::string FileName(std::string_view sha256) {
+  return fmt::format("policy-{}.cache", sha256);
+}
+
+// `fd`, named `what` in errors, is a file of `type` (S_IFREG, S_IFDIR) owned
+// by root or `owner` and writable by nobody else.
+Result<struct stat> CheckTrusted(int fd, const std::string& what, mode_t type, unsigned owner) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return ErrnoError("fstat " + what, errno);
+  if ((st.st_mode & S_IFMT) != type)
+    return PermissionDenied("{}: not a {}", what, type == S_IFDIR ? "directory" : "regular file");
+  if (st.st_uid != 0 && st.st_uid != owner)
+    return PermissionDenied("{}: owned by uid {}, must be owned by root", what, st.st_uid);
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0)
+    return PermissionDenied("{}: writable by group or others (mode {:o})", what,
+                            st.st_mode & 07777);
+  return st;
+}
+
+Result<UniqueFd> OpenTrustedDirectory(const std::string& dir, unsigned owner) {
+  HPCML_ASSIGN_OR_RETURN(UniqueFd fd, OpenFd(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW));
+  HPCML_RETURN_IF_ERROR(CheckTrusted(fd.get(), dir, S_IFDIR, owner).status());
+  return fd;
+}
+
+// Removes other policies' caches (and temporary files a crash left) last
+// written more than a day ago.
+void SweepStaleCaches(const std::string& dir, const std::string& keep) {
+  std::unique_ptr<DIR, int (*)(DIR*)> d(::opendir(dir.c_str()), ::closedir);
+  if (!d) return;
+  const std::time_t oldest = std::time(nullptr) - 24 * 3600;
+  while (const dirent* e = ::readdir(d.get())) {
+    std::string_view name(e->d_name);
+    if (!name.starts_with("policy-") || name == keep) continue;
+    struct stat st {};
+    if (::fstatat(::dirfd(d.get()), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+        st.st_mtime < oldest)
+      ::unlinkat(::dirfd(d.get()), e->d_name, 0);
+  }
+}
+
+}  // namespace
+
+// The payload: every member ParsePolicy sets but the source and the digest
+// (the header's), and by_path_, the one index that costs a sort; the other
+// indexes are rebuilt (Policy::BuildLookups).
+class PolicyCodec {
+ public:
+  static std::string Payload(const Policy& p) {
+    Writer w;
+    w.Count(p.zones_.size());
+    for (const auto& [name, description] : p.zones_) {
+      w.Str(name);
+      w.Str(description);
+    }
+    w.Count(p.zone_nodes_.size());
+    for (const auto& [zone, patterns] : p.zone_nodes_) {
+      w.Str(zone);
+      w.Strs(patterns);
+    }
+    w.Count(p.datasets_.size());
+    for (const DatasetEntry& e : p.datasets_) {
+      w.Str(e.path);
+      w.U8(e.string_prefix);
+      w.Str(e.zone);
+      w.Str(e.classification);
+      w.U32(static_cast<std::uint32_t>(e.line));
+    }
+    for (std::size_t i : p.by_path_) w.U32(static_cast<std::uint32_t>(i));
+    w.Count(p.roles_.size());
+    for (const auto& [name, role] : p.roles_) {
+      w.Str(name);
+      w.Strs(role.zones);
+      w.Strs(role.classifications);
+      w.U32(role.max_gpus);
+      w.U8(role.partitions.has_value());
+      if (role.partitions) w.Strs(*role.partitions);
+      w.U32(static_cast<std::uint32_t>(role.line));
+    }
+    w.Count(p.bindings_.size());
+    for (const Binding& b : p.bindings_) {
+      w.U8(static_cast<std::uint8_t>(b.kind));
+      w.Str(b.name);
+      w.Strs(b.roles);
+      w.U32(static_cast<std::uint32_t>(b.line));
+    }
+    w.U8(p.default_role_.has_value());
+    if (p.default_role_) w.Str(*p.default_role_);
+    w.U8(static_cast<std::uint8_t>(p.unknown_datasets_));
+    w.Strs(p.view_roots_);
+    return std::move(w.out());
+  }
+
+  // The smallest encoded item sizes bound the counts (Reader::Count).
+  static Result<Policy> FromPayload(std::string_view payload, std::string_view sha256,
+                                    std::string_view source) {
+    Reader r(payload);
+    Policy p;
+    p.source_ = std::string(source);
+    p.sha256_ = std::string(sha256);
+    for (std::uint32_t n = r.Count(8); n > 0; --n) {
+      std::string name(r.Str());
+      p.zones_.emplace_hint(p.zones_.end(), std::move(name), r.Str());
+    }
+    for (std::uint32_t n = r.Count(8); n > 0; --n) {
+      auto it =
+          p.zone_nodes_.emplace_hint(p.zone_nodes_.end(), r.Str(), std::vector<std::string>());
+      r.Strs(&it->second);
+    }
+    const std::uint32_t datasets = r.Count(17);
+    p.datasets_.reserve(datasets);
+    for (std::uint32_t i = 0; i < datasets; ++i) {
+      // Each member constructed once, in order (braces sequence the reads).
+      p.datasets_.push_back(DatasetEntry{std::string(r.Str()), r.U8() != 0, std::string(r.Str()),
+                                         std::string(r.Str()), r.Line()});
+    }
+    p.by_path_.resize(datasets);
+    for (std::size_t& i : p.by_path_) {
+      i = r.U32();
+      if (i >= datasets) r.Fail();
+    }
+    for (std::uint32_t n = r.Count(21); n > 0; --n) {
+      Role role;
+      role.name = r.Str();
+      r.Strs(&role.zones);
+      r.Strs(&role.classifications);
+      role.max_gpus = r.U32();
+      if (r.U8() != 0) r.Strs(&role.partitions.emplace());
+      role.line = r.Line();
+      std::string name = role.name;
+      p.roles_.emplace_hint(p.roles_.end(), std::move(name), std::move(role));
+    }
+    p.bindings_.resize(r.Count(13));
+    for (Binding& b : p.bindings_) {
+      std::uint8_t kind = r.U8();
+      if (kind > static_cast<std::uint8_t>(BindingKind::kAccount)) r.Fail();
+      b.kind = static_cast<BindingKind>(kind);
+      b.name = r.Str();
+      r.Strs(&b.roles);
+      b.line = r.Line();
+    }
+    if (r.U8() != 0) p.default_role_ = r.Str();
+    std::uint8_t unknown = r.U8();
+    if (unknown > static_cast<std::uint8_t>(UnknownDatasets::kAllow)) r.Fail();
+    p.unknown_datasets_ = static_cast<UnknownDatasets>(unknown);
+    r.Strs(&p.view_roots_);
+    if (!r.ok()) return Corrupt("malformed payload");
+    p.BuildLookups();
+    return p;
+  }
+};
+
+std::string PolicyCachePath(const std::string& dir, std::string_view sha256) {
+  return dir + "/" + FileName(sha256);
+}
+
+std::string EncodePolicyCache(const Policy& policy) {
+  std::string payload = PolicyCodec::Payload(policy);
+  Header h{};
+  std::memcpy(h.magic, kMagic, sizeof h.magic);
+  h.version = kPolicyCacheVersion;
+  policy.sha256().copy(h.sha256, sizeof h.sha256);
+  h.payload_size = payload.size();
+  h.checksum = Checksum(payload);
+  std::string out(reinterpret_cast<const char*>(&h), sizeof h);
+  return out + payload;
+}
+
+Result<Policy> DecodePolicyCache(std::string_view bytes, std::string_view sha256,
+                                 std::string_view source) {
+  Header h{};
+  if (bytes.size() < sizeof h) return Corrupt("shorter than its header");
+  std::memcpy(&h, bytes.data(), sizeof h);
+  if (std::memcmp(h.magic, kMagic, sizeof h.magic) != 0) return Corrupt("not a policy cache");
+  if (h.version != kPolicyCacheVersion)
+    return Corrupt("format version {}, expected {}", h.version, kPolicyCacheVersion);
+  if (std::string_view(h.sha256, sizeof h.sha256) != sha256)
+    return Corrupt("compiled from another policy text");
+  std::string_view payload = bytes.substr(sizeof h);
+  if (payload.size() != h.payload_size)
+    return Corrupt("{} bytes of payload, expected {}", payload.size(), h.payload_size);
+  if (Checksum(payload) != h.checksum) return Corrupt("checksum mismatch");
+  return PolicyCodec::FromPayload(payload, sha256, source);
+}
+
+Result<Policy> ReadPolicyCache(const std::string& dir, std::string_view sha256,
+                               std::string_view source, unsigned required_owner) {
+  HPCML_ASSIGN_OR_RETURN(UniqueFd d, OpenTrustedDirectory(dir, required_owner));
+  const std::string name = FileName(sha256), path = dir + "/" + name;
+  UniqueFd fd(::openat(d.get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC));
+  if (fd.get() < 0) return ErrnoError(path, errno);
+  HPCML_ASSIGN_OR_RETURN(struct stat st, CheckTrusted(fd.get(), path, S_IFREG, required_owner));
+  if (st.st_size > kMaxCacheSize) return Corrupt("{}: larger than {} bytes", path, kMaxCacheSize);
+  // One read of the whole file into a buffer that is not zeroed first.
+  const auto size = static_cast<std::size_t>(st.st_size);
+  std::unique_ptr<char[]> bytes(new char[size]);
+  ssize_t got = ::pread(fd.get(), bytes.get(), size, 0);
+  if (got < 0) return ErrnoError("read " + path, errno);
+  auto policy = DecodePolicyCache(std::string_view(bytes.get(), static_cast<std::size_t>(got)),
+                                  sha256, source);
+  if (!policy.ok()) return Corrupt("{}: {}", path, policy.status().message());
+  return policy;
+}
+
+Status WritePolicyCache(const std::string& dir, const Policy& policy, unsigned required_owner,
+                        unsigned mode) {
+  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return ErrnoError("mkdir " + dir, errno);
+  HPCML_RETURN_IF_ERROR(OpenTrustedDirectory(dir, required_owner).status());
+  const std::string name = FileName(policy.sha256());
+  SweepStaleCaches(dir, name);
+  return WriteFileAtomic(dir + "/" + name, EncodePolicyCache(policy), mode & 0644);
+}
+
+Result<Policy> LoadPolicyCached(const std::string& path, const std::string& cache_dir,
+                                unsigned required_owner, std::string* cache_note) {
+  if (cache_note) cache_note->clear();
+  HPCML_ASSIGN_OR_RETURN(UniqueFd fd, OpenPolicyFile(path, required_owner));
+  Status missed;
+  if (!cache_dir.empty()) {
+    // Only the digest of the text: on a hit the text itself is not kept.
+    HPCML_ASSIGN_OR_RETURN(std::string sha256, HashPolicyText(fd.get(), path));
+    auto cached = ReadPolicyCache(cache_dir, sha256, path, required_owner);
+    if (cached.ok()) return cached;
+    missed = cached.status();
+  }
+  // Parsed as LoadPolicyFile does (its errors as it gives them). The text is
+  // read again: if the file changed in between, what is parsed and cached
+  // is the new text, under its own digest.
+  HPCML_ASSIGN_OR_RETURN(std::string text, ReadPolicyText(fd.get(), path));
+  HPCML_ASSIGN_OR_RETURN(Policy policy, ParsePolicy(text, path));
+  // Only the owner the cache must have writes it (root: slurmd, slurmstepd,
+  // root's srun); a user's srun parses until then.
+  if (cache_dir.empty() || ::geteuid() != required_owner) return policy;
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) return policy;
+  Status written = WritePolicyCache(cache_dir, policy, required_owner, st.st_mode);
+  if (cache_note) {
+    if (missed.code() != StatusCode::kNotFound)
+      *cache_note = fmt::format("ignored the policy cache: {}{}", missed.message(),
+                                written.ok() ? " (written again)" : "; ");
+    if (!written.ok())
+      *cache_note += fmt::format(
+          "cannot write the policy cache: {} (until it can be, each step parses the policy)",
+          written.message());
+  }
+  return policy;
+}
+
+}  // namespace hpcml::guard
