@@ -162,14 +162,14 @@ Result<UsageRecord> ReadUsageRecord(const std::string& path) {
 }
 
 Result<std::vector<UsageRecord>> ReadUsageRecordDir(const std::string& dir) {
-  DIR* d = opendir(dir.c_str());
+  UniqueDir d(::opendir(dir.c_str()));
   if (!d) return ErrnoError(dir, errno);
   std::vector<std::string> names;
-  while (dirent* e = readdir(d)) {
+  while (dirent* e = ::readdir(d.get())) {
     std::string_view n = e->d_name;
     if (n.starts_with("usage-") && n.ends_with(".json")) names.emplace_back(n);
   }
-  closedir(d);
+  d.reset();
   std::sort(names.begin(), names.end());
   std::vector<UsageRecord> out;
   for (const std::string& n : names) {

@@ -220,15 +220,14 @@ struct FeatureSetWriter::Impl {
   // exist now are stale.
   void RemoveStaleTemps() {
     auto remove = [](const std::string& in, const std::string& prefix, bool any_version) {
-      DIR* d = ::opendir(in.c_str());
-      if (d == nullptr) return;
-      while (struct dirent* ent = ::readdir(d)) {
+      UniqueDir d(::opendir(in.c_str()));
+      if (!d) return;
+      while (struct dirent* ent = ::readdir(d.get())) {
         const char* n = ent->d_name;
         bool stale = any_version ? (n[0] == '.' && std::strstr(n, ".h5.tmp-") != nullptr)
                                  : std::strncmp(n, prefix.c_str(), prefix.size()) == 0;
-        if (stale) ::unlinkat(::dirfd(d), n, 0);
+        if (stale) ::unlinkat(::dirfd(d.get()), n, 0);
       }
-      ::closedir(d);
     };
     remove(dir, "." + base + ".tmp-", false);
     remove(vdir, "", true);

@@ -47,6 +47,7 @@
 #include <vector>
 
 #include "../cuda/kernels.cuh"
+#include "hpcml/common/mpi.hpp"
 #include "hpcml/common/owner.hpp"
 #include "hpcml/trainer/backend.hpp"
 
@@ -87,18 +88,51 @@ class NcclComm : public Owner<CloseWith<ncclComm_t, ncclCommAbort>> {
   }
 };
 
-// One NCCL communicator over the members of `comm` (collective over it).
-Result<NcclComm> MakeNccl(MPI_Comm comm) {
+// How long a member waits in ncclCommInitRank for its peers: a peer that
+// failed before it (no GPU memory, a lost process) never arrives.
+constexpr std::chrono::seconds kNcclInitTimeout{120};
+
+// Initialises `c` without blocking (config.blocking = 0) and polls it until
+// it is ready, fails, or `timeout` passes: a member never waits for ever
+// for a peer that is not coming.
+Status InitNcclComm(ncclComm_t* c, int size, const ncclUniqueId& id, int rank,
+                    std::chrono::steady_clock::duration timeout) {
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclResult_t r = ncclCommInitRankConfig(c, size, id, rank, &config);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (r == ncclInProgress) {
+    if (std::chrono::steady_clock::now() > deadline)
+      return Unavailable(
+          "NCCL ncclCommInitRankConfig: rank {} of {}: its peers did not all "
+          "arrive within {} s",
+          rank, size, std::chrono::duration_cast<std::chrono::seconds>(timeout).count());
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (ncclCommGetAsyncError(*c, &r) != ncclSuccess) r = ncclInternalError;
+  }
+  return NcclCheck(r, "ncclCommInitRankConfig");
+}
+
+// One NCCL communicator over the members of `comm` (collective over it):
+// every member returns its communicator, or every member the same error
+// (agreed on over MPI before and after the NCCL set-up, so no member is
+// left waiting in a collective its peers skipped). A member's half-made
+// communicator is aborted (NcclComm's destructor).
+Result<NcclComm> MakeNccl(MPI_Comm comm,
+                          std::chrono::steady_clock::duration timeout = kNcclInitTimeout) {
   int rank = 0, size = 0;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
   if (size == 1) return NcclComm();  // a group of one needs no communication
   ncclUniqueId id{};
-  if (rank == 0) HPCML_RETURN_IF_ERROR(NcclCheck(ncclGetUniqueId(&id), "ncclGetUniqueId"));
+  HPCML_RETURN_IF_ERROR(AgreeOnStatus(
+      comm, rank == 0 ? NcclCheck(ncclGetUniqueId(&id), "ncclGetUniqueId") : Status::Ok()));
   MPI_Bcast(&id, static_cast<int>(sizeof id), MPI_BYTE, 0, comm);
   ncclComm_t c = nullptr;
-  HPCML_RETURN_IF_ERROR(NcclCheck(ncclCommInitRank(&c, size, id, rank), "ncclCommInitRank"));
-  return NcclComm(c);
+  Status made = InitNcclComm(&c, size, id, rank, timeout);
+  NcclComm owner(c);
+  HPCML_RETURN_IF_ERROR(AgreeOnStatus(comm, made));
+  return owner;
 }
 
 // Device scratch that grows with stream-ordered allocation on the compute

@@ -391,6 +391,7 @@ Status Program::Train() {
   auto wall_s = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
   };
+  HPCML_RETURN_IF_ERROR(ran);  // errors only: a stop or an early stop is an outcome
   if (stop_) {
     if (rank0_) {
       log_.info(
@@ -403,20 +404,17 @@ Status Program::Train() {
     PublishUsage(first_step, wall_s(), start_time);
     return Status::Ok();
   }
-  // Early stopping ends the step loop through the hook's status (OnStep).
-  if (!val_.early_stop.empty()) {
-    if (rank0_) log_.info("early stop at step {}: {}", trainer_->step(), val_.early_stop);
-  } else {
-    HPCML_RETURN_IF_ERROR(ran);
-  }
+  // Early stopping ends the step loop through the hook's outcome (OnStep).
+  if (!val_.early_stop.empty() && rank0_)
+    log_.info("early stop at step {}: {}", trainer_->step(), val_.early_stop);
   if (ckpt_) HPCML_RETURN_IF_ERROR(ckpt_->Finish());
   PublishUsage(first_step, wall_s(), start_time);
   return Finish();
 }
 
 // The step hook: figures, metrics, log line, then the checkpointer, which may
-// ask to stop (returned as kUnavailable, with stop_ set).
-Status Program::OnStep(const StepStats& st) {
+// ask to stop (kStop, with stop_ set), and early stopping (kStop).
+Result<Trainer::AfterStep> Program::OnStep(const StepStats& st) {
   // This attempt's first step: step 1, or the one after a resumed checkpoint.
   if (fig_.steps++ == 0) fig_.first_loss = st.loss;
   fig_.last_loss = st.loss;
@@ -444,11 +442,10 @@ Status Program::OnStep(const StepStats& st) {
     // normally (the checkpointer has saved this step).
     if (stop && val_.early_stop.empty()) {
       stop_ = *stop;
-      return Status(StatusCode::kUnavailable, "stop requested");
+      return Trainer::AfterStep::kStop;
     }
   }
-  if (!val_.early_stop.empty()) return Status(StatusCode::kUnavailable, "early stop");
-  return Status::Ok();
+  return val_.early_stop.empty() ? Trainer::AfterStep::kContinue : Trainer::AfterStep::kStop;
 }
 
 // Every --eval-interval steps and after the last: the metrics, the best

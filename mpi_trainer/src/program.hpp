@@ -77,7 +77,7 @@ class Program {
   Status OpenValidation();
   Status StartCheckpointing();
   Status Train();
-  Status OnStep(const StepStats& st);
+  Result<Trainer::AfterStep> OnStep(const StepStats& st);
   Status Evaluate(const StepStats& st);
   void LogEval(const EvalMetrics& m, bool improved, double seconds);
   // Collective: gathers the model and writes it to `path` on rank 0.

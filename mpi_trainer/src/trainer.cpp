@@ -614,10 +614,13 @@ void Trainer::GatheredBinary(const std::vector<double>& scores,
   out->auc = figures[1];
 }
 
-Status Trainer::Run(std::int64_t steps, const std::function<Status(const StepStats&)>& after_step) {
+Status Trainer::Run(std::int64_t steps,
+                    const std::function<Result<AfterStep>(const StepStats&)>& after_step) {
   while (step_ < steps) {
     HPCML_ASSIGN_OR_RETURN(StepStats st, Step());
-    if (after_step) HPCML_RETURN_IF_ERROR(after_step(st));
+    if (!after_step) continue;
+    HPCML_ASSIGN_OR_RETURN(AfterStep next, after_step(st));
+    if (next == AfterStep::kStop) break;
   }
   return Status::Ok();
 }

@@ -316,7 +316,7 @@ History Train(Backend* backend, int steps) {
   Status run = (*t)->Run(steps, [&](const StepStats& s) {
     h.loss.push_back(s.loss);
     h.grad_norm.push_back(s.grad_norm);
-    return Status::Ok();
+    return Trainer::AfterStep::kContinue;
   });
   EXPECT_TRUE(run.ok()) << run.ToString();
   h.params.resize((*t)->model().num_params());

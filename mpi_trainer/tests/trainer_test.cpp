@@ -100,7 +100,7 @@ TEST(TrainerTest, LossGoesDownOnTheTeacherTask) {
                           if (st.step <= 5) first += st.loss / 5;
                           if (st.step > 55) last += st.loss / 5;
                           EXPECT_GT(st.samples_per_s, 0.0);
-                          return Status::Ok();
+                          return Trainer::AfterStep::kContinue;
                         })
                   .ok());
   EXPECT_EQ((*s)->trainer->step(), 60);
@@ -111,10 +111,21 @@ TEST(TrainerTest, HookStopsTheLoop) {
   auto s = Make(SmallModel(), TrainConfig{});
   ASSERT_TRUE(s.ok());
   Status st = (*s)->trainer->Run(10, [](const StepStats& x) {
-    return x.step == 3 ? FailedPrecondition("stop at {}", x.step) : Status::Ok();
+    return x.step == 3 ? Trainer::AfterStep::kStop : Trainer::AfterStep::kContinue;
+  });
+  EXPECT_TRUE(st.ok()) << st.ToString();  // stopping as asked is no error
+  EXPECT_EQ((*s)->trainer->step(), 3);
+}
+
+TEST(TrainerTest, HookErrorEndsTheLoopWithIt) {
+  auto s = Make(SmallModel(), TrainConfig{});
+  ASSERT_TRUE(s.ok());
+  Status st = (*s)->trainer->Run(10, [](const StepStats& x) -> Result<Trainer::AfterStep> {
+    if (x.step == 4) return FailedPrecondition("broken at {}", x.step);
+    return Trainer::AfterStep::kContinue;
   });
   EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition);
-  EXPECT_EQ((*s)->trainer->step(), 3);
+  EXPECT_EQ((*s)->trainer->step(), 4);
 }
 
 struct RefCase {

@@ -262,7 +262,7 @@ std::string FileId(const struct stat& st) {
 // log from a file that got the deleted log's inode number.
 bool FileInDirectory(const std::string& dir, const std::string& file_id,
                      const std::string& last_hash) {
-  std::unique_ptr<DIR, int (*)(DIR*)> d(::opendir(dir.c_str()), ::closedir);
+  UniqueDir d(::opendir(dir.c_str()));
   if (!d) return false;
   while (const dirent* e = ::readdir(d.get())) {
     struct stat st {};

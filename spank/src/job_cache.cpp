@@ -50,7 +50,7 @@ std::string DatasetsPath(const std::string& dir, const JobKey& key) {
 // sweep or a removal that misses a file costs nothing but a file).
 template <typename Fn>
 void ForEachEntry(const std::string& dir, Fn fn) {
-  std::unique_ptr<DIR, int (*)(DIR*)> d(::opendir(dir.c_str()), ::closedir);
+  UniqueDir d(::opendir(dir.c_str()));
   if (!d) return;
   while (const dirent* e = ::readdir(d.get())) fn(std::string_view(e->d_name));
 }

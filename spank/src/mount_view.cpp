@@ -203,7 +203,7 @@ Result<std::vector<std::string>> ListDirectoryNames(const std::string& dir) {
   if (st.st_uid != 0 || (st.st_mode & 022) != 0)
     return PermissionDenied(
         "{}, the directory of a prefix entry, must be root-owned and writable only by root", dir);
-  std::unique_ptr<DIR, int (*)(DIR*)> d(::fdopendir(fd->get()), ::closedir);
+  UniqueDir d(::fdopendir(fd->get()));
   if (!d) return ErrnoError("opendir " + dir, errno);
   fd->release();  // the DIR owns it now
   while (const dirent* e = ::readdir(d.get())) {

@@ -43,6 +43,7 @@
 #include "data_mounts.hpp"
 #include "hpcml/common/fs.hpp"
 #include "hpcml/common/strings.hpp"
+#include "hpcml/common/unique_fd.hpp"
 #include "hpcml/guard/mount_view.hpp"
 #include "job_environment.hpp"
 #include "plugin_parts.hpp"
@@ -395,7 +396,7 @@ void LockDeniedStep() noexcept {
 // for writing. With enforce=mount the view already hid or made read-only
 // every such file; this check makes the advisory mode decide them too.
 Status CheckOpenFiles(const Policy& policy, const std::vector<std::string>& allowed) {
-  std::unique_ptr<DIR, int (*)(DIR*)> dir(::opendir("/proc/self/fd"), ::closedir);
+  UniqueDir dir(::opendir("/proc/self/fd"));
   if (!dir) return ErrnoError("listing /proc/self/fd", errno);
   while (const dirent* e = ::readdir(dir.get())) {
     int fd = std::atoi(e->d_name);

@@ -166,7 +166,7 @@ Result<UniqueFd> OpenTrustedDirectory(const std::string& dir, unsigned owner) {
 // Removes other policies' caches (and temporary files a crash left) last
 // written more than a day ago.
 void SweepStaleCaches(const std::string& dir, const std::string& keep) {
-  std::unique_ptr<DIR, int (*)(DIR*)> d(::opendir(dir.c_str()), ::closedir);
+  UniqueDir d(::opendir(dir.c_str()));
   if (!d) return;
   const std::time_t oldest = std::time(nullptr) - 24 * 3600;
   while (const dirent* e = ::readdir(d.get())) {

@@ -14,6 +14,7 @@
 #include "hpcml/common/json.hpp"
 #include "hpcml/common/sha256.hpp"
 #include "hpcml/common/time.hpp"
+#include "hpcml/common/unique_fd.hpp"
 #include "hpcml/featurecache/access.hpp"
 #include "hpcml/featurecache/writer.hpp"
 
@@ -111,13 +112,13 @@ class CsvOutput final : public Output {
     tmp_ = fmt::format("{}.tmp-{}", path_, ::getpid());
   }
   ~CsvOutput() override {
-    if (f_ != nullptr) std::fclose(f_);
+    f_.reset();
     if (!done_) std::remove(tmp_.c_str());
   }
 
   Status Start() {
-    f_ = std::fopen(tmp_.c_str(), "w");
-    if (f_ == nullptr) return ErrnoError(fmt::format("{}: cannot create", tmp_), errno);
+    f_.reset(std::fopen(tmp_.c_str(), "w"));
+    if (!f_) return ErrnoError(fmt::format("{}: cannot create", tmp_), errno);
     std::vector<std::string> header = in_.id_names();
     for (const std::string& n : OutputNames(m_)) header.push_back(n);
     return Write(fmt::format("{}\n", fmt::join(header, ",")));
@@ -146,10 +147,9 @@ class CsvOutput final : public Output {
   // The CSV, then "<csv>.lineage.json" beside it: the transform, the
   // CSV's SHA-256 and its rows (a CSV has no attributes of its own).
   Result<std::string> Finish() override {
-    if (std::fflush(f_) != 0) return ErrnoError(fmt::format("{}: write", tmp_), errno);
+    if (std::fflush(f_.get()) != 0) return ErrnoError(fmt::format("{}: write", tmp_), errno);
     HPCML_RETURN_IF_ERROR(SyncFile(tmp_));
-    std::fclose(f_);
-    f_ = nullptr;
+    f_.reset();
     std::error_code ec;
     std::filesystem::rename(tmp_, path_, ec);
     if (ec) return IoError("{}: cannot rename to {}: {}", tmp_, path_, ec.message());
@@ -169,7 +169,7 @@ class CsvOutput final : public Output {
 
  private:
   Status Write(const std::string& text) {
-    if (std::fwrite(text.data(), 1, text.size(), f_) != text.size()) {
+    if (std::fwrite(text.data(), 1, text.size(), f_.get()) != text.size()) {
       return ErrnoError(fmt::format("{}: write", tmp_), errno);
     }
     digest_.Update(text);
@@ -180,7 +180,7 @@ class CsvOutput final : public Output {
   const InputData& in_;
   const trainer::ModelFile& m_;
   OutputOptions o_;
-  std::FILE* f_ = nullptr;
+  UniqueFile f_;
   Sha256 digest_;
   std::uint64_t rows_ = 0;
   bool done_ = false;

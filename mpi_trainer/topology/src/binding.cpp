@@ -1,4 +1,5 @@
 #include "hpcml/topology/binding.hpp"
+#include "hpcml/common/unique_fd.hpp"
 
 #include <hwloc.h>
 #include <sched.h>
@@ -160,9 +161,8 @@ int RanksSharingCores(MPI_Comm world, const std::vector<int>& cpus) {
     cpu_set_t cpus;
   };
   Entry mine{};
-  if (FILE* f = std::fopen("/proc/sys/kernel/random/boot_id", "r")) {
-    if (std::fgets(mine.boot_id, sizeof mine.boot_id, f) == nullptr) mine.boot_id[0] = '\0';
-    std::fclose(f);
+  if (UniqueFile f(std::fopen("/proc/sys/kernel/random/boot_id", "r")); f) {
+    if (std::fgets(mine.boot_id, sizeof mine.boot_id, f.get()) == nullptr) mine.boot_id[0] = '\0';
   }
   CPU_ZERO(&mine.cpus);
   for (int c : cpus) {

@@ -1,10 +1,13 @@
-// UniqueFd: the single owner of a POSIX file descriptor.
-//
-// An Owner (owner.hpp) of an int closed with close(2), plus a Close that
-// reports the error.
+// The owners of the C library's file handles, each an Owner (owner.hpp):
+// UniqueFd of a POSIX file descriptor (with a Close that reports the error),
+// UniqueDir of a directory stream (opendir, fdopendir), UniqueFile of a
+// stdio stream (fopen, popen aside).
 #pragma once
 
+#include <dirent.h>
 #include <unistd.h>
+
+#include <cstdio>
 
 #include <string>
 
@@ -22,6 +25,9 @@ class UniqueFd : public Owner<CloseWith<int, ::close, -1>> {
   // close errors: nothing useful can be done there.
   Status Close();
 };
+
+using UniqueDir = Owner<CloseWith<DIR*, ::closedir>>;
+using UniqueFile = Owner<CloseWith<std::FILE*, std::fclose>>;
 
 // open(2) with O_CLOEXEC added; the error names the path.
 Result<UniqueFd> OpenFd(const std::string& path, int flags, unsigned mode = 0644);

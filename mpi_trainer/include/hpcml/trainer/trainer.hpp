@@ -83,11 +83,16 @@ class Trainer {
   // Returns the mean loss over the global batch.
   Result<double> ForwardBackward();
 
-  // Steps until `steps` have been done; `after_step` runs on every rank
-  // between steps (logging, checkpoints) and stops the loop by returning
-  // a non-OK status, which Run returns. It must return the same verdict on
-  // every rank (use AgreeOnStatus when the decision is local to one rank).
-  Status Run(std::int64_t steps, const std::function<Status(const StepStats&)>& after_step);
+  // What the step hook asks of Run: go on, or end the loop here, as asked
+  // (a stop for requeue, early stopping). Stopping is an outcome, not an
+  // error.
+  enum class AfterStep { kContinue, kStop };
+  // Steps until `steps` have been done or `after_step` (run on every rank
+  // between steps: logging, checkpoints) returns kStop; an error from it
+  // ends the loop and is returned. It must return the same verdict on every
+  // rank (use AgreeOnStatus when the decision is local to one rank).
+  Status Run(std::int64_t steps,
+             const std::function<Result<AfterStep>(const StepStats&)>& after_step);
 
   // The model on a held-out set: the forward pass over every row of `val`
   // (one pass of val->batches() batches of replica_rows() rows, split into
