@@ -6,6 +6,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <map>
 #include <unordered_map>
@@ -112,13 +113,44 @@ Status CheckDataMounts(const Policy& policy, std::string_view node_zone,
   // Each mount holding data, with one dataset of each zone on it (for the
   // messages), in mount order.
   std::map<std::size_t, std::map<std::string, const DatasetEntry*>> holding;
-  std::unordered_map<std::string, std::optional<std::size_t>> by_parent;  // memo: one walk per dir
-  for (const DatasetEntry& e : policy.datasets()) {
+  const DatasetEntry* last = nullptr;  // entries in path order: most share the last one's mount
+  std::optional<std::size_t> last_mount;
+  auto hold = [&](const DatasetEntry* e, std::optional<std::size_t> mount) {
+    if (!mount || (last && last_mount == mount && last->zone == e->zone)) return;
+    holding[*mount].try_emplace(e->zone, e);
+    last = e;
+    last_mount = mount;
+  };
+  // An entry is on the deepest mount at or above it. The mount points, the
+  // deepest first, each claim the entries at or below them not yet claimed:
+  // a binary search per mount point over the entries sorted by path, no
+  // lookup per entry (a step's cost must not grow with the policy).
+  const std::vector<const DatasetEntry*> sorted = policy.EntriesBelow("/");
+  std::vector<std::optional<std::size_t>> claimed(sorted.size());
+  std::map<std::string_view, std::size_t> top;  // point -> the mount seen there (the last)
+  for (std::size_t i = 0; i < mounts.size(); ++i) top[mounts[i].point] = i;
+  std::vector<std::pair<std::string_view, std::size_t>> points(top.begin(), top.end());
+  std::stable_sort(points.begin(), points.end(),
+                   [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
+  auto path_less = [](const DatasetEntry* e, std::string_view v) { return e->path < v; };
+  for (const auto& [point, i] : points) {
+    std::string lo(point);
+    if (lo.back() != '/') lo += '/';  // below it: [point/, point0)
+    std::string hi = lo;
+    hi.back() = '0';
+    auto claim = [&](std::size_t k) {
+      if (!sorted[k]->string_prefix && !claimed[k]) claimed[k] = i;
+    };
+    auto at = std::lower_bound(sorted.begin(), sorted.end(), point, path_less);
+    if (at != sorted.end() && (*at)->path == point)
+      claim(static_cast<std::size_t>(at - sorted.begin()));
+    for (auto it = std::lower_bound(sorted.begin(), sorted.end(), lo, path_less);
+         it != sorted.end() && (*it)->path < hi; ++it)
+      claim(static_cast<std::size_t>(it - sorted.begin()));
+  }
+  for (std::size_t k = 0; k < sorted.size(); ++k) {
     // A prefix entry ("/data/ae/fraud-") is on its directory's mount.
-    std::string dir(e.string_prefix ? ParentDir(e.path) : std::string_view(e.path));
-    auto [it, fresh] = by_parent.try_emplace(dir);
-    if (fresh) it->second = index.Of(dir);
-    if (it->second) holding[*it->second].try_emplace(e.zone, &e);
+    hold(sorted[k], sorted[k]->string_prefix ? index.Of(ParentDir(sorted[k]->path)) : claimed[k]);
   }
   for (std::size_t i = 0; i < mounts.size(); ++i)
     if (const DatasetEntry* e = policy.MatchDataset(mounts[i].point);
