@@ -8,6 +8,7 @@
 #include "hpcml/common/json.hpp"
 #include "hpcml/common/prometheus.hpp"
 #include "hpcml/common/strings.hpp"
+#include "hpcml/common/text_table.hpp"
 
 namespace hpcml::accounting {
 
@@ -140,28 +141,15 @@ std::string FormatTable(const Report& r) {
     };
     for (const auto& [key, m] : r.SortedRows(g)) cells(key.empty() ? "(none)" : key, m);
     cells("TOTAL", r.total);
-    std::vector<size_t> width(headers.size() + 1, 0);
-    width[0] = GroupByName(r.groups[g].first).size();
-    for (size_t i = 0; i < headers.size(); ++i) width[i + 1] = headers[i].size();
-    for (const auto& row : rows) {
-      for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
-    }
+    TextTable table;
+    table.headers.emplace_back(GroupByName(r.groups[g].first));
+    table.headers.insert(table.headers.end(), headers.begin(), headers.end());
+    table.align.assign(table.headers.size(), Align::kRight);
+    table.align[0] = Align::kLeft;
+    table.rows = std::move(rows);
+    table.rule_before = table.rows.size() - 1;  // the TOTAL row
     out += fmt::format("\nby {}\n", GroupByName(r.groups[g].first));
-    out += fmt::format("{:<{}}", GroupByName(r.groups[g].first), width[0]);
-    for (size_t i = 0; i < headers.size(); ++i)
-      out += fmt::format("  {:>{}}", headers[i], width[i + 1]);
-    out += "\n";
-    for (size_t k = 0; k < rows.size(); ++k) {
-      if (k + 1 == rows.size()) {
-        size_t total_width = width[0];
-        for (size_t i = 1; i < width.size(); ++i) total_width += 2 + width[i];
-        out += std::string(total_width, '-') + "\n";
-      }
-      out += fmt::format("{:<{}}", rows[k][0], width[0]);
-      for (size_t i = 1; i < rows[k].size(); ++i)
-        out += fmt::format("  {:>{}}", rows[k][i], width[i]);
-      out += "\n";
-    }
+    out += table.Format();
   }
   out += "\n" + ReconcileText(r) + "\n";
   if (r.total.loss_without_usage > 0) {

@@ -16,6 +16,7 @@
 #include "hpcml/common/json.hpp"
 #include "hpcml/common/prometheus.hpp"
 #include "hpcml/common/strings.hpp"
+#include "hpcml/common/text_table.hpp"
 #include "hpcml/common/time.hpp"
 
 namespace hpcml::guard {
@@ -323,26 +324,14 @@ Result<std::int64_t> ParseAuditTime(std::string_view option, std::string_view te
 std::string FormatAuditTable(const AuditReport& r) {
   const std::vector<std::string> headers = {"time", "decision", "user",   "role",  "zone",  "node",
                                             "job",  "datasets", "policy", "chain", "reason"};
-  std::vector<std::vector<std::string>> rows;
+  TextTable table{headers, {}, {}};
   for (const AuditEntry& e : r.entries) {
-    rows.push_back({e.time, DecisionText(e), e.user, e.role, e.zone, e.node, JobText(e),
-                    JoinDatasets(e.datasets), e.policy_sha256.substr(0, 12), e.chain, e.reason});
+    table.rows.push_back({e.time, DecisionText(e), e.user, e.role, e.zone, e.node, JobText(e),
+                          JoinDatasets(e.datasets), e.policy_sha256.substr(0, 12), e.chain,
+                          e.reason});
   }
-  std::vector<std::size_t> width(headers.size());
-  for (std::size_t c = 0; c < headers.size(); ++c) width[c] = headers[c].size();
-  for (const auto& row : rows) {
-    for (std::size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
-  }
-  auto line = [&](const std::vector<std::string>& cells) {
-    std::string out;
-    for (std::size_t c = 0; c < cells.size(); ++c) {
-      // The last column (reason) is not padded.
-      out += c + 1 == cells.size() ? cells[c] : fmt::format("{:<{}}  ", cells[c], width[c]);
-    }
-    return out + "\n";
-  };
-  std::string out = line(headers);
-  for (const auto& row : rows) out += line(row);
+  const auto& rows = table.rows;
+  std::string out = table.Format();
   std::size_t allowed = 0, denied = 0;
   for (const AuditEntry& e : r.entries) (e.decision == "allow" ? allowed : denied) += e.count;
   out += fmt::format("{} decision line(s) shown: {} allowed, {} denied; {} lines read", rows.size(),
