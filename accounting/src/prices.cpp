@@ -3,6 +3,8 @@
 #include <fmt/ranges.h>
 #include <toml++/toml.h>
 
+#include "hpcml/common/toml.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <ctime>
@@ -251,12 +253,7 @@ Result<PriceTable> PriceTable::Load(const std::string& path) {
 Result<PriceTable> PriceTable::Parse(std::string_view text, std::string source) {
   PriceTable table;
   table.source_ = source;
-  toml::table root;
-  try {
-    root = toml::parse(text, source);
-  } catch (const toml::parse_error& e) {
-    return InvalidArgument("{}:{}: {}", source, e.source().begin.line, e.description());
-  }
+  HPCML_ASSIGN_OR_RETURN(toml::table root, ParseToml(text, source));
   bool have_currency = false;
   for (auto&& [key, node] : root) {
     std::string_view k = key.str();

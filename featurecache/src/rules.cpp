@@ -2,6 +2,8 @@
 
 #include <toml++/toml.h>
 
+#include "hpcml/common/toml.hpp"
+
 #include <cmath>
 
 #include "hpcml/common/fs.hpp"
@@ -115,12 +117,7 @@ Result<Rules> Rules::Load(const std::string& path) {
 Result<Rules> Rules::Parse(std::string_view text, std::string source) {
   Rules r;
   r.source = source;
-  toml::table root;
-  try {
-    root = toml::parse(text, source);
-  } catch (const toml::parse_error& e) {
-    return InvalidArgument("{}:{}: {}", source, e.source().begin.line, e.description());
-  }
+  HPCML_ASSIGN_OR_RETURN(toml::table root, ParseToml(text, source));
   for (auto&& [key, node] : root) {
     Status st;
     const toml::table* t = AsTable(key, node, source, &st);

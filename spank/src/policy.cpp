@@ -13,6 +13,8 @@
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
+#include "hpcml/common/toml.hpp"
+
 #include "hpcml/common/sha256.hpp"
 #include "hpcml/common/strings.hpp"
 #include "hpcml/common/unique_fd.hpp"
@@ -563,13 +565,7 @@ class PolicyParser {
 
 Result<Policy> ParsePolicy(std::string_view text, std::string_view source) {
   Reporter r(source);
-  toml::table root;
-  try {
-    root = toml::parse(text, source);
-  } catch (const toml::parse_error& e) {
-    return r.Error(static_cast<int>(e.source().begin.line), "TOML syntax error: {}",
-                   e.description());
-  }
+  HPCML_ASSIGN_OR_RETURN(toml::table root, ParseToml(text, source));
   Policy p;
   p.source_ = std::string(source);
   p.sha256_ = Sha256::Hex(text);
