@@ -30,12 +30,20 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// What "<log>.sent" records: the file (dev:ino) and how far into it the
-// collector has everything.
+// What "<log>.sent" records: the file (dev:ino, "-" for none yet) and how
+// far into it the collector has everything, and when a send last failed
+// (ms since the epoch; 0: the last one worked).
 struct SentMark {
   std::string file_id;
   std::uint64_t offset = 0;
+  std::int64_t failed_ms = 0;
 };
+
+std::int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
 
 std::string IdOf(const struct stat& st) {
   return fmt::format("{}:{}", st.st_dev, st.st_ino);
@@ -170,15 +178,18 @@ Result<SentMark> ReadMark(int fd, const std::string& path) {
   SentMark mark;
   char id[96] = {};
   unsigned long long offset = 0;
-  if (n > 0 && std::sscanf(buf, "%95s %llu", id, &offset) == 2) {
-    mark.file_id = id;
+  long long failed = 0;
+  if (n > 0 && std::sscanf(buf, "%95s %llu %lld", id, &offset, &failed) >= 2) {
+    mark.file_id = std::string_view(id) == "-" ? "" : id;
     mark.offset = offset;
+    mark.failed_ms = failed;
   }
   return mark;
 }
 
 Status WriteMark(int fd, const SentMark& mark, const std::string& path) {
-  const std::string text = fmt::format("{} {}\n", mark.file_id, mark.offset);
+  const std::string text = fmt::format("{} {} {}\n", mark.file_id.empty() ? "-" : mark.file_id,
+                                       mark.offset, mark.failed_ms);
   if (::pwrite(fd, text.data(), text.size(), 0) != static_cast<ssize_t>(text.size()) ||
       ::ftruncate(fd, static_cast<off_t>(text.size())) != 0)
     return ErrnoError("write " + path, errno);
@@ -233,16 +244,30 @@ Result<std::string> ReadWhole(const std::string& path) {
 }  // namespace
 
 Result<std::size_t> ForwardAudit(const std::string& path, const std::string& host,
-                                 std::uint16_t port, const std::string& node, int timeout_ms) {
+                                 std::uint16_t port, const std::string& node, int timeout_ms,
+                                 int retry_after_ms) {
   const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
   const std::string mark_path = path + ".sent";
   const std::string where = fmt::format("audit collector {}:{}", host, port);
+  // A send that failed a moment ago is not tried again at once: a collector
+  // that drops packets would hold each step for the timeout, one at a time.
+  auto recently_failed = [&](const SentMark& m) -> Status {
+    const std::int64_t ago = NowMs() - m.failed_ms;
+    if (m.failed_ms == 0 || ago < 0 || ago >= retry_after_ms) return Status::Ok();
+    return Unavailable("{}: unreachable {:.1f} s ago (tried again {:.0f} s after a failure)", where,
+                       static_cast<double>(ago) / 1000, static_cast<double>(retry_after_ms) / 1000);
+  };
+  if (auto peek = OpenFd(mark_path, O_RDONLY | O_NOFOLLOW); peek.ok()) {
+    HPCML_ASSIGN_OR_RETURN(SentMark seen, ReadMark(peek->get(), mark_path));
+    HPCML_RETURN_IF_ERROR(recently_failed(seen));  // without waiting for the lock
+  }
   HPCML_ASSIGN_OR_RETURN(UniqueFd mark_fd, OpenFd(mark_path, O_RDWR | O_CREAT | O_NOFOLLOW, 0640));
   // One sender at a time per log: the next waits and finds less to send.
   while (::flock(mark_fd.get(), LOCK_EX) != 0) {
     if (errno != EINTR) return ErrnoError("flock " + mark_path, errno);
   }
   HPCML_ASSIGN_OR_RETURN(SentMark mark, ReadMark(mark_fd.get(), mark_path));
+  HPCML_RETURN_IF_ERROR(recently_failed(mark));  // the sender before us failed
   HPCML_ASSIGN_OR_RETURN(auto log, OpenLocked(path));
   if (!log) return NotFound("audit log {}: no such file", path);
   const std::string id = IdOf(log->st);
@@ -269,11 +294,18 @@ Result<std::size_t> ForwardAudit(const std::string& path, const std::string& hos
   std::size_t count = 0;
   for (char c : pending + tail) count += c == '\n';
   if (!frames.empty()) {
-    HPCML_ASSIGN_OR_RETURN(UniqueFd sock, Connect(host, port, deadline));
-    HPCML_RETURN_IF_ERROR(SendAll(sock.get(), frames, deadline, where));
-    HPCML_RETURN_IF_ERROR(AwaitClose(sock.get(), deadline, where));
+    auto send = [&]() -> Status {
+      HPCML_ASSIGN_OR_RETURN(UniqueFd sock, Connect(host, port, deadline));
+      HPCML_RETURN_IF_ERROR(SendAll(sock.get(), frames, deadline, where));
+      return AwaitClose(sock.get(), deadline, where);
+    };
+    if (Status sent = send(); !sent.ok()) {
+      mark.failed_ms = NowMs();  // no progress, only when it failed
+      (void)WriteMark(mark_fd.get(), mark, mark_path);
+      return sent;
+    }
   }
-  HPCML_RETURN_IF_ERROR(WriteMark(mark_fd.get(), SentMark{id, offset + tail.size()}, mark_path));
+  HPCML_RETURN_IF_ERROR(WriteMark(mark_fd.get(), SentMark{id, offset + tail.size(), 0}, mark_path));
   HPCML_RETURN_IF_ERROR(mark_fd.Close());
   return count;
 }

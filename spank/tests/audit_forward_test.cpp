@@ -201,13 +201,13 @@ TEST_F(AuditForwardTest, LinesWrittenWhileTheCollectorIsDownGoWithTheNextSend) {
     GTEST_SKIP() << kRsyslogd << " not installed (scripts/install-deps.sh)";
   Collector collector(dir_ / "collector");
   Append(0, 2);
-  auto refused = ForwardAudit(log_, "127.0.0.1", collector.port(), "n1", 500);
+  auto refused = ForwardAudit(log_, "127.0.0.1", collector.port(), "n1", 500, /*retry_after_ms=*/0);
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("audit collector 127.0.0.1:"), std::string::npos)
       << refused.status().message();
   ASSERT_TRUE(collector.Start());
   Append(2, 3);
-  EXPECT_EQ(*ForwardAudit(log_, "127.0.0.1", collector.port(), "n1"), 3u);
+  EXPECT_EQ(*ForwardAudit(log_, "127.0.0.1", collector.port(), "n1", 3000, 0), 3u);
   // The log rotated: the rest of the old file goes first.
   Append(3, 5);
   fs::rename(log_, log_ + ".1");
@@ -238,8 +238,16 @@ TEST_F(AuditForwardTest, ATimeoutIsAFailure) {
   EXPECT_NE(sent.status().message().find("timed out"), std::string::npos)
       << sent.status().message();
   EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
+  EXPECT_TRUE(Read(log_ + ".sent").starts_with("- 0 "));  // nothing counted as sent
+  // Tried again at once, it fails at once, without waiting: a burst of
+  // steps is not held for the timeout each.
+  start = std::chrono::steady_clock::now();
+  auto again = ForwardAudit(log_, "127.0.0.1", ntohs(a.sin_port), "n1", 300, 60'000);
+  EXPECT_FALSE(again.ok());
+  EXPECT_NE(again.status().message().find("unreachable"), std::string::npos)
+      << again.status().message();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 100ms);
   ::close(fd);
-  EXPECT_EQ(Read(log_ + ".sent"), "");  // nothing counted as sent
 }
 
 // The collector's copy is the log as it was sent; each rewrite on the node

@@ -148,10 +148,14 @@ Result<VerifyReport> VerifyAuditLog(const std::string& path);
 // (it closes the connection after ours). "<log>.sent" records how far
 // (file and offset, under its own flock): lines a failed send left behind
 // go with the next, a rotated file's rest ("<log>.1") first. Returns the
-// number of lines sent; fails after `timeout_ms` in all.
+// number of lines sent; fails after `timeout_ms` in all. Within
+// `retry_after_ms` of a failed send it fails at once, without trying: a
+// collector that drops packets would otherwise hold every step on the
+// node for the timeout, one after another.
+inline constexpr int kAuditRetryAfterMs = 3000;
 Result<std::size_t> ForwardAudit(const std::string& path, const std::string& host,
-                                 std::uint16_t port, const std::string& node,
-                                 int timeout_ms = 3000);
+                                 std::uint16_t port, const std::string& node, int timeout_ms = 3000,
+                                 int retry_after_ms = kAuditRetryAfterMs);
 
 struct CollectorCheck {
   std::size_t lines = 0;    // lines in the collector's copy
