@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -290,9 +291,9 @@ Result<std::size_t> ForwardAudit(const std::string& path, const std::string& hos
   log.reset();  // the writers may go on; what was read is whole lines
   if (pending.empty() && tail.empty() && mark.file_id == id) return std::size_t{0};
 
-  const std::string frames = Frame(pending + tail, node);
-  std::size_t count = 0;
-  for (char c : pending + tail) count += c == '\n';
+  const std::string lines = pending + tail;
+  const std::string frames = Frame(lines, node);
+  const auto count = static_cast<std::size_t>(std::count(lines.begin(), lines.end(), '\n'));
   if (!frames.empty()) {
     auto send = [&]() -> Status {
       HPCML_ASSIGN_OR_RETURN(UniqueFd sock, Connect(host, port, deadline));

@@ -40,7 +40,8 @@ TEST(PluginArgs, JobCacheIsADirectoryOrOff) {
 }
 
 TEST(PluginArgs, PolicyCacheIsADirectoryOrOff) {
-  EXPECT_EQ(ParsePluginArgs(V({"policy=/p.toml"}))->policy_cache, PluginConfig::kDefaultPolicyCache);
+  EXPECT_EQ(ParsePluginArgs(V({"policy=/p.toml"}))->policy_cache,
+            PluginConfig::kDefaultPolicyCache);
   EXPECT_EQ(ParsePluginArgs(V({"policy=/p.toml", "policy_cache=/var/cache/g"}))->policy_cache,
             "/var/cache/g");
   EXPECT_TRUE(ParsePluginArgs(V({"policy=/p.toml", "policy_cache=off"}))->policy_cache.empty());

@@ -85,6 +85,7 @@ for i in 1 2 3 4 5; do
     "node2's reason on srun's stderr ($i of 5)"
 done
 scancel "$alloc"
+assert_node_idle "after the steps denied on node2"
 on_node2 "umount $DATA/ae/public"
 trap restore_plugstack EXIT
 pass
