@@ -19,13 +19,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   req.user = "u";
   req.node_zone = policy->zones().begin()->first;
   for (const auto& e : policy->datasets()) {
-    req.datasets.push_back(e.path);
-    req.datasets.push_back(e.path + "/x");
-    (void)policy->MatchDataset(e.path + "y");
+    req.datasets.emplace_back(e.path);
+    req.datasets.push_back(std::string(e.path) + "/x");
+    (void)policy->MatchDataset(std::string(e.path) + "y");
   }
   (void)hpcml::guard::Decide(*policy, req);
-  const std::string bytes = hpcml::guard::EncodePolicyCache(*policy);
-  auto cached = hpcml::guard::DecodePolicyCache(bytes, policy->sha256(), "fuzz.toml");
-  if (!cached.ok() || hpcml::guard::EncodePolicyCache(*cached) != bytes) __builtin_trap();
+  // The compiled form decodes to a policy that encodes the same.
+  const std::string bytes = hpcml::guard::EncodePolicyCache(*policy, {}, {});
+  auto cached = hpcml::guard::DecodePolicyCache(bytes, nullptr, "fuzz.toml");
+  if (!cached.ok() || hpcml::guard::EncodePolicyCache(cached->policy, {}, {}) != bytes)
+    __builtin_trap();
   return 0;
 }

@@ -105,57 +105,74 @@ Result<std::optional<std::string>> ReadZoneMarkerFile(const std::string& mount_p
   return std::optional<std::string>(std::move(zone));
 }
 
+DatasetsByMount DatasetsOnMounts(const Policy& policy, const std::vector<Mount>& mounts) {
+  const DatasetTable& table = policy.dataset_table();
+  // An entry is on the deepest mount at or above it: the entries strictly
+  // below a mount point are one range of the table (in path order), less
+  // the ranges of the mount points below it. Each zone's first entry in what
+  // is left is one binary search (DatasetTable::NextInZone): the cost grows
+  // with the mounts and zones, not with the policy.
+  struct Claim {
+    std::string_view point;
+    std::size_t mount;                // the last mount at the point
+    std::uint32_t lo, hi;             // the entries strictly below the point
+    std::optional<std::uint32_t> at;  // an exact entry at the point
+  };
+  std::map<std::string_view, std::size_t> top;
+  for (std::size_t i = 0; i < mounts.size(); ++i) top[mounts[i].point] = i;
+  std::vector<Claim> claims;
+  for (const auto& [point, i] : top) {
+    std::string lo(point);
+    if (lo.back() != '/') lo += '/';  // below it: [point/, point0)
+    std::string hi = lo;
+    hi.back() = '0';
+    Claim c{point, i, table.LowerBound(lo), table.LowerBound(hi), std::nullopt};
+    // A prefix entry at the point is in its directory: the mount above.
+    if (std::uint32_t k = table.LowerBound(point);
+        k < table.size() && table.PathAt(k) == point && !table.at(k).string_prefix)
+      c.at = k;
+    claims.push_back(c);
+  }
+  auto strictly_below = [](std::string_view p, std::string_view dir) {
+    return dir == "/" ? p != "/"
+                      : p.size() > dir.size() && p.starts_with(dir) && p[dir.size()] == '/';
+  };
+  DatasetsByMount holding;
+  for (const Claim& c : claims) {
+    std::vector<std::pair<std::uint32_t, std::uint32_t>> holes, owned;
+    for (const Claim& d : claims) {
+      if (!strictly_below(d.point, c.point)) continue;
+      holes.emplace_back(d.lo, d.hi);
+      if (d.at) holes.emplace_back(*d.at, *d.at + 1);
+    }
+    std::sort(holes.begin(), holes.end());
+    if (c.at) owned.emplace_back(*c.at, *c.at + 1);
+    std::uint32_t from = c.lo;
+    for (auto [a, b] : holes) {
+      if (a > from) owned.emplace_back(from, a);
+      from = std::max(from, b);
+    }
+    if (from < c.hi) owned.emplace_back(from, c.hi);
+    for (std::uint32_t z = 0; z < table.zone_count(); ++z)
+      for (auto [a, b] : owned)
+        if (std::uint32_t k = table.NextInZone(z, a); k < b) {
+          holding[c.mount].try_emplace(std::string(table.ZoneName(z)), table.at(k));
+          break;
+        }
+  }
+  const MountIndex index(mounts);
+  for (std::size_t i = 0; i < mounts.size(); ++i)
+    if (auto e = policy.MatchDataset(mounts[i].point); e && index.Of(mounts[i].point) == i)
+      holding[i].try_emplace(std::string(e->zone), *e);
+  return holding;
+}
+
 Status CheckDataMounts(const Policy& policy, std::string_view node_zone,
                        const std::vector<Mount>& mounts,
                        const std::vector<std::string>& user_writable,
                        const ReadZoneMarker& read_marker) {
   const MountIndex index(mounts);
-  // Each mount holding data, with one dataset of each zone on it (for the
-  // messages), in mount order.
-  std::map<std::size_t, std::map<std::string, const DatasetEntry*>> holding;
-  const DatasetEntry* last = nullptr;  // entries in path order: most share the last one's mount
-  std::optional<std::size_t> last_mount;
-  auto hold = [&](const DatasetEntry* e, std::optional<std::size_t> mount) {
-    if (!mount || (last && last_mount == mount && last->zone == e->zone)) return;
-    holding[*mount].try_emplace(e->zone, e);
-    last = e;
-    last_mount = mount;
-  };
-  // An entry is on the deepest mount at or above it. The mount points, the
-  // deepest first, each claim the entries at or below them not yet claimed:
-  // a binary search per mount point over the entries sorted by path, no
-  // lookup per entry (a step's cost must not grow with the policy).
-  const std::vector<const DatasetEntry*> sorted = policy.EntriesBelow("/");
-  std::vector<std::optional<std::size_t>> claimed(sorted.size());
-  std::map<std::string_view, std::size_t> top;  // point -> the mount seen there (the last)
-  for (std::size_t i = 0; i < mounts.size(); ++i) top[mounts[i].point] = i;
-  std::vector<std::pair<std::string_view, std::size_t>> points(top.begin(), top.end());
-  std::stable_sort(points.begin(), points.end(),
-                   [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
-  auto path_less = [](const DatasetEntry* e, std::string_view v) { return e->path < v; };
-  for (const auto& [point, i] : points) {
-    std::string lo(point);
-    if (lo.back() != '/') lo += '/';  // below it: [point/, point0)
-    std::string hi = lo;
-    hi.back() = '0';
-    auto claim = [&](std::size_t k) {
-      if (!sorted[k]->string_prefix && !claimed[k]) claimed[k] = i;
-    };
-    auto at = std::lower_bound(sorted.begin(), sorted.end(), point, path_less);
-    if (at != sorted.end() && (*at)->path == point)
-      claim(static_cast<std::size_t>(at - sorted.begin()));
-    for (auto it = std::lower_bound(sorted.begin(), sorted.end(), lo, path_less);
-         it != sorted.end() && (*it)->path < hi; ++it)
-      claim(static_cast<std::size_t>(it - sorted.begin()));
-  }
-  for (std::size_t k = 0; k < sorted.size(); ++k) {
-    // A prefix entry ("/data/ae/fraud-") is on its directory's mount.
-    hold(sorted[k], sorted[k]->string_prefix ? index.Of(ParentDir(sorted[k]->path)) : claimed[k]);
-  }
-  for (std::size_t i = 0; i < mounts.size(); ++i)
-    if (const DatasetEntry* e = policy.MatchDataset(mounts[i].point);
-        e && index.Of(mounts[i].point) == i)
-      holding[i].try_emplace(e->zone, e);
+  const DatasetsByMount holding = DatasetsOnMounts(policy, mounts);
 
   std::vector<std::size_t> own;  // marked mounts of this node's zone
   for (const auto& [i, zones] : holding) {
@@ -164,31 +181,31 @@ Status CheckDataMounts(const Policy& policy, std::string_view node_zone,
     // Another zone's dataset path is, on this node, at most an empty
     // directory of the file system above it: a mount there, marked or not
     // (a subdirectory of its storage shows no marker), is its storage.
-    const DatasetEntry* at = policy.MatchDataset(m.point);
+    std::optional<DatasetEntry> at = policy.MatchDataset(m.point);
     if (at && at->zone != node_zone && (!marker || *marker == node_zone))
       return FailedPrecondition(
           "a file system is mounted at {}, within zone {}'s dataset {}, on this node of zone {}: "
           "another zone's storage must not be mounted here",
           m.point, at->zone, at->path, node_zone);
     if (!marker) {
-      if (auto z = zones.find(std::string(node_zone)); z != zones.end())
+      if (auto z = zones.find(node_zone); z != zones.end())
         return FailedPrecondition(
             "dataset {} (zone {}, this node's zone) is on the file system mounted at {}, which "
             "has no zone marker {}: each data file system's root must name its zone",
-            z->second->path, node_zone, m.point, kZoneMarker);
+            z->second.path, node_zone, m.point, kZoneMarker);
       continue;  // another zone's storage, not mounted here
     }
     if (*marker != node_zone)
       return FailedPrecondition(
           "zone {}'s data file system (mounted at {}, its marker says so) is mounted on this node "
           "of zone {}: a node may hold only its own zone's data (dataset {})",
-          *marker, m.point, node_zone, zones.begin()->second->path);
+          *marker, m.point, node_zone, zones.begin()->second.path);
     for (const auto& [zone, e] : zones)
       if (zone != *marker)
         return FailedPrecondition(
             "dataset {} is in zone {} by the policy but lies on zone {}'s file system (mounted at "
             "{})",
-            e->path, zone, *marker, m.point);
+            e.path, zone, *marker, m.point);
     own.push_back(i);
   }
   for (const std::string& w : user_writable) {

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -49,6 +50,14 @@ using ReadZoneMarker =
 // very mount with no symlink followed; an error when it is there but not a
 // root-owned regular file writable only by root holding a valid zone name.
 Result<std::optional<std::string>> ReadZoneMarkerFile(const std::string& mount_point);
+
+// For each mount holding dataset entries, one entry of each zone on it (the
+// first in path order, for messages), by mount index. An entry is on the
+// deepest mount at or above it (the last mounted on that point); a mount
+// at or inside an entry holds that entry too. Cost: O(mounts^2 + mounts x
+// zones x log entries), independent of the entry count otherwise.
+using DatasetsByMount = std::map<std::size_t, std::map<std::string, DatasetEntry, std::less<>>>;
+DatasetsByMount DatasetsOnMounts(const Policy& policy, const std::vector<Mount>& mounts);
 
 // Checks 1-3 above; the error names the mount, the zones and the dataset or
 // writable path involved.

@@ -25,8 +25,8 @@ std::vector<std::string> DatasetZones(const Policy& policy,
                                       const std::vector<std::string>& datasets) {
   std::set<std::string> zones;
   for (const std::string& d : datasets) {
-    if (const DatasetEntry* e = policy.MatchDataset(d)) zones.insert(e->zone);
-    for (const DatasetEntry* below : policy.EntriesBelow(d)) zones.insert(below->zone);
+    if (auto e = policy.MatchDataset(d)) zones.emplace(e->zone);
+    for (const DatasetEntry& below : policy.EntriesBelow(d)) zones.emplace(below.zone);
   }
   return {zones.begin(), zones.end()};
 }
@@ -133,7 +133,7 @@ Denial CheckResources(const Policy& policy, const Request& req, const std::strin
 // role allows, and so is every entry below it.
 Denial CheckDataset(const Policy& policy, const std::string& path, const std::string& role_name,
                     const Role& role, const std::string& zone) {
-  const DatasetEntry* e = policy.MatchDataset(path);
+  std::optional<DatasetEntry> e = policy.MatchDataset(path);
   if (!e && policy.unknown_datasets() == UnknownDatasets::kDeny)
     return Deny(
         "dataset_unknown", role_name, zone,
@@ -142,7 +142,7 @@ Denial CheckDataset(const Policy& policy, const std::string& path, const std::st
     return Deny("dataset_zone", role_name, zone,
                 fmt::format("dataset '{}' is in zone '{}' ({}:{}), not in zone '{}'", path, e->zone,
                             policy.source(), e->line, zone));
-  if (e && !role.classifications.count(e->classification))
+  if (e && !role.classifications.count(std::string(e->classification)))
     return Deny("dataset_classification", role_name, zone,
                 fmt::format("dataset '{}' is classified '{}' ({}:{}); role '{}' allows: {}", path,
                             e->classification, policy.source(), e->line, role_name,
@@ -150,18 +150,18 @@ Denial CheckDataset(const Policy& policy, const std::string& path, const std::st
   // A directory holds every entry below it: each must pass as well, also
   // when the directory itself is outside every entry (unknown_datasets =
   // "allow" must not let "/" through with every dataset under it).
-  for (const DatasetEntry* below : policy.EntriesBelow(path)) {
-    if (!zone.empty() && below->zone != zone)
+  for (const DatasetEntry& below : policy.EntriesBelow(path)) {
+    if (!zone.empty() && below.zone != zone)
       return Deny("dataset_zone", role_name, zone,
                   fmt::format("dataset '{}' contains '{}', which is in zone '{}' ({}:{}), not "
                               "in zone '{}'",
-                              path, below->path, below->zone, policy.source(), below->line, zone));
-    if (!role.classifications.count(below->classification))
+                              path, below.path, below.zone, policy.source(), below.line, zone));
+    if (!role.classifications.count(std::string(below.classification)))
       return Deny("dataset_classification", role_name, zone,
                   fmt::format("dataset '{}' contains '{}', classified '{}' ({}:{}); role '{}' "
                               "allows: {}",
-                              path, below->path, below->classification, policy.source(),
-                              below->line, role_name, Join(role.classifications)));
+                              path, below.path, below.classification, policy.source(), below.line,
+                              role_name, Join(role.classifications)));
   }
   return std::nullopt;
 }

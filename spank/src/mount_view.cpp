@@ -219,11 +219,28 @@ Result<DatasetView> PlanDatasetView(const Policy& policy, const std::vector<std:
   const PathSet allowed_set(outer_allowed.begin(), outer_allowed.end());
   // A root holds only data: covered whole, the entries below it with it.
   std::vector<std::string> candidates = policy.view_roots();
-  const PathSet roots(candidates.begin(), candidates.end());
-  for (const DatasetEntry& e : policy.datasets()) {
-    if (StrictAncestorIn(e.path, roots)) continue;
+  // The entries outside every root: the table less each root's range (the
+  // entries strictly below it), so a policy's entries under its roots cost
+  // nothing here.
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> skip;
+  for (const std::string& root : policy.view_roots()) {
+    DatasetRange below = policy.EntriesBelow(root);
+    skip.emplace_back(below.first(), below.first() + below.size());
+  }
+  std::sort(skip.begin(), skip.end());
+  std::vector<DatasetEntry> outside;
+  std::uint32_t from = 0;
+  auto take = [&](std::uint32_t to) {
+    for (std::uint32_t k = from; k < to; ++k) outside.push_back(policy.dataset_table().at(k));
+  };
+  for (auto [a, b] : skip) {
+    if (a > from) take(a);
+    from = std::max(from, b);
+  }
+  take(static_cast<std::uint32_t>(policy.datasets().size()));
+  for (const DatasetEntry& e : outside) {
     if (!e.string_prefix) {
-      candidates.push_back(e.path);
+      candidates.emplace_back(e.path);
       continue;
     }
     std::string dir(ParentOf(e.path));

@@ -410,7 +410,7 @@ Status CheckOpenFiles(const Policy& policy, const std::vector<std::string>& allo
     ssize_t n = ::readlink(link, buf, sizeof buf - 1);
     if (n <= 0) return ErrnoError(fmt::format("reading {}", link), errno);
     std::string path(buf, static_cast<std::size_t>(n));
-    const DatasetEntry* entry = policy.MatchDataset(path);
+    std::optional<DatasetEntry> entry = policy.MatchDataset(path);
     bool holds_entries = S_ISDIR(st.st_mode) && !policy.EntriesBelow(path).empty();
     if (!entry && !holds_entries) continue;
     if ((flags & O_ACCMODE) != O_RDONLY)

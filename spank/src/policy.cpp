@@ -192,12 +192,6 @@ bool HostlistMatches(std::string_view pattern, std::string_view node) {
   return false;
 }
 
-// Policy::exact_'s hash: built and probed in the same process, so any hash
-// will do.
-std::size_t PathHash(std::string_view p) {
-  return std::hash<std::string_view>{}(p);
-}
-
 std::string_view Parent(std::string_view p) {
   std::size_t slash = p.rfind('/');
   if (slash == 0 || slash == std::string_view::npos) return "/";
@@ -206,29 +200,7 @@ std::string_view Parent(std::string_view p) {
 
 }  // namespace
 
-void Policy::BuildIndexes() {
-  by_path_.resize(datasets_.size());
-  for (std::size_t i = 0; i < datasets_.size(); ++i) by_path_[i] = i;
-  std::sort(by_path_.begin(), by_path_.end(),
-            [&](std::size_t a, std::size_t b) { return datasets_[a].path < datasets_[b].path; });
-  BuildLookups();
-}
-
 void Policy::BuildLookups() {
-  std::size_t slots = 16;
-  while (slots < 2 * datasets_.size()) slots *= 2;
-  exact_.assign(slots, kNoEntry);
-  for (std::size_t i = 0; i < datasets_.size(); ++i) {
-    const DatasetEntry& e = datasets_[i];
-    if (e.string_prefix) {
-      // A prefix "/a/b/c-" matches names in directory "/a/b" (or below them).
-      prefix_by_dir_[std::string(Parent(e.path))].push_back(i);
-    } else {
-      std::size_t slot = PathHash(e.path) & (slots - 1);
-      while (exact_[slot] != kNoEntry) slot = (slot + 1) & (slots - 1);
-      exact_[slot] = static_cast<std::uint32_t>(i);
-    }
-  }
   for (const Binding& b : bindings_) {
     auto& index = b.kind == BindingKind::kUser    ? user_roles_
                   : b.kind == BindingKind::kGroup ? group_roles_
@@ -239,55 +211,28 @@ void Policy::BuildLookups() {
   }
 }
 
-const DatasetEntry* Policy::ExactEntry(std::string_view path) const {
-  if (exact_.empty()) return nullptr;  // not built (a default Policy)
-  const std::size_t mask = exact_.size() - 1;
-  for (std::size_t slot = PathHash(path) & mask;; slot = (slot + 1) & mask) {
-    if (exact_[slot] == kNoEntry) return nullptr;
-    const DatasetEntry& e = datasets_[exact_[slot]];
-    if (!e.string_prefix && e.path == path) return &e;
-  }
-}
-
-const DatasetEntry* Policy::MatchDataset(std::string_view canonical) const {
-  if (canonical.empty() || canonical.front() != '/') return nullptr;
+std::optional<DatasetEntry> Policy::MatchDataset(std::string_view canonical) const {
+  if (canonical.empty() || canonical.front() != '/') return std::nullopt;
   // Walk from the path itself up to "/": the first candidate with a match is
   // the most specific one (a deeper candidate is always a longer entry).
   std::string_view c = canonical;
-  std::string key;
   for (;;) {
-    if (const DatasetEntry* e = ExactEntry(c)) return e;
-    if (c == "/") return nullptr;
+    if (auto e = datasets_.Exact(c)) return e;
+    if (c == "/") return std::nullopt;
     std::string_view parent = Parent(c);
-    key.assign(parent);
-    if (auto it = prefix_by_dir_.find(key); it != prefix_by_dir_.end()) {
-      const DatasetEntry* best = nullptr;
-      for (std::size_t i : it->second) {
-        const DatasetEntry& e = datasets_[i];
-        if (c.substr(0, e.path.size()) == e.path && (!best || e.path.size() > best->path.size()))
-          best = &e;
-      }
-      if (best) return best;
-    }
+    if (auto e = datasets_.LongestPrefixIn(parent, c)) return e;
     c = parent;
   }
 }
 
-std::vector<const DatasetEntry*> Policy::EntriesBelow(std::string_view canonical) const {
-  std::vector<const DatasetEntry*> out;
+DatasetRange Policy::EntriesBelow(std::string_view canonical) const {
   std::string lo(canonical);
   if (lo.empty() || lo.back() != '/') lo += '/';
   // Paths below lo are exactly those in [lo, lo with its last '/' as '0'),
   // since '0' is the character after '/'.
   std::string hi = lo;
   hi.back() = '0';
-  auto path_of = [&](std::size_t i) -> const std::string& { return datasets_[i].path; };
-  auto first =
-      std::lower_bound(by_path_.begin(), by_path_.end(), lo,
-                       [&](std::size_t i, const std::string& v) { return path_of(i) < v; });
-  for (auto it = first; it != by_path_.end() && path_of(*it) < hi; ++it)
-    out.push_back(&datasets_[*it]);
-  return out;
+  return {&datasets_, datasets_.LowerBound(lo), datasets_.LowerBound(hi)};
 }
 
 namespace {
@@ -463,7 +408,7 @@ class PolicyParser {
     const toml::table& t = *n.as_table();
     int line = LineOf(n);
     HPCML_RETURN_IF_ERROR(CheckKeys(r, t, "[[datasets]]", {"path", "zone", "classification"}));
-    DatasetEntry e;
+    DatasetSpec e;
     e.line = line;
     HPCML_ASSIGN_OR_RETURN(std::string raw, GetString(r, t, line, "[[datasets]]", "path", true));
     Status st = NormalisePolicyPath(raw, &e.path, &e.string_prefix);
@@ -480,7 +425,7 @@ class PolicyParser {
     std::string key = (e.string_prefix ? "*" : "") + e.path;
     if (auto [it, inserted] = seen.emplace(key, line); !inserted)
       return r.Error(line, "[[datasets]] path '{}' already declared at line {}", raw, it->second);
-    p_.datasets_.push_back(std::move(e));
+    specs_.push_back(std::move(e));
     return Status::Ok();
   }
 
@@ -558,9 +503,15 @@ class PolicyParser {
     return Status::Ok();
   }
 
+ public:
+  // The entries read by Datasets(), for the table.
+  std::vector<DatasetSpec>& specs() { return specs_; }
+
+ private:
   const Reporter& r_;
   const toml::table& root_;
   Policy& p_;
+  std::vector<DatasetSpec> specs_;
 };
 
 Result<Policy> ParsePolicy(std::string_view text, std::string_view source) {
@@ -581,7 +532,8 @@ Result<Policy> ParsePolicy(std::string_view text, std::string_view source) {
   HPCML_RETURN_IF_ERROR(parser.Roles());
   HPCML_RETURN_IF_ERROR(parser.DefaultRoleDeclared());
   HPCML_RETURN_IF_ERROR(parser.Bindings());
-  p.BuildIndexes();
+  p.datasets_ = DatasetTable::FromSpecs(std::move(parser.specs()));
+  p.BuildLookups();
   return p;
 }
 

@@ -1,17 +1,21 @@
 // The compiled policy cache (policy_cache.hpp) and LoadPolicyCached.
 //
 // Layout, native byte order (a cache is read on the machine that wrote it;
-// another byte order fails the version check): a 96-byte Header, then the
-// payload, PolicyCodec's fields in order: u32 and u8 numbers, strings as a
-// u32 length and the bytes, lists as a u32 count and the items.
+// another byte order fails the version check): a 176-byte Header; the rest
+// of the policy, PolicyCodec's fields in order (u32 and u8 numbers, strings
+// as a u32 length and the bytes, lists as a u32 count and the items); zero
+// bytes to a multiple of 8; the DatasetTable block.
 #include "policy_cache.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 #include <ctime>
 #include <memory>
@@ -34,12 +38,20 @@ struct Header {
   std::uint32_t version;
   std::uint32_t zero;  // padding, written as 0
   char sha256[64];     // lower-case hex, of the policy text
-  std::uint64_t payload_size;
-  std::uint64_t checksum;  // Checksum(payload)
+  std::uint64_t dev, ino, size;
+  std::int64_t mtime_sec, mtime_nsec, ctime_sec, ctime_nsec;
+  std::int64_t read_sec, read_nsec;
+  std::uint64_t rest_size;   // the payload after the header
+  std::uint64_t table_size;  // the dataset table after it, 8-aligned
+  std::uint64_t checksum;    // Checksum(header with this field 0, then the rest)
 };
-static_assert(sizeof(Header) == 96);
+static_assert(sizeof(Header) == 176);
 
-// Finds a damaged payload, not a forged one (only root writes the
+std::size_t TableOffset(std::uint64_t rest_size) {
+  return (sizeof(Header) + rest_size + 7) / 8 * 8;
+}
+
+// Finds a damaged header or payload, not a forged one (only root writes the
 // directory): FNV-1a over 8-byte words, in four lanes so that the
 // multiplications overlap, with a shift mixing the high bits down. Any one
 // changed word changes the result (each step is a bijection of the word).
@@ -138,8 +150,8 @@ class Reader {
   bool ok_ = true;
 };
 
-std::string FileName(std::string_view sha256) {
-  return fmt::format("policy-{}.cache", sha256);
+std::string FileName(const PolicyFileIdentity& file) {
+  return fmt::format("policy-{:x}-{:x}.cache", file.dev, file.ino);
 }
 
 // `fd`, named `what` in errors, is a file of `type` (S_IFREG, S_IFDIR) owned
@@ -181,9 +193,9 @@ void SweepStaleCaches(const std::string& dir, const std::string& keep) {
 
 }  // namespace
 
-// The payload: every member ParsePolicy sets but the source and the digest
-// (the header's), and by_path_, the one index that costs a sort; the other
-// indexes are rebuilt (Policy::BuildLookups).
+// The payload: every member ParsePolicy sets but the source, the digest (the
+// header's) and the dataset table (its own block), and the lookups rebuilt
+// from the bindings (Policy::BuildLookups).
 class PolicyCodec {
  public:
   static std::string Payload(const Policy& p) {
@@ -198,15 +210,6 @@ class PolicyCodec {
       w.Str(zone);
       w.Strs(patterns);
     }
-    w.Count(p.datasets_.size());
-    for (const DatasetEntry& e : p.datasets_) {
-      w.Str(e.path);
-      w.U8(e.string_prefix);
-      w.Str(e.zone);
-      w.Str(e.classification);
-      w.U32(static_cast<std::uint32_t>(e.line));
-    }
-    for (std::size_t i : p.by_path_) w.U32(static_cast<std::uint32_t>(i));
     w.Count(p.roles_.size());
     for (const auto& [name, role] : p.roles_) {
       w.Str(name);
@@ -231,9 +234,11 @@ class PolicyCodec {
     return std::move(w.out());
   }
 
+  static std::string_view Table(const Policy& p) { return p.datasets_.bytes(); }
+
   // The smallest encoded item sizes bound the counts (Reader::Count).
-  static Result<Policy> FromPayload(std::string_view payload, std::string_view sha256,
-                                    std::string_view source) {
+  static Result<Policy> FromPayload(std::string_view payload, DatasetTable table,
+                                    std::string_view sha256, std::string_view source) {
     Reader r(payload);
     Policy p;
     p.source_ = std::string(source);
@@ -246,18 +251,6 @@ class PolicyCodec {
       auto it =
           p.zone_nodes_.emplace_hint(p.zone_nodes_.end(), r.Str(), std::vector<std::string>());
       r.Strs(&it->second);
-    }
-    const std::uint32_t datasets = r.Count(17);
-    p.datasets_.reserve(datasets);
-    for (std::uint32_t i = 0; i < datasets; ++i) {
-      // Each member constructed once, in order (braces sequence the reads).
-      p.datasets_.push_back(DatasetEntry{std::string(r.Str()), r.U8() != 0, std::string(r.Str()),
-                                         std::string(r.Str()), r.Line()});
-    }
-    p.by_path_.resize(datasets);
-    for (std::size_t& i : p.by_path_) {
-      i = r.U32();
-      if (i >= datasets) r.Fail();
     }
     for (std::uint32_t n = r.Count(21); n > 0; --n) {
       Role role;
@@ -285,95 +278,172 @@ class PolicyCodec {
     p.unknown_datasets_ = static_cast<UnknownDatasets>(unknown);
     r.Strs(&p.view_roots_);
     if (!r.ok()) return Corrupt("malformed payload");
+    p.datasets_ = std::move(table);
     p.BuildLookups();
     return p;
   }
 };
 
-std::string PolicyCachePath(const std::string& dir, std::string_view sha256) {
-  return dir + "/" + FileName(sha256);
+PolicyFileIdentity PolicyFileIdentity::Of(const struct stat& st) {
+  return {static_cast<std::uint64_t>(st.st_dev),
+          static_cast<std::uint64_t>(st.st_ino),
+          static_cast<std::uint64_t>(st.st_size),
+          st.st_mtim.tv_sec,
+          st.st_mtim.tv_nsec,
+          st.st_ctim.tv_sec,
+          st.st_ctim.tv_nsec};
 }
 
-std::string EncodePolicyCache(const Policy& policy) {
-  std::string payload = PolicyCodec::Payload(policy);
+bool CompiledPolicy::Settled() const {
+  // In nanoseconds: read_at - ctime >= kRacySeconds.
+  const std::int64_t sec = read_at.tv_sec - identity.ctime_sec;
+  const std::int64_t nsec = read_at.tv_nsec - identity.ctime_nsec;
+  return sec > kRacySeconds || (sec == kRacySeconds && nsec >= 0);
+}
+
+std::string PolicyCachePath(const std::string& dir, const PolicyFileIdentity& file) {
+  return dir + "/" + FileName(file);
+}
+
+std::string EncodePolicyCache(const Policy& policy, const PolicyFileIdentity& file,
+                              struct timespec read_at) {
+  const std::string rest = PolicyCodec::Payload(policy);
+  const std::string_view table = PolicyCodec::Table(policy);
   Header h{};
   std::memcpy(h.magic, kMagic, sizeof h.magic);
   h.version = kPolicyCacheVersion;
   policy.sha256().copy(h.sha256, sizeof h.sha256);
-  h.payload_size = payload.size();
-  h.checksum = Checksum(payload);
+  h.dev = file.dev;
+  h.ino = file.ino;
+  h.size = file.size;
+  h.mtime_sec = file.mtime_sec;
+  h.mtime_nsec = file.mtime_nsec;
+  h.ctime_sec = file.ctime_sec;
+  h.ctime_nsec = file.ctime_nsec;
+  h.read_sec = read_at.tv_sec;
+  h.read_nsec = read_at.tv_nsec;
+  h.rest_size = rest.size();
+  h.table_size = table.size();
   std::string out(reinterpret_cast<const char*>(&h), sizeof h);
-  return out + payload;
+  out += rest;
+  out.resize(TableOffset(rest.size()), '\0');
+  h.checksum = Checksum(out);
+  std::memcpy(out.data() + offsetof(Header, checksum), &h.checksum, sizeof h.checksum);
+  out += table;
+  return out;
 }
 
-Result<Policy> DecodePolicyCache(std::string_view bytes, std::string_view sha256,
-                                 std::string_view source) {
+Result<CompiledPolicy> DecodePolicyCache(std::string_view bytes, std::shared_ptr<const void> keep,
+                                         std::string_view source) {
   Header h{};
   if (bytes.size() < sizeof h) return Corrupt("shorter than its header");
   std::memcpy(&h, bytes.data(), sizeof h);
   if (std::memcmp(h.magic, kMagic, sizeof h.magic) != 0) return Corrupt("not a policy cache");
   if (h.version != kPolicyCacheVersion)
     return Corrupt("format version {}, expected {}", h.version, kPolicyCacheVersion);
-  if (std::string_view(h.sha256, sizeof h.sha256) != sha256)
-    return Corrupt("compiled from another policy text");
-  std::string_view payload = bytes.substr(sizeof h);
-  if (payload.size() != h.payload_size)
-    return Corrupt("{} bytes of payload, expected {}", payload.size(), h.payload_size);
-  if (Checksum(payload) != h.checksum) return Corrupt("checksum mismatch");
-  return PolicyCodec::FromPayload(payload, sha256, source);
+  if (h.rest_size > bytes.size() || h.table_size > bytes.size() ||
+      TableOffset(h.rest_size) + h.table_size != bytes.size())
+    return Corrupt("{} bytes, its header says {} of payload", bytes.size(),
+                   TableOffset(h.rest_size) + h.table_size);
+  std::string checked(bytes.substr(0, TableOffset(h.rest_size)));
+  std::memset(checked.data() + offsetof(Header, checksum), 0, sizeof h.checksum);
+  if (Checksum(checked) != h.checksum) return Corrupt("checksum mismatch");
+  const std::string_view sha256(h.sha256, sizeof h.sha256);
+  if (!std::all_of(sha256.begin(), sha256.end(),
+                   [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }))
+    return Corrupt("not a SHA-256 digest");
+  HPCML_ASSIGN_OR_RETURN(
+      DatasetTable table,
+      DatasetTable::Open(bytes.substr(TableOffset(h.rest_size)), std::move(keep)));
+  HPCML_ASSIGN_OR_RETURN(
+      Policy policy, PolicyCodec::FromPayload(bytes.substr(sizeof h, h.rest_size), std::move(table),
+                                              sha256, source));
+  CompiledPolicy out{std::move(policy),
+                     {h.dev, h.ino, h.size, h.mtime_sec, h.mtime_nsec, h.ctime_sec, h.ctime_nsec},
+                     {}};
+  out.read_at.tv_sec = h.read_sec;
+  out.read_at.tv_nsec = h.read_nsec;
+  return out;
 }
 
-Result<Policy> ReadPolicyCache(const std::string& dir, std::string_view sha256,
-                               std::string_view source, unsigned required_owner) {
+Result<CompiledPolicy> ReadPolicyCache(const std::string& dir, const PolicyFileIdentity& file,
+                                       std::string_view source, unsigned required_owner) {
   HPCML_ASSIGN_OR_RETURN(UniqueFd d, OpenTrustedDirectory(dir, required_owner));
-  const std::string name = FileName(sha256), path = dir + "/" + name;
+  const std::string name = FileName(file), path = dir + "/" + name;
   UniqueFd fd(::openat(d.get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC));
   if (fd.get() < 0) return ErrnoError(path, errno);
   HPCML_ASSIGN_OR_RETURN(struct stat st, CheckTrusted(fd.get(), path, S_IFREG, required_owner));
   if (st.st_size > kMaxCacheSize) return Corrupt("{}: larger than {} bytes", path, kMaxCacheSize);
-  // One read of the whole file into a buffer that is not zeroed first.
+  if (st.st_size < static_cast<off_t>(sizeof(Header)))
+    return Corrupt("{}: shorter than its header", path);
+  // Mapped, not read: a load touches only the pages its lookups need. Only
+  // root replaces the file, by a rename, so the mapped bytes never change.
   const auto size = static_cast<std::size_t>(st.st_size);
-  std::unique_ptr<char[]> bytes(new char[size]);
-  ssize_t got = ::pread(fd.get(), bytes.get(), size, 0);
-  if (got < 0) return ErrnoError("read " + path, errno);
-  auto policy = DecodePolicyCache(std::string_view(bytes.get(), static_cast<std::size_t>(got)),
-                                  sha256, source);
-  if (!policy.ok()) return Corrupt("{}: {}", path, policy.status().message());
-  return policy;
+  void* at = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd.get(), 0);
+  if (at == MAP_FAILED) return ErrnoError("mmap " + path, errno);
+  std::shared_ptr<const void> mapping(
+      at, [size](const void* p) { ::munmap(const_cast<void*>(p), size); });
+  auto compiled =
+      DecodePolicyCache(std::string_view(static_cast<const char*>(at), size), mapping, source);
+  if (!compiled.ok()) return Corrupt("{}: {}", path, compiled.status().message());
+  // The file changed since (a routine edit): no more a problem than no cache.
+  if (!(compiled->identity == file))
+    return NotFound("{}: compiled from another version of the policy file", path);
+  return compiled;
 }
 
-Status WritePolicyCache(const std::string& dir, const Policy& policy, unsigned required_owner,
-                        unsigned mode) {
+Status WritePolicyCache(const std::string& dir, const Policy& policy,
+                        const PolicyFileIdentity& file, struct timespec read_at,
+                        unsigned required_owner, unsigned mode) {
   if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return ErrnoError("mkdir " + dir, errno);
   HPCML_RETURN_IF_ERROR(OpenTrustedDirectory(dir, required_owner).status());
-  const std::string name = FileName(policy.sha256());
+  const std::string name = FileName(file);
   SweepStaleCaches(dir, name);
-  return WriteFileAtomic(dir + "/" + name, EncodePolicyCache(policy), mode & 0644);
+  return WriteFileAtomic(dir + "/" + name, EncodePolicyCache(policy, file, read_at), mode & 0644);
 }
 
 Result<Policy> LoadPolicyCached(const std::string& path, const std::string& cache_dir,
                                 unsigned required_owner, std::string* cache_note) {
   if (cache_note) cache_note->clear();
+  // Before the file is opened and its identity taken: a later write to it
+  // gives it a ctime after this time (CompiledPolicy::Settled).
+  struct timespec opened {};
+  ::clock_gettime(CLOCK_REALTIME, &opened);
   HPCML_ASSIGN_OR_RETURN(UniqueFd fd, OpenPolicyFile(path, required_owner));
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) return ErrnoError("fstat " + path, errno);
+  const PolicyFileIdentity file = PolicyFileIdentity::Of(st);
+  const bool owner = ::geteuid() == required_owner;
   Status missed;
   if (!cache_dir.empty()) {
-    // Only the digest of the text: on a hit the text itself is not kept.
-    HPCML_ASSIGN_OR_RETURN(std::string sha256, HashPolicyText(fd.get(), path));
-    auto cached = ReadPolicyCache(cache_dir, sha256, path, required_owner);
-    if (cached.ok()) return cached;
-    missed = cached.status();
+    auto cached = ReadPolicyCache(cache_dir, file, path, required_owner);
+    if (cached.ok() && cached->Settled()) return std::move(cached->policy);
+    if (cached.ok()) {
+      // Compiled within a timestamp tick or two of the file's last change:
+      // the text decides.
+      HPCML_ASSIGN_OR_RETURN(std::string sha256, HashPolicyText(fd.get(), path));
+      if (sha256 == cached->policy.sha256()) {
+        CompiledPolicy settled{std::move(cached->policy), file, opened};
+        // Recorded as read now, once that is late enough: later loads skip
+        // the hash.
+        if (owner && settled.Settled())
+          (void)WritePolicyCache(cache_dir, settled.policy, file, opened, required_owner,
+                                 st.st_mode);
+        return std::move(settled.policy);
+      }
+      missed = Corrupt("{}: compiled from another text of the policy file",
+                       PolicyCachePath(cache_dir, file));
+    } else {
+      missed = cached.status();
+    }
   }
-  // Parsed as LoadPolicyFile does (its errors as it gives them). The text is
-  // read again: if the file changed in between, what is parsed and cached
-  // is the new text, under its own digest.
+  // Parsed as LoadPolicyFile does (its errors as it gives them).
   HPCML_ASSIGN_OR_RETURN(std::string text, ReadPolicyText(fd.get(), path));
   HPCML_ASSIGN_OR_RETURN(Policy policy, ParsePolicy(text, path));
   // Only the owner the cache must have writes it (root: slurmd, slurmstepd,
   // root's srun); a user's srun parses until then.
-  if (cache_dir.empty() || ::geteuid() != required_owner) return policy;
-  struct stat st {};
-  if (::fstat(fd.get(), &st) != 0) return policy;
-  Status written = WritePolicyCache(cache_dir, policy, required_owner, st.st_mode);
+  if (cache_dir.empty() || !owner) return policy;
+  Status written = WritePolicyCache(cache_dir, policy, file, opened, required_owner, st.st_mode);
   if (cache_note) {
     if (missed.code() != StatusCode::kNotFound)
       *cache_note = fmt::format("ignored the policy cache: {}{}", missed.message(),

@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <random>
+#include <set>
 
 #include <gtest/gtest.h>
 
@@ -149,6 +151,66 @@ TEST(DataMounts, TheTopmostMountOnAPointDecides) {
     return std::optional<std::string>("ae");
   };
   EXPECT_TRUE(CheckDataMounts(p, "ae", m, kWritable, markers).ok());
+}
+
+// DatasetsOnMounts finds each mount's zones by ranges of the entry table;
+// here against the rule applied entry by entry, on random policies and
+// mounts over a small tree where paths share prefixes ("/a", "/ab", "/a-x"),
+// with prefix entries and several mounts on one point.
+TEST(DataMounts, DatasetsOnMountsAgreesWithTheRuleEntryByEntry) {
+  std::mt19937 rng(7);
+  const std::vector<std::string> names = {"a", "ab", "a-x", "b"};
+  auto random_path = [&](int depth) {
+    std::string path;
+    for (int d = 0; d < depth; ++d) path += "/" + names[rng() % names.size()];
+    return path;
+  };
+  for (int round = 0; round < 300; ++round) {
+    std::string text = "[zones.z0]\n[zones.z1]\n[zones.z2]\n";
+    std::set<std::string> declared;
+    for (int k = 0; k < 12; ++k) {
+      std::string path = random_path(1 + static_cast<int>(rng() % 3));
+      if (rng() % 4 == 0) path += "*";  // a prefix entry: "/a/ab*" matches "/a/abc"
+      if (!declared.insert(path).second) continue;
+      text += "[[datasets]]\npath = \"" + path + "\"\nzone = \"z" + std::to_string(rng() % 3) +
+              "\"\nclassification = \"c\"\n";
+    }
+    auto policy = ParsePolicy(text, "random");
+    ASSERT_TRUE(policy.ok()) << policy.status().message();
+    std::string info = Line(1, "8:1", "/");
+    for (int m = 0; m < 6; ++m)
+      info += Line(2 + m, "0:" + std::to_string(m), random_path(1 + static_cast<int>(rng() % 3)));
+    auto mounts = ParseMountInfo(info);
+    ASSERT_TRUE(mounts.ok());
+
+    // The rule: an entry is on the deepest mount point that is a directory
+    // above it, or its own path if it is an exact entry; the last mount there.
+    std::map<std::string, std::size_t> top;
+    for (std::size_t i = 0; i < mounts->size(); ++i) top[(*mounts)[i].point] = i;
+    std::map<std::size_t, std::map<std::string, std::string>> want;
+    for (const DatasetEntry& e : policy->datasets()) {
+      std::string best;
+      bool found = false;
+      for (const auto& [point, i] : top) {
+        const bool above = point == "/" || (e.path.starts_with(point + "/"));
+        const bool at = !e.string_prefix && e.path == point;
+        if ((above || at) && (!found || point.size() > best.size())) {
+          best = point;
+          found = true;
+        }
+      }
+      if (found) want[top[best]].try_emplace(std::string(e.zone), std::string(e.path));
+    }
+    for (std::size_t i = 0; i < mounts->size(); ++i) {
+      const std::string& point = (*mounts)[i].point;
+      if (auto e = policy->MatchDataset(point); e && top[point] == i)
+        want[i].try_emplace(std::string(e->zone), std::string(e->path));
+    }
+    std::map<std::size_t, std::map<std::string, std::string>> got;
+    for (const auto& [i, zones] : DatasetsOnMounts(*policy, *mounts))
+      for (const auto& [zone, e] : zones) got[i][zone] = std::string(e.path);
+    ASSERT_EQ(got, want) << text << info;
+  }
 }
 
 class ZoneMarkerFileTest : public ::testing::Test {

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <iterator>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "hpcml/common/sha256.hpp"
@@ -69,7 +70,7 @@ TEST(Policy, EntriesBelowADirectory) {
   ASSERT_TRUE(p.ok()) << p.status().message();
   auto paths = [&](std::string_view dir) {
     std::vector<std::string> out;
-    for (const DatasetEntry* e : p->EntriesBelow(dir)) out.push_back(e->path);
+    for (const DatasetEntry& e : p->EntriesBelow(dir)) out.emplace_back(e.path);
     return out;
   };
   EXPECT_EQ(paths("/data/ae"),
@@ -85,8 +86,8 @@ TEST(Policy, EntriesBelowADirectory) {
 TEST(Policy, MatchesTheMostSpecificEntry) {
   Policy p = MustParse(testing::kPolicy);
   auto cls = [&](std::string_view path) {
-    const DatasetEntry* e = p.MatchDataset(path);
-    return e ? e->classification + "@" + e->zone : std::string("none");
+    auto e = p.MatchDataset(path);
+    return e ? fmt::format("{}@{}", e->classification, e->zone) : std::string("none");
   };
   EXPECT_EQ(cls("/data/ae"), "internal@ae");
   EXPECT_EQ(cls("/data/ae/x.h5"), "internal@ae");
@@ -103,22 +104,22 @@ TEST(Policy, MatchesTheMostSpecificEntry) {
   EXPECT_EQ(cls("relative"), "none");
 }
 
-// The exact-path index is a table of its own (Policy::exact_): empty before
-// any policy is built into it, and probed past colliding entries.
+// The exact-path index (DatasetTable): empty in a default policy, and probed
+// past colliding entries.
 TEST(Policy, ExactEntriesAmongManyAndInADefaultPolicy) {
-  EXPECT_EQ(Policy().MatchDataset("/data/ae"), nullptr);
+  EXPECT_EQ(Policy().MatchDataset("/data/ae"), std::nullopt);
   std::string text = "[zones.ae]\n";
   for (int i = 0; i < 1000; ++i)
     text += "[[datasets]]\npath = \"/d/" + std::to_string(i) +
             "\"\nzone = \"ae\"\nclassification = \"c" + std::to_string(i) + "\"\n";
   Policy p = MustParse(text);
   for (int i = 0; i < 1000; ++i) {
-    const DatasetEntry* e = p.MatchDataset("/d/" + std::to_string(i) + "/x");
-    ASSERT_NE(e, nullptr) << i;
+    auto e = p.MatchDataset("/d/" + std::to_string(i) + "/x");
+    ASSERT_TRUE(e) << i;
     EXPECT_EQ(e->classification, "c" + std::to_string(i));
   }
-  EXPECT_EQ(p.MatchDataset("/d/1000"), nullptr);
-  EXPECT_EQ(p.MatchDataset("/d"), nullptr);
+  EXPECT_EQ(p.MatchDataset("/d/1000"), std::nullopt);
+  EXPECT_EQ(p.MatchDataset("/d"), std::nullopt);
 }
 
 TEST(Policy, BindingsByUserGroupAndAccount) {

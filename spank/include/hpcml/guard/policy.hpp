@@ -22,21 +22,9 @@
 #include <vector>
 
 #include "hpcml/common/status.hpp"
+#include "hpcml/guard/dataset_table.hpp"
 
 namespace hpcml::guard {
-
-struct DatasetEntry {
-  // Normalised absolute path. For a prefix entry ("/data/ae/fraud-*" in the
-  // file) the path without the '*', matched as a string prefix; otherwise
-  // matched as the path itself or anything below it.
-  std::string path;
-  bool string_prefix = false;
-  std::string zone;
-  std::string classification;
-  int line = 0;  // in the policy file, for messages
-
-  friend bool operator==(const DatasetEntry&, const DatasetEntry&) = default;
-};
 
 struct Role {
   std::string name;
@@ -75,7 +63,9 @@ class Policy {
   // name this node; empty when no zone names it.
   std::vector<std::string> ZonesOfNode(std::string_view node) const;
   bool names_nodes() const { return !zone_nodes_.empty(); }
-  const std::vector<DatasetEntry>& datasets() const { return datasets_; }
+  // Every entry, in path order (views valid while this Policy lives).
+  DatasetRange datasets() const { return datasets_.all(); }
+  const DatasetTable& dataset_table() const { return datasets_; }
   const std::map<std::string, Role>& roles() const { return roles_; }
   const std::vector<Binding>& bindings() const { return bindings_; }
   const std::optional<std::string>& default_role() const { return default_role_; }
@@ -91,13 +81,13 @@ class Policy {
   bool binds_accounts() const { return !account_roles_.empty(); }
 
   // The most specific entry containing `canonical` (an absolute, resolved
-  // path), or nullptr. Cost: O(path depth), independent of the entry count.
-  const DatasetEntry* MatchDataset(std::string_view canonical) const;
+  // path). Cost: O(path depth), independent of the entry count.
+  std::optional<DatasetEntry> MatchDataset(std::string_view canonical) const;
 
   // The entries strictly below the directory `canonical` ("/a" holds "/a/b"
   // and the prefix entry "/a/c-*", not "/a" itself nor "/ab"): reading the
-  // directory reads them too. Cost: O(log n + number returned).
-  std::vector<const DatasetEntry*> EntriesBelow(std::string_view canonical) const;
+  // directory reads them too. A range of datasets(). Cost: O(log n).
+  DatasetRange EntriesBelow(std::string_view canonical) const;
 
   // Whether a binding gives `role` to this user, one of these groups or this
   // account. An unknown account (nullopt, the submit-side advisory check)
@@ -113,33 +103,21 @@ class Policy {
   friend Result<Policy> ParsePolicy(std::string_view text, std::string_view source);
   friend class PolicyParser;  // ParsePolicy's steps (policy.cpp)
   friend class PolicyCodec;   // the compiled cache's format (policy_cache.cpp)
-  // All indexes: by_path_ sorted, then BuildLookups.
-  void BuildIndexes();
-  // The indexes other than by_path_ (which the compiled cache stores).
+  // The binding indexes, built after parsing and after loading.
   void BuildLookups();
-  // The exact (not prefix) entry whose path is `path`, or nullptr.
-  const DatasetEntry* ExactEntry(std::string_view path) const;
 
   std::string source_;
   std::string sha256_;
   std::map<std::string, std::string> zones_;
   std::map<std::string, std::vector<std::string>> zone_nodes_;  // zone -> host patterns
-  std::vector<DatasetEntry> datasets_;
+  DatasetTable datasets_;
   std::map<std::string, Role> roles_;
   std::vector<Binding> bindings_;
   std::optional<std::string> default_role_;
   UnknownDatasets unknown_datasets_ = UnknownDatasets::kDeny;
   std::vector<std::string> view_roots_;
 
-  // Indexes built once after parsing.
-  // The exact entries by path: open addressing (linear probing) over
-  // datasets_ indexes, kNoEntry in an empty slot, a power of two at least
-  // twice the entries. No allocation per entry, so that a policy loads fast
-  // from its compiled cache (policy_cache.hpp).
-  static constexpr std::uint32_t kNoEntry = UINT32_MAX;
-  std::vector<std::uint32_t> exact_;
-  std::unordered_map<std::string, std::vector<std::size_t>> prefix_by_dir_;
-  std::vector<std::size_t> by_path_;  // datasets_ indexes sorted by path
+  // Built by BuildLookups.
   std::unordered_map<std::string, std::set<std::string>> user_roles_, group_roles_, account_roles_;
   std::set<std::string> account_bound_roles_;
 };
