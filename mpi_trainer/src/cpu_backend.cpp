@@ -30,6 +30,10 @@ Result<GemmLibrary> ParseGemmLibrary(std::string_view s) {
   return InvalidArgument("--gemm '{}': expected onednn or openblas", s);
 }
 
+std::string_view Name(BackendKind b) {
+  return b == BackendKind::kCuda ? "cuda" : "cpu";
+}
+
 std::string_view Name(GemmLibrary g) {
   return g == GemmLibrary::kOneDnn ? "onednn" : "openblas";
 }

@@ -35,7 +35,7 @@ int PrintPlan(const TrainOptions& o) {
   req.model.microbatches = o.microbatches;
   // Sustained FLOP/s per rank: an H100 in bf16, or one AVX-512 core in fp32
   // through oneDNN (220-240 GFLOP/s measured in a step: docs/trainer.md).
-  req.model.flops_per_device = o.backend == "cuda" ? 400e12 : 200e9;
+  req.model.flops_per_device = o.backend == hpcml::trainer::BackendKind::kCuda ? 400e12 : 200e9;
   auto hidden = topo::ParseWidths(o.hidden, "--hidden");
   hpcml::Status st = hidden.status();
   if (st.ok()) {

@@ -106,10 +106,11 @@ Status Program::Run() {
 // Binds this rank to the cores next to its GPU (or its share of the node's
 // cores), unless the launcher already bound it (then only reported).
 Status Program::Bind() {
-  if (o_.bind == "off") return Status::Ok();
+  if (o_.bind == BindMode::kOff) return Status::Ok();
   HPCML_ASSIGN_OR_RETURN(topo::NodeTopology node, topo::DiscoverLocal());
-  HPCML_ASSIGN_OR_RETURN(topo::RankBinding b,
-                         topo::BindLocalRank(node, o_.backend == "cuda", o_.bind == "force"));
+  HPCML_ASSIGN_OR_RETURN(
+      topo::RankBinding b,
+      topo::BindLocalRank(node, o_.backend == BackendKind::kCuda, o_.bind == BindMode::kForce));
   if (rank0_) {
     log_.info("binding: rank 0 (local {}/{}): {}", b.local.local_rank, b.local.local_size,
               b.report.detail);
@@ -118,7 +119,7 @@ Status Program::Bind() {
 }
 
 Status Program::MakeBackend() {
-  if (o_.backend == "cpu") return MakeCpuBackend();
+  if (o_.backend == BackendKind::kCpu) return MakeCpuBackend();
   HPCML_ASSIGN_OR_RETURN(backend_, MakeCudaBackend(grid_.get()));
   return Status::Ok();
 }
@@ -134,7 +135,7 @@ Status Program::MakeCpuBackend() {
   MPI_Allreduce(MPI_IN_PLACE, &over, 1, MPI_INT, MPI_MAX, grid_->world());
   oversubscribed_ = over != 0;
   CpuOptions co;
-  HPCML_ASSIGN_OR_RETURN(co.gemm, ParseGemmLibrary(o_.gemm));
+  co.gemm = o_.gemm;
   const char* omp = std::getenv("OMP_NUM_THREADS");
   const char* slurm = std::getenv("SLURM_CPUS_PER_TASK");
   HPCML_ASSIGN_OR_RETURN(
@@ -163,8 +164,8 @@ Status Program::OpenInput() {
   HPCML_ASSIGN_OR_RETURN(mc_.hidden, topo::ParseWidths(o_.hidden, "--hidden"));
   mc_.output_dim = o_.outputs;
   mc_.seed = o_.seed;
-  HPCML_ASSIGN_OR_RETURN(mc_.activation, ParseActivation(o_.activation));
-  HPCML_ASSIGN_OR_RETURN(mc_.loss, ParseLoss(o_.loss));
+  mc_.activation = o_.activation;
+  mc_.loss = o_.loss;
   const bool classes = mc_.loss == LossKind::kCrossEntropy;
   if (!o_.data.empty() && o_.synthetic) {
     return InvalidArgument("--data and --synthetic exclude each other");
@@ -191,7 +192,7 @@ Status Program::OpenInput() {
 Status Program::MakeTrainer() {
   tc_.global_batch = o_.batch;
   tc_.microbatches = o_.microbatches;
-  HPCML_ASSIGN_OR_RETURN(tc_.schedule, ParseSchedule(o_.schedule));
+  tc_.schedule = o_.schedule;
   tc_.lr = {o_.lr, o_.min_lr, o_.warmup, o_.steps};
   tc_.weight_decay = o_.weight_decay;
   tc_.clip = o_.clip;
@@ -202,8 +203,9 @@ Status Program::MakeTrainer() {
                          Trainer::Create(tc_, mc_, grid_.get(), backend_.get(), source_.get()));
   if (rank0_ && !o_.metrics.empty()) {
     HPCML_RETURN_IF_ERROR(metrics_.Open(o_.metrics));
-    metrics_.Write(RunStarted{o_.grid, o_.backend, o_.batch, o_.microbatches, o_.schedule, o_.zero1,
-                              o_.steps, IdealBubble(o_.grid.pp, o_.microbatches)});
+    metrics_.Write(RunStarted{o_.grid, std::string(Name(o_.backend)), o_.batch, o_.microbatches,
+                              std::string(Name(o_.schedule)), o_.zero1, o_.steps,
+                              IdealBubble(o_.grid.pp, o_.microbatches)});
   }
   return Status::Ok();
 }
@@ -374,7 +376,7 @@ Status Program::Train() {
         "grid {} (dp x pp x tp), backend {}, {} layers, {} parameters on rank 0, batch {} "
         "in {} microbatches, schedule {}",
         o_.grid.ToString(), backend_->name(), mc_.num_layers(), trainer_->model().num_params(),
-        o_.batch, o_.microbatches, o_.schedule);
+        o_.batch, o_.microbatches, Name(o_.schedule));
   }
   const std::int64_t first_step = trainer_->step();
   // Opened here, after a resume, so its first figures show the resumed step.
@@ -660,8 +662,8 @@ ModelLineage Program::Lineage() const {
 
 std::string Program::SettingsJson() const {
   nlohmann::ordered_json j = {{"hidden", mc_.hidden},
-                              {"activation", o_.activation},
-                              {"loss", o_.loss},
+                              {"activation", Name(o_.activation)},
+                              {"loss", Name(o_.loss)},
                               {"outputs", o_.outputs},
                               {"seed", o_.seed},
                               {"data_seed", o_.data_seed},
@@ -675,9 +677,9 @@ std::string Program::SettingsJson() const {
                               {"clip", o_.clip},
                               {"grid", o_.grid.ToString()},
                               {"microbatches", o_.microbatches},
-                              {"schedule", o_.schedule},
+                              {"schedule", Name(o_.schedule)},
                               {"zero1", o_.zero1},
-                              {"backend", o_.backend},
+                              {"backend", Name(o_.backend)},
                               {"eval_interval", o_.eval_interval},
                               {"early_stop_patience", o_.early_stop_patience}};
   return JsonText(j);

@@ -4,7 +4,21 @@
 #include <limits>
 #include <string>
 
+#include "hpcml/common/cli.hpp"
+
 namespace hpcml::trainer {
+
+std::string_view Name(BindMode b) {
+  switch (b) {
+    case BindMode::kAuto:
+      return "auto";
+    case BindMode::kOff:
+      return "off";
+    case BindMode::kForce:
+      return "force";
+  }
+  return "?";
+}
 
 namespace {
 
@@ -36,12 +50,10 @@ void AddPlacementOptions(CLI::App& app, TrainOptions& o) {
                  "math threads per rank (default: OMP_NUM_THREADS, else SLURM_CPUS_PER_TASK, "
                  "else the rank's cores); never more than the rank's share of its node's cores")
       ->check(CLI::PositiveNumber);
-  app.add_option("--gemm", o.gemm, "cpu backend GEMM library: onednn or openblas (fallback)")
-      ->check(CLI::IsMember({"onednn", "openblas"}))
-      ->capture_default_str();
-  app.add_option("--backend", o.backend, "cpu or cuda")
-      ->check(CLI::IsMember({"cpu", "cuda"}))
-      ->capture_default_str();
+  AddEnumOption(app, "--gemm", &o.gemm, {GemmLibrary::kOneDnn, GemmLibrary::kOpenBlas},
+                "cpu backend GEMM library: onednn or openblas (fallback)");
+  AddEnumOption(app, "--backend", &o.backend, {BackendKind::kCpu, BackendKind::kCuda},
+                "cpu or cuda");
 }
 
 // The model, its input and the schedule of the batch.
@@ -53,8 +65,10 @@ void AddModelOptions(CLI::App& app, TrainOptions& o) {
       ->capture_default_str();
   app.add_option("--outputs", o.outputs, "classes (ce) or regression targets (mse)")
       ->capture_default_str();
-  app.add_option("--activation", o.activation, "relu, gelu or tanh")->capture_default_str();
-  app.add_option("--loss", o.loss, "ce (softmax cross-entropy) or mse")->capture_default_str();
+  AddEnumOption(app, "--activation", &o.activation,
+                {Activation::kRelu, Activation::kGelu, Activation::kTanh}, "relu, gelu or tanh");
+  AddEnumOption(app, "--loss", &o.loss, {LossKind::kCrossEntropy, LossKind::kMse},
+                "ce (softmax cross-entropy) or mse");
   app.add_flag("--synthetic", o.synthetic, "train on the synthetic teacher data set");
   app.add_option("--synthetic-samples", o.synthetic_samples,
                  "size of the synthetic data set (0: fresh samples every step)")
@@ -66,8 +80,8 @@ void AddModelOptions(CLI::App& app, TrainOptions& o) {
   app.add_option("--batch", o.batch, "global batch (samples per step)")->capture_default_str();
   app.add_option("--microbatches", o.microbatches, "microbatches per replica and step")
       ->capture_default_str();
-  app.add_option("--schedule", o.schedule, "pipeline schedule: gpipe or 1f1b")
-      ->capture_default_str();
+  AddEnumOption(app, "--schedule", &o.schedule, {ScheduleKind::kGpipe, ScheduleKind::k1F1B},
+                "pipeline schedule: gpipe or 1f1b");
   app.add_option("--steps", o.steps, "optimisation steps")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
@@ -159,11 +173,9 @@ void AddJobOptions(CLI::App& app, TrainOptions& o) {
   app.add_flag("--plan", o.plan,
                "print the placement plan (dp x pp x tp, per-rank node/GPU/cores, predicted "
                "communication) for this allocation and exit");
-  app.add_option("--bind", o.bind,
-                 "bind ranks to cores near their GPU: auto (not when the launcher bound them), "
-                 "off, force")
-      ->check(CLI::IsMember({"auto", "off", "force"}))
-      ->capture_default_str();
+  AddEnumOption(app, "--bind", &o.bind, {BindMode::kAuto, BindMode::kOff, BindMode::kForce},
+                "bind ranks to cores near their GPU: auto (not when the launcher bound them), "
+                "off, force");
   app.add_option("--usage-dir", o.usage_dir,
                  "write the attempt's usage record here (default: --checkpoint-dir)");
   app.add_option("--gpu-type", o.gpu_type, "GPU type for the usage record, e.g. h100");

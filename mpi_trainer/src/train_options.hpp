@@ -5,29 +5,38 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "checkpointing.hpp"
+#include "hpcml/trainer/backend.hpp"
 #include "hpcml/trainer/grid.hpp"
+#include "hpcml/trainer/partition.hpp"
 
 namespace hpcml::trainer {
 
+// --bind: cores near the rank's GPU (or its share of the node's cores), not
+// when the launcher already bound the rank (auto), never (off) or always
+// (force).
+enum class BindMode { kAuto, kOff, kForce };
+std::string_view Name(BindMode b);
+
 struct TrainOptions {
   GridShape grid;
-  std::string backend = "cpu";
-  std::string gemm = "onednn";  // cpu backend: onednn | openblas
-  int threads = 0;              // 0: OMP_NUM_THREADS, SLURM_CPUS_PER_TASK or the rank's cores
+  BackendKind backend = BackendKind::kCpu;
+  GemmLibrary gemm = GemmLibrary::kOneDnn;  // the cpu backend's
+  int threads = 0;  // 0: OMP_NUM_THREADS, SLURM_CPUS_PER_TASK or the rank's cores
   std::int64_t input_dim = 32;
   std::string hidden = "64,64";
   std::int64_t outputs = 4;
-  std::string activation = "relu";
-  std::string loss = "ce";
+  Activation activation = Activation::kRelu;
+  LossKind loss = LossKind::kCrossEntropy;
   bool synthetic = false;
   std::int64_t synthetic_samples = 0;
   std::uint64_t data_seed = 1234;
   std::string data, data_version;
   std::int64_t batch = 32;
   int microbatches = 1;
-  std::string schedule = "1f1b";
+  ScheduleKind schedule = ScheduleKind::k1F1B;
   std::int64_t steps = 100;
   double lr = 1e-3, min_lr = 0.0;
   std::int64_t warmup = 0;
@@ -51,8 +60,8 @@ struct TrainOptions {
   std::string usage_dir;  // default: the checkpoint directory
   std::string gpu_type;
   bool no_comment = false;
-  bool plan = false;          // print the placement plan and exit
-  std::string bind = "auto";  // auto | off | force
+  bool plan = false;  // print the placement plan and exit
+  BindMode bind = BindMode::kAuto;
 };
 
 // Registers every option of hpcml-train on `app`, writing into `o`.

@@ -11,6 +11,10 @@
 #include <vector>
 
 namespace hpcml::inference {
+
+std::string_view Name(Precision p) {
+  return p == Precision::kInt8 ? "int8" : "fp32";
+}
 namespace {
 
 using dims = dnnl::memory::dims;

@@ -11,7 +11,9 @@
 #include <mpi.h>
 
 #include <CLI/CLI.hpp>
+
 #include <cstdio>
+#include "hpcml/common/cli.hpp"
 
 #include "hpcml/common/identity.hpp"
 #include "hpcml/common/log.hpp"
@@ -46,11 +48,10 @@ void AddScore(CLI::App& app, Args& a) {
                 "of the output version (default, and minimum: the input's)");
   s->add_option("--batch", o.batch, "rows per block (scored together, sharded over ranks)")
       ->capture_default_str();
-  s->add_option("--precision", o.precision,
-                "fp32, or int8: weights and activations quantised, int32 accumulation "
-                "(docs/inference.md has the accuracy change)")
-      ->check(CLI::IsMember({"fp32", "int8"}))
-      ->capture_default_str();
+  hpcml::AddEnumOption(*s, "--precision", &o.precision,
+                       {hi::Precision::kFloat32, hi::Precision::kInt8},
+                       "fp32, or int8: weights and activations quantised, int32 accumulation "
+                       "(docs/inference.md has the accuracy change)");
   s->add_option("--skew-warn", o.skew_warn,
                 "report features whose mean moved more than this many training standard "
                 "deviations from the training version's")

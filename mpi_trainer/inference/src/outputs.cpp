@@ -44,7 +44,7 @@ std::string Canonical(const std::string& path) {
 // digest, and the model's own training data.
 nlohmann::ordered_json InferTransform(const InputData& in, const trainer::ModelFile& m,
                                       const OutputOptions& o) {
-  nlohmann::ordered_json j = {{"op", "infer"}, {"precision", o.precision}};
+  nlohmann::ordered_json j = {{"op", "infer"}, {"precision", Name(o.precision)}};
   j["input"] = {{"uri", in.uri()}, {"sha256", in.digest()}};
   j["model"] = {{"path", Canonical(m.path)}, {"sha256", m.sha256}, {"format", m.format}};
   if (m.lineage) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "hpcml/common/status.hpp"
+#include "hpcml/inference/engine.hpp"
 #include "inputs.hpp"
 
 namespace hpcml::inference {
@@ -29,8 +30,8 @@ class Output {
 std::vector<std::string> OutputNames(const trainer::ModelFile& model);
 
 struct OutputOptions {
-  std::string classification;      // of a new version: may raise the input's, never lower it
-  std::string precision = "fp32";  // recorded in the lineage
+  std::string classification;  // of a new version: may raise the input's, never lower it
+  Precision precision = Precision::kFloat32;  // recorded in the lineage
 };
 
 // `path` ending in ".csv" gives a CSV, anything else a feature set (which

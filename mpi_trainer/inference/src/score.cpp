@@ -128,7 +128,7 @@ Status Scoring::MakeEngine() {
   EngineOptions eo;
   eo.threads = threads_;
   eo.max_batch = o_.batch;
-  eo.precision = o_.precision == "int8" ? Precision::kInt8 : Precision::kFloat32;
+  eo.precision = o_.precision;
   auto e = Engine::Create(*model_, eo);
   HPCML_RETURN_IF_ERROR(Agree(e.status()));
   engine_ = std::move(e).value();
@@ -197,9 +197,10 @@ void Scoring::LogRun(double seconds) const {
       rows, input_->what(), model_->path, model_->sha256.substr(0, 12), ranks_, threads_, seconds,
       seconds > 0 ? static_cast<double>(rows) / seconds : 0.0,
       mode_ == Input::kRaw ? "raw" : "already standardised",
-      o_.precision == "int8" ? fmt::format("int8 ({} of {} layers; smaller ones stay fp32)",
-                                           engine_->int8_layers(), model_->config.num_layers())
-                             : o_.precision);
+      o_.precision == Precision::kInt8
+          ? fmt::format("int8 ({} of {} layers; smaller ones stay fp32)", engine_->int8_layers(),
+                        model_->config.num_layers())
+          : std::string(Name(o_.precision)));
   if (model_->lineage && !model_->lineage->data.path.empty()) {
     const trainer::TrainingData& d = model_->lineage->data;
     log_.info("the model was trained on {} {} (data_sha256 {}){}", d.path, d.version,

@@ -20,6 +20,7 @@
 
 #include "hpcml/common/log.hpp"
 #include "hpcml/common/status.hpp"
+#include "hpcml/inference/engine.hpp"
 
 namespace hpcml::inference {
 
@@ -32,7 +33,7 @@ struct ScoreOptions {
   std::string output;             // ".csv": a CSV; else a feature set (a new version)
   std::string classification;     // of a new output set; default: the input's
   std::int64_t batch = 4096;
-  std::string precision = "fp32";  // or int8 (engine.hpp)
+  Precision precision = Precision::kFloat32;
   // Training/serving skew (skew.hpp): features whose mean moved more than
   // skew_warn training standard deviations are reported; more than
   // max_skew (when > 0) fails the run before scoring.

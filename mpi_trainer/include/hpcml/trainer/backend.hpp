@@ -182,6 +182,9 @@ class Backend {
 // detects AVX-512 Zen cores as Haswell and runs at half speed there unless
 // OPENBLAS_CORETYPE is set; see docs/trainer.md).
 enum class GemmLibrary { kOneDnn, kOpenBlas };
+// Where the model's math runs (hpcml-train --backend).
+enum class BackendKind { kCpu, kCuda };
+std::string_view Name(BackendKind b);
 Result<GemmLibrary> ParseGemmLibrary(std::string_view s);
 std::string_view Name(GemmLibrary g);
 

@@ -30,6 +30,7 @@ namespace hpcml::inference {
 // weights (smaller ones stay float32: int8 is slower there); about 1e-2
 // from float32 on probabilities (docs/inference.md has the measured change).
 enum class Precision { kFloat32, kInt8 };
+std::string_view Name(Precision p);  // "fp32", "int8"
 
 struct EngineOptions {
   int threads = 1;
