@@ -16,6 +16,18 @@
 #include "hpcml/featurecache/writer.hpp"
 
 namespace hpcml::featurecache {
+
+std::string_view Name(AsofMissing m) {
+  switch (m) {
+    case AsofMissing::kNan:
+      return "nan";
+    case AsofMissing::kDrop:
+      return "drop";
+    case AsofMissing::kError:
+      return "error";
+  }
+  return "?";
+}
 namespace {
 
 // Payload of a request on its way through the join.

@@ -30,6 +30,7 @@ enum class AsofMissing {
   kDrop,   // leave the request out
   kError,  // fail, naming the request's line
 };
+std::string_view Name(AsofMissing m);  // "nan", "drop", "error"
 
 struct AsofOptions {
   std::string from = "latest";

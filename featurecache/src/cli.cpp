@@ -16,6 +16,7 @@
 #include "derive.hpp"
 #include "drift.hpp"
 #include "export.hpp"
+#include "hpcml/common/cli.hpp"
 #include "hpcml/common/json.hpp"
 #include "hpcml/common/log.hpp"
 #include "hpcml/common/strings.hpp"
@@ -224,10 +225,10 @@ Subcommand AddDerive(CLI::App& app, Out& out) {
 
 struct AsofArgs {
   AsofOptions opts;
-  std::string path, max_age, missing = "nan", memory = "256M", delimiter = ",";
+  std::string path, max_age, memory = "256M", delimiter = ",";
 };
 
-// The options given as text (--max-age, --missing, --memory, --delimiter)
+// The options given as text (--max-age, --memory, --delimiter)
 // into `a.opts`.
 Status ParseAsofArgs(AsofArgs& a) {
   AsofOptions& o = a.opts;
@@ -236,9 +237,6 @@ Status ParseAsofArgs(AsofArgs& a) {
     if (!age.ok()) return ForOption("--max-age", age.status());
     o.max_age = *age;
   }
-  o.missing = a.missing == "drop"    ? AsofMissing::kDrop
-              : a.missing == "error" ? AsofMissing::kError
-                                     : AsofMissing::kNan;
   auto mem = ParseBytes(a.memory);
   if (!mem.ok()) return ForOption("--memory", mem.status());
   o.memory_bytes = *mem;
@@ -258,7 +256,7 @@ int RunAsof(AsofArgs& a, Out& out) {
       "{}: added {} from {}: {} requests, {} matched, {} without a row at or before their time "
       "({}), {} rows written, sha256:{}\n",
       a.path, r->name, r->parents.empty() ? "?" : r->parents[0].version, stats.requests,
-      stats.matched, stats.missing, a.missing, stats.written, r->data_sha256));
+      stats.matched, stats.missing, Name(a.opts.missing), stats.written, r->data_sha256));
   return 0;
 }
 
@@ -276,9 +274,9 @@ Subcommand AddAsof(CLI::App& app, Out& out) {
   c->add_option("--label", o.label_column, "label column of the requests (optional)");
   c->add_option("--max-age", a->max_age,
                 "ignore feature rows older than this before the request (e.g. 7d)");
-  c->add_option("--missing", a->missing,
-                "requests without a row: nan (keep, default), drop or error")
-      ->check(CLI::IsMember({"nan", "drop", "error"}));
+  AddEnumOption(*c, "--missing", &o.missing,
+                {AsofMissing::kNan, AsofMissing::kDrop, AsofMissing::kError},
+                "requests without a row: nan (keep, default), drop or error");
   c->add_option("--memory", a->memory, "memory budget (default 256M)");
   c->add_option("--tmpdir", o.tmpdir,
                 "directory for temporary sort runs (default $TMPDIR or /tmp)");

@@ -57,9 +57,8 @@ Result<std::unique_ptr<Checkpointer>> Checkpointer::Create(const CheckpointOptio
   c->writer_ = std::make_unique<ck::AsyncWriter>(*c->dir_);
   ck::StopSignals::Install();
   if (!options.spot_url.empty() && c->world_rank() == 0) {
-    HPCML_ASSIGN_OR_RETURN(auto kind, ck::SpotNoticePoller::ParseKind(options.spot_kind));
     HPCML_ASSIGN_OR_RETURN(
-        c->poller_, ck::SpotNoticePoller::Start(options.spot_url, kind,
+        c->poller_, ck::SpotNoticePoller::Start(options.spot_url, options.spot_kind,
                                                 std::chrono::milliseconds(options.spot_poll_ms)));
   }
   c->last_time_check_ = Clock::now() - std::chrono::hours(1);

@@ -34,7 +34,7 @@ struct CheckpointOptions {
   double prior_mtbi_seconds = 4 * 3600;  // assumed time between interruptions until one is seen
   bool async = true;                     // snapshot, then write in the background
   std::string spot_url;                  // cloud metadata URL to poll; empty: off
-  std::string spot_kind = "aws";         // aws | gcp
+  checkpoint::SpotNoticePoller::Kind spot_kind = checkpoint::SpotNoticePoller::Kind::kAws;
   int spot_poll_ms = 5000;
   double stop_before_end_seconds = 0;  // save and stop when Slurm's time left drops below; 0: off
 };

@@ -161,9 +161,10 @@ void AddJobOptions(CLI::App& app, TrainOptions& o) {
   app.add_flag("--checkpoint-sync", o.ckpt_sync, "save synchronously (default: in the background)");
   app.add_option("--spot-url", o.ckpt.spot_url,
                  "cloud metadata URL polled for a reclaim notice (http://...)");
-  app.add_option("--spot-kind", o.ckpt.spot_kind, "aws or gcp")
-      ->check(CLI::IsMember({"aws", "gcp"}))
-      ->capture_default_str();
+  AddEnumOption(
+      app, "--spot-kind", &o.ckpt.spot_kind,
+      {checkpoint::SpotNoticePoller::Kind::kAws, checkpoint::SpotNoticePoller::Kind::kGcp},
+      "aws or gcp");
   app.add_option("--spot-poll-ms", o.ckpt.spot_poll_ms, "spot notice poll interval")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);

@@ -35,10 +35,8 @@ void StopSignals::Reset() {
   g_pending = 0;
 }
 
-Result<SpotNoticePoller::Kind> SpotNoticePoller::ParseKind(const std::string& name) {
-  if (name == "aws") return Kind::kAws;
-  if (name == "gcp") return Kind::kGcp;
-  return InvalidArgument("unknown spot notice kind '{}' (expected aws or gcp)", name);
+std::string_view Name(SpotNoticePoller::Kind k) {
+  return k == SpotNoticePoller::Kind::kGcp ? "gcp" : "aws";
 }
 
 Result<std::unique_ptr<SpotNoticePoller>> SpotNoticePoller::Start(

@@ -23,7 +23,9 @@ TEST_F(CrashTest, NewestCompleteSetAlwaysLoads) {
   std::uniform_int_distribution<int> delay_ms(5, 120);
   std::int64_t last_step = 0;
   int loads = 0;
-  for (int round = 0; round < 12; ++round) {
+  // Until 8 rounds have loaded a set: on a loaded machine the writer commits
+  // less often before its kill, and the count of rounds is not what is tested.
+  for (int round = 0; loads < 8 && round < 200; ++round) {
     pid_t pid = 0;
     std::string d = dir();
     char* argv[] = {const_cast<char*>(HPCML_CRASH_WRITER), d.data(), nullptr};

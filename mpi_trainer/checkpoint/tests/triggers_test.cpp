@@ -151,7 +151,7 @@ TEST(SpotNoticePoller, BadUrls) {
             .ok())
         << url;
   }
-  EXPECT_FALSE(SpotNoticePoller::ParseKind("azure").ok());
+  EXPECT_EQ(Name(SpotNoticePoller::Kind::kGcp), "gcp");
 }
 
 TEST(Interval, DalyMatchesTheFormula) {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "hpcml/common/status.hpp"
@@ -35,7 +36,6 @@ class StopSignals {
 class SpotNoticePoller {
  public:
   enum class Kind { kAws, kGcp };
-  static Result<Kind> ParseKind(const std::string& name);
 
   // Starts polling `url` every `interval`. Fails on a malformed URL.
   static Result<std::unique_ptr<SpotNoticePoller>> Start(const std::string& url, Kind kind,
@@ -63,6 +63,8 @@ class SpotNoticePoller {
   std::string last_error_;
   std::thread thread_;
 };
+
+std::string_view Name(SpotNoticePoller::Kind k);  // "aws", "gcp"
 
 // Seconds left before Slurm ends job `job_id` (libslurm's
 // slurm_get_rem_time), or -1 when unknown (no limit, not in a job).
