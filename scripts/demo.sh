@@ -106,7 +106,7 @@ install -d -m 1777 "$run"
 # The job's variables come from the environment sbatch is run in: a list in
 # --export makes slurmd run the user's login shell, which job_submit.lua
 # refuses (docs/guard.md).
-job=$(as_user env HPCML_TRAIN="$bin/mpi_trainer/hpcml-train" TRAIN_DIR="$run" GPU_TYPE=h100 \
+job=$(as_user env HPCML_TRAIN="$bin/mpi_trainer/trainer/hpcml-train" TRAIN_DIR="$run" GPU_TYPE=h100 \
   DATA_VERSION=v4 VAL_VERSION=v5 \
   sbatch --parsable --dataset="$ae_data/churn.h5" --ml-role=ml-engineer \
   --gres=gpu:h100:2 --time=00:10:00 --output="$run/job-%j.out" \

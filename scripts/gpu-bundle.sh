@@ -55,8 +55,8 @@ if ((${#programs[@]} == 0)); then
       cmake -S "$top" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
     cmake --build "$build" -j "${HPCML_JOBS:-$(nproc)}" --target "${targets[@]}"
   fi
-  programs=("$build/mpi_trainer/hpcml-train" "$build/mpi_trainer/hpcml-gpu-probe"
-    "$build/mpi_trainer/trainer_cuda_backend_test" "$build/mpi_trainer/hpcml-mpi-probe"
+  programs=("$build/mpi_trainer/trainer/hpcml-train" "$build/mpi_trainer/probes/hpcml-gpu-probe"
+    "$build/mpi_trainer/trainer/trainer_cuda_backend_test" "$build/mpi_trainer/probes/hpcml-mpi-probe"
     "$build/bench/mpi_trainer/trainer_bench")
 fi
 for p in "${programs[@]}"; do

@@ -5,7 +5,7 @@
 # moments, saved once by replica 0).
 #   bench/checkpoint/sigterm_bench.sh <build dir>
 set -euo pipefail
-train=${1:?build dir}/mpi_trainer/hpcml-train
+train=${1:?build dir}/mpi_trainer/trainer/hpcml-train
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
 dir=$(mktemp -d /tmp/hpcml-sigterm.XXXXXX)
 trap 'rm -rf "$dir"' EXIT

@@ -27,7 +27,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
-#include "../../mpi_trainer/cuda/kernels.cuh"
+#include "../../mpi_trainer/trainer/cuda/kernels.cuh"
 #endif
 
 #include <algorithm>

@@ -4,7 +4,7 @@
 # --bind off and once with --bind force; alternated, best of 3 each.
 #   bench/topology/bind_bench.sh <build dir>
 set -euo pipefail
-train=${1:?build dir}/mpi_trainer/hpcml-train
+train=${1:?build dir}/mpi_trainer/trainer/hpcml-train
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
 args="--dp 2 --synthetic --input-dim 256 --hidden 1024,1024 --outputs 16 --batch 512 --steps 60 --log-interval 1000"
 rate() {  # samples/s from the done line

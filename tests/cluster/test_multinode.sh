@@ -5,7 +5,7 @@
 # a step over all of them runs one task per node, and an MPI program spans
 # nodes (Open MPI over TCP between the nodes' namespaces).
 source "$(dirname "$0")/lib.sh"
-probe=$HPCML_BUILD_DIR/mpi_trainer/hpcml-mpi-probe
+probe=$HPCML_BUILD_DIR/mpi_trainer/probes/hpcml-mpi-probe
 [ -x "$probe" ] || fail "$probe not built"
 
 nodes=$(sinfo -h -N -p batch -o '%N %f %G %t' | sort)

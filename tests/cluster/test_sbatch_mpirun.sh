@@ -2,7 +2,7 @@
 # An sbatch job runs the MPI probe twice: with srun --mpi=pmix and with
 # Open MPI's mpirun inside the allocation; both see 4 ranks.
 source "$(dirname "$0")/lib.sh"
-probe=$HPCML_BUILD_DIR/mpi_trainer/hpcml-mpi-probe
+probe=$HPCML_BUILD_DIR/mpi_trainer/probes/hpcml-mpi-probe
 dir=$(job_dir)
 cat >"$dir/job.sh" <<JOB
 #!/bin/bash

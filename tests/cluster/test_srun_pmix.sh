@@ -2,7 +2,7 @@
 # A project-built MPI program under srun --mpi=pmix -n 2 reports both ranks
 # and passes its all-reduce and ring checks.
 source "$(dirname "$0")/lib.sh"
-probe=$HPCML_BUILD_DIR/mpi_trainer/hpcml-mpi-probe
+probe=$HPCML_BUILD_DIR/mpi_trainer/probes/hpcml-mpi-probe
 [ -x "$probe" ] || fail "$probe not built"
 
 out=$(timeout 120 srun --mpi=pmix -n 2 "$probe" --expect-ranks 2 2>&1) || fail "srun failed: $out"

@@ -24,7 +24,7 @@ PLUGIN_DIR=$(sed -n 's/^HPCML_SLURM_PLUGIN_DIR:[A-Z]*=//p' "$BUILD/CMakeCache.tx
 [ -n "$PLUGIN_DIR" ] || fail "HPCML_SLURM_PLUGIN_DIR not in $BUILD/CMakeCache.txt"
 VERSION=$(sed -n 's/^CMAKE_PROJECT_VERSION:[A-Z]*=//p' "$BUILD/CMakeCache.txt")
 TOOLS="hpcml-fcache hpcml-train hpcml-infer hpcml-plan hpcml-cost hpcml-mpi-probe"
-[ -x "$BUILD/mpi_trainer/hpcml-gpu-probe" ] && TOOLS="$TOOLS hpcml-gpu-probe"
+[ -x "$BUILD/mpi_trainer/probes/hpcml-gpu-probe" ] && TOOLS="$TOOLS hpcml-gpu-probe"
 WORK=$(mktemp -d "$HPCML_CLUSTER_DIR/package.XXXXXX")
 # This test's own audit log: the other guard tests' lines (and their repeat
 # counts) stay out of it.

@@ -25,7 +25,7 @@ using trainer::ModelFile;
 // The ONNX release the graph is checked against (Debian's libonnx 1.12).
 constexpr std::int64_t kIrVersion = onnx::IR_VERSION;
 // sqrt(2 / pi) and the cubic coefficient of the tanh GELU, as the CPU backend
-// has them (mpi_trainer/src/cpu_backend.cpp).
+// has them (mpi_trainer/trainer/src/cpu_backend.cpp).
 constexpr float kGeluC = 0.7978845608028654f;
 constexpr float kGeluA = 0.044715f;
 

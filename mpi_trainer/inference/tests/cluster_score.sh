@@ -8,7 +8,7 @@
 #  - another zone's feature set, not declared, is not even visible.
 source "$HPCML_SOURCE_DIR/spank/tests/cluster/guard_lib.sh"
 FCACHE=$HPCML_BUILD_DIR/featurecache/hpcml-fcache
-TRAIN=$HPCML_BUILD_DIR/mpi_trainer/hpcml-train
+TRAIN=$HPCML_BUILD_DIR/mpi_trainer/trainer/hpcml-train
 INFER=$HPCML_BUILD_DIR/mpi_trainer/inference/hpcml-infer
 SBATCH_SCRIPT=$HPCML_SOURCE_DIR/examples/inference/score.sbatch
 for b in "$FCACHE" "$TRAIN" "$INFER"; do [ -x "$b" ] || fail "$b not built"; done

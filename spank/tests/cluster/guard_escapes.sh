@@ -53,7 +53,7 @@ run_as $ALICE timeout 60 srun -w node1 -n1 --dataset="$DATA/ae/public/a.h5" bash
 assert_contains "$OUT" EU-SECRET "confine=none: the scan through srun's root"
 guard_install
 # Ranks of one step share the step's domain: single-copy shared memory works.
-probe=$HPCML_BUILD_DIR/mpi_trainer/hpcml-mpi-probe
+probe=$HPCML_BUILD_DIR/mpi_trainer/probes/hpcml-mpi-probe
 for n in 2 4; do
   run_as $ALICE env OMPI_MCA_btl_vader_single_copy_mechanism=cma \
     timeout 120 srun -w node1 --mpi=pmix -n $n --dataset="$DATA/ae/public/a.h5" "$probe" --expect-ranks $n

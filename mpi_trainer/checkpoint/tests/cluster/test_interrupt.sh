@@ -8,7 +8,7 @@
 source "$HPCML_SOURCE_DIR/tests/cluster/lib.sh"
 source "$(dirname "$0")/interrupt_lib.sh"
 mode=${1:?requeue or preempt}
-train=$HPCML_BUILD_DIR/mpi_trainer/hpcml-train
+train=$HPCML_BUILD_DIR/mpi_trainer/trainer/hpcml-train
 [ -x "$train" ] || fail "$train not built"
 dir=$(job_dir)
 two_nodes="-N2 --ntasks-per-node=1 --constraint=zone-ae"

@@ -12,7 +12,7 @@
 source "$HPCML_SOURCE_DIR/tests/cluster/lib.sh"
 source "$(dirname "$0")/interrupt_lib.sh"
 cluster=$HPCML_SOURCE_DIR/tests/cluster/hpcml-cluster
-train=$HPCML_BUILD_DIR/mpi_trainer/hpcml-train
+train=$HPCML_BUILD_DIR/mpi_trainer/trainer/hpcml-train
 [ -x "$train" ] || fail "$train not built"
 dir=$(job_dir)
 victim=node2

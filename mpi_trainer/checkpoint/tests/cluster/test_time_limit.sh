@@ -4,7 +4,7 @@
 # fewer than 55 s left at its second check, 30 s in, saves, and exits 85,
 # which RequeueExit=85 turns into a requeue.
 source "$HPCML_SOURCE_DIR/tests/cluster/lib.sh"
-train=$HPCML_BUILD_DIR/mpi_trainer/hpcml-train
+train=$HPCML_BUILD_DIR/mpi_trainer/trainer/hpcml-train
 [ -x "$train" ] || fail "$train not built"
 dir=$(job_dir)
 id=$(submit --ntasks=2 --time=1 --requeue --output="$dir/job.out" --wrap \

@@ -4,7 +4,7 @@
 # has one line per step, the loss went down, and the model file exists.
 # Then a rank given two CPUs (srun -c 2) runs two math threads.
 source "$HPCML_SOURCE_DIR/tests/cluster/lib.sh"
-train=$HPCML_BUILD_DIR/mpi_trainer/hpcml-train
+train=$HPCML_BUILD_DIR/mpi_trainer/trainer/hpcml-train
 [ -x "$train" ] || fail "$train not built"
 dir=$(job_dir)
 id=$(HPCML_TRAIN=$train TRAIN_DIR=$dir TRAIN_STEPS=60 \

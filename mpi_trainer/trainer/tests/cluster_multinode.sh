@@ -6,7 +6,7 @@
 # topology (tensor groups inside a node, pipeline neighbours on the same or
 # the next node).
 source "$HPCML_SOURCE_DIR/tests/cluster/lib.sh"
-train=$HPCML_BUILD_DIR/mpi_trainer/hpcml-train
+train=$HPCML_BUILD_DIR/mpi_trainer/trainer/hpcml-train
 [ -x "$train" ] || fail "$train not built"
 dir=$(job_dir)
 args="--synthetic --input-dim 64 --hidden 128,128 --outputs 8 --batch 256 --microbatches 4 --steps 100 --lr 2e-3 --log-interval 50"
