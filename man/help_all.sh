@@ -2,7 +2,8 @@
 # The --help text a man page is made from: the command's own --help, then
 # each subcommand's --help (CLI11 lists them under "Subcommands:"), so the
 # page documents every option the command accepts, read from the binary
-# itself. help2man runs this through a wrapper named like the command.
+# itself; the command's "Exit status:" block (its help's last) goes last.
+# help2man runs this through a wrapper named like the command.
 #   help_all.sh BINARY --help | --version
 set -euo pipefail
 bin=${1:?usage: help_all.sh BINARY --help|--version}
@@ -13,7 +14,7 @@ case "${1:-}" in
   *) echo "help_all.sh: expected --help or --version, got '${1:-}'" >&2; exit 2 ;;
 esac
 top=$("$bin" --help)
-printf '%s\n' "$top"
+printf '%s\n' "$(sed '/^Exit status:$/,$d' <<<"$top")"
 # Subcommand names: the first word of each indented line after "Subcommands:".
 subs=$(awk '/^Subcommands:/ {on=1; next} on && /^[^ ]/ {on=0} on && /^  [^ ]/ {print $1}' <<<"$top")
 for sub in $subs; do
@@ -24,3 +25,5 @@ for sub in $subs; do
   # Its description, a blank line, then its usage and options.
   sed -e '/^Options:$/d' -e 's/^\([^ ]\)/  \1/' -e '1a\\' <<<"$text"
 done
+exit_status=$(sed -n '/^Exit status:$/,$p' <<<"$top")
+[ -z "$exit_status" ] || printf '\n%s\n' "$exit_status"

@@ -5,8 +5,10 @@
 //              [--svg FILE] [--strict]
 //   hpcml-cost record --dir DIR --gpu-seconds S [...]
 //
-// Exit status: 0 report written (malformed lines skipped are counted in it),
-// 1 an error (message on stderr), 2 a usage error.
+// Exit status (common/exit_codes.hpp): 0 report written (malformed lines
+// skipped are counted in it), 1 an error (message on stderr), 2 a usage
+// error: an unknown option, --prices missing, a bad --start, --end, --now,
+// --by or --format, record without a job id.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -19,6 +21,7 @@
 
 #include "format.hpp"
 #include "hpcml/accounting/usage_record.hpp"
+#include "hpcml/common/exit_codes.hpp"
 #include "hpcml/common/fs.hpp"
 #include "hpcml/common/identity.hpp"
 #include "hpcml/common/log.hpp"
@@ -57,10 +60,11 @@ struct RecordArgs {
   std::string scontrol = "scontrol";
 };
 
-int Fail(const hpcml::Status& st) {
+// Logs `st` and returns `code`.
+int Fail(const hpcml::Status& st, int code = hpcml::kExitError) {
   g_log.error("{}", st.message());
   g_log.debug("{}", st.Debug());
-  return 1;
+  return code;
 }
 
 hpcml::Status ParseTimeOption(const std::string& name, const std::string& text, int64_t* out) {
@@ -157,10 +161,8 @@ hpcml::Status WriteReport(const ReportArgs& a, const ha::Report& report, ha::For
   return hpcml::Status::Ok();
 }
 
-hpcml::Status RunReport(const ReportArgs& a) {
+hpcml::Status RunReport(const ReportArgs& a, ha::Format format, const ha::ReportOptions& opt) {
   HPCML_ASSIGN_OR_RETURN(ha::PriceTable prices, ha::PriceTable::Load(a.prices));
-  HPCML_ASSIGN_OR_RETURN(ha::Format format, ha::ParseFormat(a.format));
-  HPCML_ASSIGN_OR_RETURN(ha::ReportOptions opt, ReportOptionsOf(a, format));
   ha::CostAggregator agg(prices, opt);
   for (const std::string& dir : a.usage_dirs) {
     hpcml::Result<std::vector<ha::UsageRecord>> recs = ha::ReadUsageRecordDir(dir);
@@ -184,7 +186,10 @@ hpcml::Status RunReport(const ReportArgs& a) {
 int RunRecord(RecordArgs a) {
   if (a.r.job_id.empty()) {
     const char* id = getenv("SLURM_JOB_ID");
-    if (!id) return Fail(hpcml::InvalidArgument("record: no --job-id and SLURM_JOB_ID is not set"));
+    if (!id) {
+      return Fail(hpcml::InvalidArgument("record: no --job-id and SLURM_JOB_ID is not set"),
+                  hpcml::kExitUsage);
+    }
     a.r.job_id = id;
   }
   if (a.gpu_util >= 0) a.r.gpu_utilization_pct = a.gpu_util;
@@ -196,7 +201,7 @@ int RunRecord(RecordArgs a) {
   hpcml::Result<std::string> path = ha::PublishUsageRecord(a.dir, a.r, opt);
   if (!path.ok()) return Fail(path.status());
   std::cout << *path << "\n";
-  return 0;
+  return hpcml::kExitOk;
 }
 
 void AddReportOptions(CLI::App& app, ReportArgs& ra) {
@@ -268,17 +273,26 @@ int main(int argc, char** argv) {
   AddReportOptions(app, ra);
   RecordArgs rec;
   CLI::App* record = AddRecordCommand(app, rec);
+  // Set after the subcommand, which would copy it into its own --help.
+  app.footer(hpcml::ExitStatusHelp());
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;  // --help is 0; CLI11's own codes are usage errors
+    // --help is 0; CLI11's own codes are usage errors.
+    return app.exit(e) == 0 ? hpcml::kExitOk : hpcml::kExitUsage;
   }
   if (*record) return RunRecord(rec);
+  // The options alone, before any file is read: usage errors.
   if (ra.prices.empty()) {
-    return Fail(
-        hpcml::InvalidArgument("--prices is required (or set HPCML_PRICES); see "
-                               "examples/accounting/prices.toml"));
+    return Fail(hpcml::InvalidArgument("--prices is required (or set HPCML_PRICES); see "
+                                       "examples/accounting/prices.toml"),
+                hpcml::kExitUsage);
   }
-  if (hpcml::Status st = RunReport(ra); !st.ok()) return Fail(st);
-  return 0;
+  hpcml::Result<ha::Format> format = ha::ParseFormat(ra.format);
+  if (!format.ok())
+    return Fail(std::move(format).status().WithContext("--format"), hpcml::kExitUsage);
+  hpcml::Result<ha::ReportOptions> opt = ReportOptionsOf(ra, *format);
+  if (!opt.ok()) return Fail(opt.status(), hpcml::kExitUsage);
+  if (hpcml::Status st = RunReport(ra, *format, *opt); !st.ok()) return Fail(st);
+  return hpcml::kExitOk;
 }

@@ -73,20 +73,22 @@ check "bad toml rc" test "$rc" = 1
 check "bad toml msg" contains "$out" "$tmp/bad.toml:5: rate.spot_price: unknown key"
 # Missing --prices, bad option values, usage errors.
 out=$(env -u HPCML_PRICES "$cost" -i "$data/period.sacct" 2>&1); rc=$?
-check "no prices rc" test "$rc" = 1
+check "no prices rc" test "$rc" = 2
 check "no prices msg" contains "$out" "--prices is required"
 out=$("$cost" --prices "$prices" -i "$data/period.sacct" --by qos 2>&1); rc=$?
-check "bad by" test "$rc" = 1
+check "bad by" test "$rc" = 2
 out=$("$cost" --prices "$prices" -i "$data/typed_untyped.sacct" --by " user, ,account," --now 2026-03-10 -f csv 2>&1); rc=$?
 check "by list rc" test "$rc" = 0
 check "by list user" contains "$out" "user,alice,"
 check "by list account" contains "$out" "account,ml,"
 out=$("$cost" --prices "$prices" -i "$data/period.sacct" -S yesterday 2>&1); rc=$?
 check "bad start" contains "$out" "--start 'yesterday'"
+check "bad start rc" test "$rc" = 2
 out=$("$cost" --prices "$prices" --no-such-flag 2>&1); rc=$?
 check "usage rc" test "$rc" = 2
 out=$("$cost" --prices "$prices" -i /nonexistent.sacct 2>&1); rc=$?
 check "missing input" contains "$out" "/nonexistent.sacct"
+check "missing input rc" test "$rc" = 1
 # sacct that cannot be run, or fails.
 out=$("$cost" --prices "$prices" --sacct /nonexistent/sacct 2>&1); rc=$?
 check "no sacct rc" test "$rc" = 1
@@ -109,7 +111,7 @@ check "record comment" contains "$(cat "$tmp/args")" \
   "update JobId=77 Comment=hpcml/1,j=77,a=2,t=1772413190,gt=h100,gn=2,gs=7200,st=100,sm=3200,sl=10,ck=4.5"
 set +e
 out=$(env -u SLURM_JOB_ID "$cost" record --dir "$tmp" --gpu-seconds 1 2>&1); rc=$?
-check "record no job" test "$rc" = 1
+check "record no job" test "$rc" = 2
 check "record no job msg" contains "$out" "SLURM_JOB_ID"
 set -e
 

@@ -5,6 +5,7 @@
 
 #include <fmt/ranges.h>
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <functional>
@@ -17,6 +18,7 @@
 #include "drift.hpp"
 #include "export.hpp"
 #include "hpcml/common/cli.hpp"
+#include "hpcml/common/exit_codes.hpp"
 #include "hpcml/common/json.hpp"
 #include "hpcml/common/log.hpp"
 #include "hpcml/common/strings.hpp"
@@ -32,10 +34,6 @@
 
 namespace hpcml::featurecache {
 namespace {
-
-constexpr int kExitError = 1;
-constexpr int kExitUsage = 2;
-constexpr int kExitDiffers = 3;
 
 Result<uint64_t> ParseBytes(const std::string& text) {
   uint64_t v = 0;
@@ -75,11 +73,13 @@ struct Out {
 };
 
 // Errors are "hpcml-fcache: <message>" without the "error: " tag: the message
-// itself names the file and what is wrong. Returns kExitError.
-int Fail(const Status& st) {
+// itself names the file or option and what is wrong. Returns `code`:
+// kExitError by default, kExitUsage for an option value refused before any
+// work (exit_codes.hpp).
+int Fail(const Status& st, int code = kExitError) {
   std::string line = fmt::format("hpcml-fcache: {}\n", st.message());
   std::fwrite(line.data(), 1, line.size(), stderr);
-  return kExitError;
+  return code;
 }
 
 // A subcommand: its CLI11 node and the action run when it was parsed. The
@@ -106,7 +106,7 @@ struct IngestArgs {
 int RunIngest(IngestArgs& a, Out& out) {
   a.opts.feature_columns = SplitList(a.features);
   auto d = ParseDelimiter(a.delimiter);
-  if (!d.ok()) return Fail(d.status());
+  if (!d.ok()) return Fail(ForOption("--delimiter", d.status()), kExitUsage);
   a.opts.delimiter = *d;
   if (!a.rules.empty()) {
     auto rules = Rules::Load(a.rules);
@@ -186,7 +186,7 @@ int RunDerive(DeriveArgs& a, Out& out) {
   o.standardize_columns = SplitList(a.std_cols);
   Status st = ParseTimeOption("--since", a.since, &o.since);
   if (st.ok()) st = ParseTimeOption("--until", a.until, &o.until);
-  if (!st.ok()) return Fail(st);
+  if (!st.ok()) return Fail(st, kExitUsage);
   auto r = Derive(a.path, o);
   if (!r.ok()) return Fail(r.status());
   out.Print(fmt::format("{}: added {} from {} ({} rows, {} features, sha256:{})\n", a.path, r->name,
@@ -241,14 +241,14 @@ Status ParseAsofArgs(AsofArgs& a) {
   if (!mem.ok()) return ForOption("--memory", mem.status());
   o.memory_bytes = *mem;
   auto d = ParseDelimiter(a.delimiter);
-  if (!d.ok()) return d.status();
+  if (!d.ok()) return ForOption("--delimiter", d.status());
   o.delimiter = *d;
   return Status::Ok();
 }
 
 int RunAsof(AsofArgs& a, Out& out) {
   Status st = ParseAsofArgs(a);
-  if (!st.ok()) return Fail(st);
+  if (!st.ok()) return Fail(st, kExitUsage);
   AsofStats stats;
   auto r = Asof(a.path, a.opts, &stats);
   if (!r.ok()) return Fail(r.status());
@@ -375,7 +375,7 @@ int RunDrift(const QueryArgs& a, FeatureSet& fs, Out& out) {
   auto r = Drift(fs, a.version, a.version_b, a.drift);
   if (!r.ok()) return Fail(r.status());
   out.Print(a.json ? FormatDriftJson(a.path, *r, a.drift) : FormatDrift(a.path, *r, a.drift));
-  return r->any_drift() ? kExitDiffers : 0;
+  return r->any_drift() ? kExitCheckFailed : 0;
 }
 
 Subcommand AddDrift(CLI::App& app, Out& out) {
@@ -422,7 +422,7 @@ int RunValidate(const QueryArgs& a, FeatureSet& fs, Out& out) {
     for (const std::string& b : *broken) text += "  " + b + "\n";
     out.Print(text);
   }
-  return broken->empty() ? 0 : kExitDiffers;
+  return broken->empty() ? 0 : kExitCheckFailed;
 }
 
 Subcommand AddValidate(CLI::App& app, Out& out) {
@@ -488,6 +488,8 @@ int RunVerify(const QueryArgs& a, FeatureSet& fs, Out& out) {
     if (!name.ok()) return Fail(name.status());
     which.push_back(*name);
   }
+  // Data that does not match its digests (Corrupt) is a failed check, 3; a
+  // version that could not be read otherwise is 1. The larger wins.
   int rc = 0;
   for (const auto& v : which) {
     uint64_t rows = 0;
@@ -496,7 +498,8 @@ int RunVerify(const QueryArgs& a, FeatureSet& fs, Out& out) {
     if (st.ok()) {
       out.Print(fmt::format("{}: {}: ok ({} rows, sha256:{})\n", a.path, v, rows, sha256));
     } else {
-      rc = Fail(st);
+      const int code = st.code() == StatusCode::kCorrupt ? kExitCheckFailed : kExitError;
+      rc = std::max(rc, Fail(st, code));
     }
   }
   return rc;
@@ -505,8 +508,10 @@ int RunVerify(const QueryArgs& a, FeatureSet& fs, Out& out) {
 Subcommand AddVerify(CLI::App& app, Out& out) {
   auto a = std::make_shared<QueryArgs>();
   Subcommand s =
-      AddQuery(app, out, "verify", "recompute and check the digests of every version (or one)", a,
-               RunVerify);
+      AddQuery(app, out, "verify",
+               "recompute and check the digests of every version (or one); exit 3 when one "
+               "does not match",
+               a, RunVerify);
   s.cmd->add_option("version", a->version, "only this version");
   return s;
 }
@@ -519,7 +524,7 @@ int RunDiff(const QueryArgs& a, FeatureSet& fs, Out& out) {
   DiffReport d = DiffVersions(*va, *vb);
   out.Print(d.text);
   const bool differ = !(d.same_schema && d.same_data && va->rows == vb->rows);
-  return a.exit_code && differ ? kExitDiffers : 0;
+  return a.exit_code && differ ? kExitCheckFailed : 0;
 }
 
 Subcommand AddDiff(CLI::App& app, Out& out) {
@@ -591,16 +596,20 @@ int RunCli(int argc, char** argv) {
       AddIngest(app, out), AddDerive(app, out), AddAsof(app, out),     AddLs(app, out),
       AddInfo(app, out),   AddStats(app, out),  AddLineage(app, out),  AddVerify(app, out),
       AddDiff(app, out),   AddDrift(app, out),  AddValidate(app, out), AddExport(app, out)};
+  // Set after the subcommands, which would copy it into their own --help.
+  app.footer(ExitStatusHelp(
+      {{kExitCheckFailed,
+        "a check found a problem: verify a digest that does not match, validate a\n"
+        "      broken rule, drift a drifted column, diff --exit-code a difference"}}));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    int rc = app.exit(e);
-    return rc == 0 ? 0 : kExitUsage;
+    return app.exit(e) == 0 ? kExitOk : kExitUsage;  // --help and --version are 0
   }
   for (const Subcommand& s : subcommands) {
     if (s.cmd->parsed()) return s.run();
   }
-  return kExitUsage;
+  return kExitUsage;  // not reached: require_subcommand(1)
 }
 
 }  // namespace hpcml::featurecache

@@ -3,12 +3,13 @@
 //
 //   hpcml-gpu-probe [--require-gpu]
 //   hpcml-gpu-probe --help | --version     (answered without touching CUDA)
-// Exit status: 0 ok (or no GPU on this machine without --require-gpu);
-// 1 a check failed, or CUDA failed beside a GPU (an old driver, a driver
-// without its device nodes, no libcuda: never a skip); 77 this machine has
-// no NVIDIA GPU and --require-gpu was given (the test harness reports that
-// as skipped, with the reason printed). HPCML_REQUIRE_GPU=1 turns the 77
-// into 1, for runs on a GPU machine where a skip must not pass.
+// Exit status (common/exit_codes.hpp): 0 ok (or no GPU on this machine
+// without --require-gpu); 1 CUDA or NCCL failed (beside a GPU: an old
+// driver, a driver without its device nodes, no libcuda: never a skip);
+// 2 a bad argument; 3 the all-reduce ran and gave wrong sums; 77 this
+// machine has no NVIDIA GPU and --require-gpu was given (the test harness
+// reports that as skipped, with the reason printed). HPCML_REQUIRE_GPU=1
+// turns the 77 into 1, for runs on a GPU machine where a skip must not pass.
 // "No GPU" is decided by cuda::CountDevices (kernels.cuh).
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -16,8 +17,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
+#include "hpcml/common/exit_codes.hpp"
 #include "hpcml/common/identity.hpp"
 #include "kernels.cuh"
 
@@ -41,15 +44,15 @@ bool NcclOk(ncclResult_t r, const char* what) {
 int NoDevice(const hpcml::trainer::cuda::DeviceCount& dc, bool require, bool must_have) {
   if (!dc.no_gpu) {
     std::fprintf(stderr, "hpcml-gpu-probe: error: %s\n", dc.reason.c_str());
-    return 1;
+    return hpcml::kExitError;
   }
   if (must_have) {
     std::fprintf(stderr, "hpcml-gpu-probe: error: no CUDA device (HPCML_REQUIRE_GPU=1): %s\n",
                  dc.reason.c_str());
-    return 1;
+    return hpcml::kExitError;
   }
   std::printf("hpcml-gpu-probe: skipped: no CUDA device on this machine: %s\n", dc.reason.c_str());
-  return require ? 77 : 0;
+  return require ? hpcml::kExitSkipped : hpcml::kExitOk;
 }
 
 bool ListDevices(int n) {
@@ -98,37 +101,40 @@ bool CheckBuffers(int n, std::size_t count, float expect, const std::vector<floa
 }
 
 // One communicator per device, each contributing d + 1 in every element:
-// the sum must be n(n+1)/2 everywhere. Returns the exit status.
+// the sum must be n(n+1)/2 everywhere. Returns the exit status: 3 for wrong
+// sums, 1 for a CUDA or NCCL error.
 int CheckAllReduce(int n, int version) {
   constexpr size_t kCount = 1 << 20;
   std::vector<ncclComm_t> comms(static_cast<size_t>(n));
   std::vector<int> devs(static_cast<size_t>(n));
   for (int d = 0; d < n; ++d) devs[static_cast<size_t>(d)] = d;
-  if (!NcclOk(ncclCommInitAll(comms.data(), n, devs.data()), "ncclCommInitAll")) return 1;
+  if (!NcclOk(ncclCommInitAll(comms.data(), n, devs.data()), "ncclCommInitAll"))
+    return hpcml::kExitError;
   std::vector<float*> bufs(static_cast<size_t>(n));
   std::vector<cudaStream_t> streams(static_cast<size_t>(n));
-  if (!FillBuffers(n, kCount, &bufs, &streams)) return 1;
-  if (!NcclOk(ncclGroupStart(), "ncclGroupStart")) return 1;
+  if (!FillBuffers(n, kCount, &bufs, &streams)) return hpcml::kExitError;
+  if (!NcclOk(ncclGroupStart(), "ncclGroupStart")) return hpcml::kExitError;
   for (int d = 0; d < n; ++d) {
     size_t i = static_cast<size_t>(d);
     if (!NcclOk(ncclAllReduce(bufs[i], bufs[i], kCount, ncclFloat, ncclSum, comms[i], streams[i]),
                 "ncclAllReduce"))
-      return 1;
+      return hpcml::kExitError;
   }
-  if (!NcclOk(ncclGroupEnd(), "ncclGroupEnd")) return 1;
+  if (!NcclOk(ncclGroupEnd(), "ncclGroupEnd")) return hpcml::kExitError;
   const float expect = static_cast<float>(n) * static_cast<float>(n + 1) / 2.0f;
-  bool ok = true;
-  if (!CheckBuffers(n, kCount, expect, bufs, streams, &ok)) return 1;
+  bool sums_ok = true;
+  if (!CheckBuffers(n, kCount, expect, bufs, streams, &sums_ok)) return hpcml::kExitError;
   // The clean end: finalize every communicator, then destroy. One thread
   // holds all ranks, so the finalizes go in one group (each waits for its
   // peers to finalize too).
-  ok = NcclOk(ncclGroupStart(), "ncclGroupStart") && ok;
-  for (ncclComm_t c : comms) ok = NcclOk(ncclCommFinalize(c), "ncclCommFinalize") && ok;
-  ok = NcclOk(ncclGroupEnd(), "ncclGroupEnd") && ok;
-  for (ncclComm_t c : comms) ok = NcclOk(ncclCommDestroy(c), "ncclCommDestroy") && ok;
+  bool clean = NcclOk(ncclGroupStart(), "ncclGroupStart");
+  for (ncclComm_t c : comms) clean = NcclOk(ncclCommFinalize(c), "ncclCommFinalize") && clean;
+  clean = NcclOk(ncclGroupEnd(), "ncclGroupEnd") && clean;
+  for (ncclComm_t c : comms) clean = NcclOk(ncclCommDestroy(c), "ncclCommDestroy") && clean;
   std::printf("hpcml-gpu-probe: %s: NCCL %d all-reduce over %d GPU(s), expected %.0f\n",
-              ok ? "ok" : "FAILED", version, n, static_cast<double>(expect));
-  return ok ? 0 : 1;
+              sums_ok && clean ? "ok" : "FAILED", version, n, static_cast<double>(expect));
+  if (!sums_ok) return hpcml::kExitCheckFailed;
+  return clean ? hpcml::kExitOk : hpcml::kExitError;
 }
 
 }  // namespace
@@ -142,15 +148,22 @@ constexpr const char* kHelp =
     "  --version                   Display program version information and exit\n"
     "  --require-gpu               With no NVIDIA GPU on this machine exit 77 (skipped)\n"
     "                              instead of 0; with HPCML_REQUIRE_GPU=1 in the\n"
-    "                              environment exit 1\n";
+    "                              environment exit 1\n"
+    "\n";
 
 int main(int argc, char** argv) {
   bool require = false;
-  if (int rc = hpcml::AnswerHelpOrVersion(argc, argv, "hpcml-gpu-probe", kHelp); rc >= 0) return rc;
+  const std::string help =
+      kHelp + hpcml::ExitStatusHelp(
+                  {{hpcml::kExitCheckFailed, "the all-reduce gave wrong sums"},
+                   {hpcml::kExitSkipped, "no NVIDIA GPU on this machine, with --require-gpu"}});
+  if (int rc = hpcml::AnswerHelpOrVersion(argc, argv, "hpcml-gpu-probe", help.c_str()); rc >= 0) {
+    return rc;
+  }
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--require-gpu") != 0) {
       std::fprintf(stderr, "hpcml-gpu-probe: unknown argument '%s' (see --help)\n", argv[i]);
-      return 2;
+      return hpcml::kExitUsage;
     }
     require = true;
   }
@@ -164,6 +177,6 @@ int main(int argc, char** argv) {
   std::printf("hpcml-gpu-probe: CUDA runtime %d, driver %d, NCCL %d\n", runtime, driver, version);
   const hpcml::trainer::cuda::DeviceCount dc = hpcml::trainer::cuda::CountDevices();
   if (dc.count == 0) return NoDevice(dc, require, must_have);
-  if (!ListDevices(dc.count)) return 1;
+  if (!ListDevices(dc.count)) return hpcml::kExitError;
   return CheckAllReduce(dc.count, version);
 }

@@ -5,8 +5,10 @@
 // of one int and of 1 MiB (past every eager limit: on one node Open MPI then
 // copies straight between the ranks with process_vm_readv, which a step's
 // confinement must still allow).
-// Exit status: 0 when every check passes on every rank, 1 otherwise; 2 for a
-// bad argument.
+// Exit status (common/exit_codes.hpp), the same on every rank: 0 when every
+// check passes on every rank, 3 when one fails (a wrong sum or exchange, not
+// the --expect-ranks world), 2 for a bad argument. An MPI error aborts the
+// job (MPI_ERRORS_ARE_FATAL): the launcher's code.
 //
 //   hpcml-mpi-probe [--expect-ranks N]
 //   hpcml-mpi-probe --help | --version     (answered without starting MPI)
@@ -15,14 +17,17 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "hpcml/common/exit_codes.hpp"
 #include "hpcml/common/identity.hpp"
 
 namespace {
@@ -37,7 +42,8 @@ constexpr const char* kHelp =
     "Options:\n"
     "  -h,--help                   Print this help message and exit\n"
     "  --version                   Display program version information and exit\n"
-    "  --expect-ranks INT          Fail unless the world has this many ranks\n";
+    "  --expect-ranks INT          Fail unless the world has this many ranks\n"
+    "\n";
 
 std::string CpuList() {
   cpu_set_t set;
@@ -65,21 +71,38 @@ std::string Env(const char* name) {
 int main(int argc, char** argv) {
   // --help and --version need no MPI: answered before MPI_Init (also outside
   // any launcher, as help2man runs them).
-  if (int rc = hpcml::AnswerHelpOrVersion(argc, argv, "hpcml-mpi-probe", kHelp); rc >= 0) return rc;
+  const std::string help =
+      kHelp + hpcml::ExitStatusHelp({{hpcml::kExitCheckFailed,
+                                      "a check failed on a rank (a wrong sum or exchange, not\n"
+                                      "      the --expect-ranks world)"}});
+  if (int rc = hpcml::AnswerHelpOrVersion(argc, argv, "hpcml-mpi-probe", help.c_str()); rc >= 0) {
+    return rc;
+  }
   MPI_Init(&argc, &argv);
   int rank = 0, size = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
 
+  // Every rank reads the same argv: a usage error is every rank's, unagreed.
   int expect = -1;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--expect-ranks") == 0 && i + 1 < argc) {
-      expect = std::atoi(argv[++i]);
+  std::string usage;
+  for (int i = 1; i < argc && usage.empty(); ++i) {
+    if (std::strcmp(argv[i], "--expect-ranks") != 0) {
+      usage = fmt::format("unknown argument '{}' (see --help)", argv[i]);
+    } else if (i + 1 == argc) {
+      usage = "--expect-ranks: needs a number of ranks";
     } else {
-      if (rank == 0) std::fprintf(stderr, "hpcml-mpi-probe: unknown argument '%s'\n", argv[i]);
-      MPI_Finalize();
-      return 2;
+      const std::string_view v = argv[++i];
+      auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), expect);
+      if (ec != std::errc() || end != v.data() + v.size() || expect < 1) {
+        usage = fmt::format("--expect-ranks '{}': not a positive number of ranks", v);
+      }
     }
+  }
+  if (!usage.empty()) {
+    if (rank == 0) std::fprintf(stderr, "hpcml-mpi-probe: %s\n", usage.c_str());
+    MPI_Finalize();
+    return hpcml::kExitUsage;
   }
 
   char host[256] = {};
@@ -126,5 +149,5 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
   }
   MPI_Finalize();
-  return all_ok ? 0 : 1;
+  return all_ok ? hpcml::kExitOk : hpcml::kExitCheckFailed;
 }

@@ -3,17 +3,19 @@
 //       the log and its rotated files, oldest first (audit.jsonl.2
 //       audit.jsonl.1 audit.jsonl), against the collector's copy of the
 //       node's lines and the heads a collector recorded for node N in W;
-//       exit 0 if intact, 1 naming every bad line, 2 on usage/IO errors
+//       exit 0 if intact, 3 naming every bad line
 //   hpcml-audit witness --node N --head HEAD W
 //       the collector (on another host than N, e.g. the controller): records
 //       N's head (a copy of its audit.jsonl.head) in W if it changed
 //   hpcml-audit report [--user U] [--dataset PREFIX] [--zone Z] [--decision D]
 //                      [--since T] [--until T] [--csv|--json] FILE...
 //       the decisions in logs and rotated files (any order, several logs),
-//       each chain checked; exit 0, 1 when a chain is not intact (the
-//       report is still written), 2 on usage/IO errors
+//       each chain checked; exit 0, 3 when a chain is not intact (the
+//       report is still written)
 //   hpcml-audit metrics [--output F.prom] FILE...
 //       decisions counted for Prometheus (docs/monitoring.md)
+// Otherwise exit 1 when a file cannot be read or written, 2 for a usage
+// error (common/exit_codes.hpp).
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -24,6 +26,7 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include "hpcml/common/exit_codes.hpp"
 #include "hpcml/common/fs.hpp"
 #include "hpcml/common/identity.hpp"
 #include "hpcml/common/strings.hpp"
@@ -85,43 +88,43 @@ int RunReport(const ReportArgs& a) {
     auto t = hg::ParseAuditTime(option, *text, now_ms);
     if (!t.ok()) {
       fmt::print(stderr, "hpcml-audit: report: {}\n", t.status().message());
-      return 2;
+      return hpcml::kExitUsage;
     }
     *out = *t;
   }
   auto report = hg::ReadAuditReport(a.files, f);
   if (!report.ok()) {
     fmt::print(stderr, "hpcml-audit: report: {}\n", report.status().message());
-    return 2;
+    return hpcml::kExitError;
   }
   const std::string text = a.json  ? hg::FormatAuditJson(*report)
                            : a.csv ? hg::FormatAuditCsv(*report)
                                    : hg::FormatAuditTable(*report);
   if (hpcml::Status st = WriteOut(a.output, text); !st.ok()) {
     fmt::print(stderr, "hpcml-audit: report: {}\n", st.message());
-    return 2;
+    return hpcml::kExitError;
   }
   PrintProblems(*report);
   if (!report->intact()) {
     fmt::print(stderr,
                "hpcml-audit: NOT intact: decisions marked 'bad' or 'unverified' are not vouched "
                "for by their log's hash chain\n");
-    return 1;
+    return hpcml::kExitCheckFailed;
   }
-  return 0;
+  return hpcml::kExitOk;
 }
 
 int RunMetrics(const std::vector<std::string>& files, const std::string& output) {
   auto report = hg::ReadAuditReport(files);
   if (!report.ok()) {
     fmt::print(stderr, "hpcml-audit: metrics: {}\n", report.status().message());
-    return 2;
+    return hpcml::kExitError;
   }
   if (hpcml::Status st = WriteOut(output, hg::FormatAuditMetrics(*report)); !st.ok()) {
     fmt::print(stderr, "hpcml-audit: metrics: {}\n", st.message());
-    return 2;
+    return hpcml::kExitError;
   }
-  return 0;
+  return hpcml::kExitOk;
 }
 
 }  // namespace
@@ -183,11 +186,15 @@ int main(int argc, char** argv) {
   metrics_cmd->add_option("FILE", metric_files, "audit logs and rotated files")->required();
   metrics_cmd->add_option("--output,-o", metrics_output,
                           "write to FILE (atomically; name it *.prom for the textfile collector)");
+  // Set after the subcommands, which would copy it into their own --help.
+  app.footer(hpcml::ExitStatusHelp(
+      {{hpcml::kExitCheckFailed,
+        "verify or report: a log is not intact (each bad line is named; report\n"
+        "      still writes the report)"}}));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    int rc = app.exit(e);
-    return rc == 0 ? 0 : 2;
+    return app.exit(e) == 0 ? hpcml::kExitOk : hpcml::kExitUsage;  // --help and --version are 0
   }
   if (report_cmd->parsed()) return RunReport(ra);
   if (metrics_cmd->parsed()) return RunMetrics(metric_files, metrics_output);
@@ -195,32 +202,32 @@ int main(int argc, char** argv) {
     auto added = hpcml::guard::AppendWitness(witness, node, head);
     if (!added.ok()) {
       fmt::print(stderr, "hpcml-audit: {}\n", added.status().message());
-      return 2;
+      return hpcml::kExitError;
     }
     fmt::print("hpcml-audit: {}: {}\n", witness,
                *added ? "recorded " + node + "'s head" : node + "'s head unchanged");
-    return 0;
+    return hpcml::kExitOk;
   }
   std::vector<hpcml::guard::WitnessEntry> witnessed;
   if (!witness.empty()) {
     auto read = hpcml::guard::ReadWitness(witness, node);
     if (!read.ok()) {
       fmt::print(stderr, "hpcml-audit: {}\n", read.status().message());
-      return 2;
+      return hpcml::kExitError;
     }
     witnessed = std::move(read).value();
   }
   auto report = hpcml::guard::VerifyAuditFiles(files, witnessed);
   if (!report.ok()) {
     fmt::print(stderr, "hpcml-audit: {}\n", report.status().message());
-    return 2;
+    return hpcml::kExitError;
   }
   std::string against_collector;
   if (!collector.empty()) {
     auto check = hpcml::guard::CompareWithCollector(files, collector);
     if (!check.ok()) {
       fmt::print(stderr, "hpcml-audit: {}\n", check.status().message());
-      return 2;
+      return hpcml::kExitError;
     }
     report->problems.insert(report->problems.end(), check->problems.begin(), check->problems.end());
     report->intact = report->intact && check->problems.empty();
@@ -237,7 +244,7 @@ int main(int argc, char** argv) {
   if (!report->intact) {
     fmt::print(stderr, "hpcml-audit: NOT intact: {} problem(s) in {} lines\n",
                report->problems.size(), report->lines);
-    return 1;
+    return hpcml::kExitCheckFailed;
   }
   std::string from = report->first_seq > 0
                          ? fmt::format(" from seq {} (older lines rotated away)", report->first_seq)
@@ -248,5 +255,5 @@ int main(int argc, char** argv) {
                                           report->witnessed_checked, report->witnessed, node);
   fmt::print("hpcml-audit: intact, {} lines{}{}{}, head sha256 {}\n", report->lines, from,
              against_collector, against, report->head.empty() ? "(empty log)" : report->head);
-  return 0;
+  return hpcml::kExitOk;
 }

@@ -37,24 +37,29 @@ python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); assert r["intact"] 
 grep -q '^hpcml_guard_decisions_total{decision="deny",reason="dataset_classification",zone="ae",context="node"} 4$' "$tmp/guard.prom" ||
   fail "metrics: $(cat "$tmp/guard.prom")"
 
-# A tampered line: flagged, exit 1, the report still written.
+# A tampered line: flagged, exit 3 (a check that failed), the report still written.
 sed -i '2s/"decision":"deny"/"decision":"allow"/' "$log.1"
 set +e
 out=$("$audit" report "$log.1" "$log" 2>"$tmp/err"); rc=$?
 set -e
-[ "$rc" = 1 ] || fail "tampered: exit $rc"
+[ "$rc" = 3 ] || fail "tampered: exit $rc"
 grep -q "$log.1:2: its SHA-256 does not match" "$tmp/err" || fail "tampered message: $(cat "$tmp/err")"
 grep -q ' bad ' <<<"$out" || fail "no bad row: $out"
 grep -q '^hpcml_guard_audit_chain_intact{log="'"$log"'"} 0$' <("$audit" metrics "$log.1" "$log") ||
   fail "metrics chain state"
 
-# Usage errors: exit 2, naming the option or file.
-for args in "report --since yesterday $log" "report --decision maybe $log" "report $tmp/missing.jsonl" \
-  "report $log.2.gz" "report --csv --json $log"; do
+# Usage errors exit 2, files that cannot be read 1, naming the option or file.
+for args in "report --since yesterday $log" "report --decision maybe $log" "report --csv --json $log"; do
   set +e
   out=$("$audit" $args 2>&1); rc=$?
   set -e
   [ "$rc" = 2 ] || fail "'$args': exit $rc: $out"
+done
+for args in "report $tmp/missing.jsonl" "report $log.2.gz"; do
+  set +e
+  out=$("$audit" $args 2>&1); rc=$?
+  set -e
+  [ "$rc" = 1 ] || fail "'$args': exit $rc: $out"
 done
 out=$("$audit" report --since yesterday "$log" 2>&1 || true)
 grep -q "report: --since 'yesterday': expected an ISO 8601 date or time" <<<"$out" || fail "message: $out"

@@ -2,7 +2,8 @@
 # The man pages of this build (man/): each renders without a groff warning,
 # has a NAME section, and each section-1 page names every option of its
 # command's --help and of each subcommand's --help (so the page is the
-# binary's own text); every command's --version is "<name> <version>".
+# binary's own text) and has its "Exit status:" section (the convention of
+# docs/architecture.md); every command's --version is "<name> <version>".
 #   test_man_pages.sh MAN_DIR VERSION HELP_ALL BINARY...
 set -euo pipefail
 man_dir=${1:?usage: test_man_pages.sh MAN_DIR VERSION HELP_ALL BINARY...}
@@ -49,6 +50,7 @@ for bin in "$@"; do
     grep -qe "$o\b" <<<"$source_text" || missing="$missing $o"
   done
   [ -z "$missing" ] || bad "$name.1 lacks options of $name --help:$missing"
+  grep -q '^\.SS "Exit status:"' "$page" || bad "$name.1 has no Exit status section"
   echo "$name.1: $(wc -w <<<"$options") options, all in the page"
 done
 [ $fails -eq 0 ] || exit 1

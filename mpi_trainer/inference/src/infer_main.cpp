@@ -6,8 +6,9 @@
 //   hpcml-infer inspect m.h5 [--json]
 //   hpcml-infer export-onnx m.h5 -o m.onnx
 //
-// Exit codes: 0 success, 2 usage error, 1 anything else; with several ranks
-// every rank exits with the same code and rank 0 prints the one message.
+// Exit codes (common/exit_codes.hpp): 0 success, 2 a usage error (CLI11's,
+// or CheckScoreOptions), 1 anything else; with several ranks every rank
+// exits with the same code and rank 0 prints the one message.
 #include <mpi.h>
 
 #include <CLI/CLI.hpp>
@@ -15,6 +16,7 @@
 #include <cstdio>
 #include "hpcml/common/cli.hpp"
 
+#include "hpcml/common/exit_codes.hpp"
 #include "hpcml/common/identity.hpp"
 #include "hpcml/common/log.hpp"
 #include "hpcml/common/mpi.hpp"
@@ -80,33 +82,38 @@ void AddExport(CLI::App& app, Args& a) {
 
 // inspect and export-onnx: rank 0 does the work.
 int ModelCommand(const std::string& cmd, const Args& a, int rank) {
-  if (rank != 0) return 0;
+  if (rank != 0) return hpcml::kExitOk;
   hpcml::Logger log("hpcml-infer");
   auto m = hpcml::trainer::LoadModelFile(a.model);
   if (!m.ok()) {
     log.error("{}", m.status().message());
-    return 1;
+    return hpcml::kExitError;
   }
   if (cmd == "export-onnx") {
     hpcml::Status s = hi::ExportOnnx(*m, a.onnx);
     if (!s.ok()) {
       log.error("{}", s.message());
-      return 1;
+      return hpcml::kExitError;
     }
     log.info("wrote {} (opset {}) from {} (sha256 {})", a.onnx, hi::kOnnxOpset, a.model,
              m->sha256.substr(0, 12));
-    return 0;
+    return hpcml::kExitOk;
   }
   const std::string text = a.json ? hi::InspectJson(*m) : hi::InspectText(*m);
   std::fwrite(text.data(), 1, text.size(), stdout);
-  return 0;
+  return hpcml::kExitOk;
 }
 
+// The options first: refused, they are a usage error on every rank alike.
 int Score(const Args& a, int rank) {
   hpcml::Logger log("hpcml-infer");
+  if (hpcml::Status s = hi::CheckScoreOptions(a.score); !s.ok()) {
+    if (rank == 0) log.error("score: {}", s.message());
+    return hpcml::kExitUsage;
+  }
   hpcml::Status s = hi::RunScore(a.score, MPI_COMM_WORLD, log);
   if (!s.ok() && rank == 0) log.error("{}", s.message());
-  return s.ok() ? 0 : 1;
+  return s.ok() ? hpcml::kExitOk : hpcml::kExitError;
 }
 
 }  // namespace
@@ -122,12 +129,14 @@ int main(int argc, char** argv) {
   AddScore(app, a);
   AddInspect(app, a);
   AddExport(app, a);
+  // Set after the subcommands, which would copy it into their own --help.
+  app.footer(hpcml::ExitStatusHelp());
   int code = -1;
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     // Every rank parses the same argv and fails the same way.
-    code = (rank == 0 ? app.exit(e) : e.get_exit_code()) == 0 ? 0 : 2;
+    code = (rank == 0 ? app.exit(e) : e.get_exit_code()) == 0 ? hpcml::kExitOk : hpcml::kExitUsage;
   }
   if (code < 0) {
     const std::string cmd = app.get_subcommands().front()->get_name();

@@ -74,9 +74,7 @@ class Scoring {
 };
 
 Status Scoring::Open() {
-  if (o_.batch < 1) return InvalidArgument("--batch {}: must be at least 1", o_.batch);
-  if (o_.data.empty() == o_.csv.empty())
-    return InvalidArgument("give exactly one of --data and --csv");
+  HPCML_RETURN_IF_ERROR(CheckScoreOptions(o_));
   auto m = trainer::LoadModelFile(o_.model);
   HPCML_RETURN_IF_ERROR(m.status());
   model_ = std::make_unique<trainer::ModelFile>(std::move(m).value());
@@ -220,6 +218,14 @@ Status Scoring::Run() {
 }
 
 }  // namespace
+
+Status CheckScoreOptions(const ScoreOptions& options) {
+  if (options.batch < 1) return InvalidArgument("--batch {}: must be at least 1", options.batch);
+  if (options.data.empty() == options.csv.empty()) {
+    return InvalidArgument("give exactly one of --data and --csv");
+  }
+  return Status::Ok();
+}
 
 Status RunScore(const ScoreOptions& options, MPI_Comm world, Logger& log) {
   Scoring s(options, world, log);

@@ -41,6 +41,11 @@ struct ScoreOptions {
   int threads = 0;  // 0: OMP_NUM_THREADS, SLURM_CPUS_PER_TASK or this rank's cores
 };
 
+// What the options alone show to be wrong (--batch, exactly one of --data and
+// --csv): pure, the same on every rank. hpcml-infer checks it before any
+// work, for a usage error; RunScore checks it again.
+Status CheckScoreOptions(const ScoreOptions& options);
+
 // Collective over `world`: every rank returns the same status.
 Status RunScore(const ScoreOptions& options, MPI_Comm world, Logger& log);
 

@@ -3,12 +3,17 @@
 //   hpcml-plan --topology dgx-h100.xml --nodes 2 --widths 4096,16384,16384,4096
 //   srun --mpi=pmix -n 8 hpcml-plan --live ...   (topology of the live allocation)
 //   srun --mpi=pmix -n 2 hpcml-plan --bind       (bind every rank as planned and report)
+//
+// Exit status (common/exit_codes.hpp): 0 the plan printed, 1 an error (a
+// topology file missing or unreadable, no plan fits, a rank failed to bind),
+// 2 a usage error; under --live every rank leaves with the same code.
 #include <mpi.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "hpcml/common/exit_codes.hpp"
 #include "hpcml/common/identity.hpp"
 #include "hpcml/common/json.hpp"
 #include "hpcml/common/log.hpp"
@@ -31,8 +36,8 @@ struct Args {
 };
 
 void AddOptions(CLI::App& app, Args& a) {
-  app.add_option("--topology", a.files, "NCCL or hwloc topology XML, one per node (repeatable)")
-      ->check(CLI::ExistingFile);
+  // No CLI::ExistingFile: a missing file is an error naming it (1), not a usage error.
+  app.add_option("--topology", a.files, "NCCL or hwloc topology XML, one per node (repeatable)");
   app.add_option("--nodes", a.nodes, "replicate a single --topology file to this many nodes")
       ->check(CLI::PositiveNumber);
   app.add_flag("--live", a.live, "plan for the nodes this job runs on (run under srun/mpirun)");
@@ -56,19 +61,14 @@ void AddOptions(CLI::App& app, Args& a) {
 }
 
 // The cluster described by --topology files (one per node, or one file
-// replicated to --nodes nodes). An error is a usage error (exit 2) when
-// `usage` is set.
-Result<ClusterTopology> ClusterFromFiles(const Args& a, bool* usage) {
+// replicated to --nodes nodes). Precondition: with --nodes > 1, one file.
+Result<ClusterTopology> ClusterFromFiles(const Args& a) {
   ClusterTopology cluster;
   for (const auto& f : a.files) {
     HPCML_ASSIGN_OR_RETURN(NodeTopology n, ReadTopologyFile(f));
     cluster.nodes.push_back(std::move(n));
   }
   if (a.nodes > 1) {
-    if (a.files.size() != 1) {
-      *usage = true;
-      return InvalidArgument("--nodes needs exactly one --topology file");
-    }
     NodeTopology one = cluster.nodes.front();
     cluster.nodes.clear();
     for (int i = 0; i < a.nodes; ++i) {
@@ -116,7 +116,7 @@ int BindAndReport(const LivePlan& live, bool force) {
     std::printf("hpcml-plan: %s\n", l.c_str());
   }
   std::fflush(stdout);
-  return b.ok() ? 0 : 1;
+  return b.ok() ? kExitOk : kExitError;
 }
 
 // --live / --bind, under srun or mpirun. Every rank leaves with the worst
@@ -125,11 +125,11 @@ int RunLive(const Args& a, Logger& log) {
   MPI_Init(nullptr, nullptr);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  int code = 0;
+  int code = kExitOk;
   auto live = PlanLiveJob(MPI_COMM_WORLD, a.req);
   if (!live.ok()) {
     if (rank == 0) log.error("{}", live.status().message());
-    code = 1;
+    code = kExitError;
   } else if (a.bind) {
     code = BindAndReport(*live, a.force);
   } else if (rank == 0) {
@@ -150,15 +150,20 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", hpcml::VersionLine("hpcml-plan"));
   Args a;
   AddOptions(app, a);
+  app.footer(ExitStatusHelp());
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;  // --help and --version are 0; usage errors 2
+    return app.exit(e) == 0 ? kExitOk : kExitUsage;  // --help and --version are 0
   }
   if (a.bind) a.live = true;
   if (a.live == !a.files.empty()) {
     log.error("give either --topology FILE... or --live/--bind");
-    return 2;
+    return kExitUsage;
+  }
+  if (!a.live && a.nodes > 1 && a.files.size() != 1) {
+    log.error("--nodes needs exactly one --topology file");
+    return kExitUsage;
   }
   auto widths = ParseWidths(a.widths, "--widths");
   if (widths.ok() && widths->size() < 2) {
@@ -166,23 +171,22 @@ int main(int argc, char** argv) {
   }
   if (!widths.ok()) {
     log.error("{}", widths.status().message());
-    return 2;
+    return kExitUsage;
   }
   a.req.model.widths = *widths;
   if (a.live) return RunLive(a, log);
 
-  bool usage = false;
-  auto cluster = ClusterFromFiles(a, &usage);
+  auto cluster = ClusterFromFiles(a);
   if (!cluster.ok()) {
     log.error("{}", cluster.status().message());
-    return usage ? 2 : 1;
+    return kExitError;
   }
   auto plan = MakePlan(*cluster, a.req);
   if (!plan.ok()) {
     log.error("{}", plan.status().message());
-    return 1;
+    return kExitError;
   }
   std::printf("%s",
               a.json ? PlanJson(*cluster, *plan).c_str() : FormatPlan(*cluster, *plan).c_str());
-  return 0;
+  return kExitOk;
 }

@@ -2,12 +2,16 @@
 //
 // Error contract: every failure is agreed on by all ranks (AgreeOnStatus),
 // rank 0 prints one message naming the option or file, and every rank exits
-// non-zero: 2 for a usage error, 1 for anything else. No rank is left waiting.
+// with the same code (common/exit_codes.hpp): 2 for a usage error (CLI11's,
+// or CheckTrainOptions: the same on every rank from the same argv, so no
+// agreement is needed), 1 for anything else, --stop-exit-code (85) after a
+// save and stop. No rank is left waiting.
 #include <mpi.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
+#include "hpcml/common/exit_codes.hpp"
 #include "hpcml/common/identity.hpp"
 #include "hpcml/common/log.hpp"
 #include "hpcml/common/mpi.hpp"
@@ -37,29 +41,39 @@ int PrintPlan(const TrainOptions& o) {
   // through oneDNN (220-240 GFLOP/s measured in a step: docs/trainer.md).
   req.model.flops_per_device = o.backend == hpcml::trainer::BackendKind::kCuda ? 400e12 : 200e9;
   auto hidden = topo::ParseWidths(o.hidden, "--hidden");
-  hpcml::Status st = hidden.status();
-  if (st.ok()) {
-    req.model.widths.push_back(o.input_dim);
-    req.model.widths.insert(req.model.widths.end(), hidden->begin(), hidden->end());
-    req.model.widths.push_back(o.outputs);
-    auto live = topo::PlanLiveJob(MPI_COMM_WORLD, req);
-    st = live.status();
-    if (st.ok() && rank == 0)
-      std::printf("%s", topo::FormatPlan(live->cluster, live->plan).c_str());
+  if (!hidden.ok()) {  // the same on every rank: no agreement needed
+    if (rank == 0) hpcml::Logger("hpcml-train").error("--plan: {}", hidden.status().message());
+    return hpcml::kExitUsage;
   }
-  if (!st.ok() && rank == 0) hpcml::Logger("hpcml-train").error("--plan: {}", st.message());
-  return hpcml::AgreeOnExitCode(MPI_COMM_WORLD, st.ok() ? 0 : 1);
+  req.model.widths.push_back(o.input_dim);
+  req.model.widths.insert(req.model.widths.end(), hidden->begin(), hidden->end());
+  req.model.widths.push_back(o.outputs);
+  auto live = topo::PlanLiveJob(MPI_COMM_WORLD, req);
+  if (live.ok() && rank == 0) {
+    std::printf("%s", topo::FormatPlan(live->cluster, live->plan).c_str());
+  }
+  if (!live.ok() && rank == 0) {
+    hpcml::Logger("hpcml-train").error("--plan: {}", live.status().message());
+  }
+  return hpcml::AgreeOnExitCode(MPI_COMM_WORLD, live.ok() ? hpcml::kExitOk : hpcml::kExitError);
 }
 
-// Training: 0, the --stop-exit-code after a save-and-stop, or 1.
+// Training: 0, the --stop-exit-code after a save-and-stop, 1 on an error
+// (agreed by Program::Run's phases), or 2 when CheckTrainOptions refuses the
+// command line (the same on every rank).
 int Train(const TrainOptions& o, int rank) {
+  hpcml::Logger log("hpcml-train");
+  if (hpcml::Status st = hpcml::trainer::CheckTrainOptions(o); !st.ok()) {
+    if (rank == 0) log.error("{}", st.message());
+    return hpcml::kExitUsage;
+  }
   hpcml::trainer::Program program(o);
   hpcml::Status s = program.Run();
   if (!s.ok()) {
-    if (rank == 0) hpcml::Logger("hpcml-train").error("{}", s.message());
-    return 1;
+    if (rank == 0) log.error("{}", s.message());
+    return hpcml::kExitError;
   }
-  return program.stopped() ? o.stop_exit_code : 0;
+  return program.stopped() ? o.stop_exit_code : hpcml::kExitOk;
 }
 
 }  // namespace
@@ -73,12 +87,16 @@ int main(int argc, char** argv) {
                "hpcml-train"};
   app.set_version_flag("--version", hpcml::VersionLine("hpcml-train"));
   hpcml::trainer::AddTrainOptions(app, o);
+  app.footer(
+      hpcml::ExitStatusHelp({{TrainOptions{}.stop_exit_code,
+                              "saved and stopped (a signal, a spot notice, the time limit): the\n"
+                              "      --stop-exit-code, for slurm.conf RequeueExit"}}));
   int code = -1;
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     // Every rank parses the same argv and fails the same way: no agreement needed.
-    code = (rank == 0 ? app.exit(e) : e.get_exit_code()) == 0 ? 0 : 2;
+    code = (rank == 0 ? app.exit(e) : e.get_exit_code()) == 0 ? hpcml::kExitOk : hpcml::kExitUsage;
   }
   if (code < 0) code = o.plan ? PrintPlan(o) : Train(o, rank);
   MPI_Finalize();

@@ -40,16 +40,6 @@ SyntheticConfig SyntheticFor(const TrainOptions& o, bool classes, std::int64_t s
   return sc;
 }
 
-// --output run/model.h5 -> run/model.best.h5 (any other name: + ".best.h5").
-std::string DefaultBestPath(const std::string& output) {
-  if (output.empty()) return "";
-  const std::string ext = ".h5";
-  if (output.size() > ext.size() && output.ends_with(ext)) {
-    return output.substr(0, output.size() - ext.size()) + ".best.h5";
-  }
-  return output + ".best.h5";
-}
-
 nlohmann::json Number(double v) {
   return std::isnan(v) ? nlohmann::json() : nlohmann::json(v);
 }
@@ -158,8 +148,9 @@ Status Program::MakeCpuBackend() {
   return Status::Ok();
 }
 
+// --data or --synthetic, exactly one (CheckTrainOptions).
 Status Program::OpenInput() {
-  HPCML_RETURN_IF_ERROR(CheckValidationOptions());
+  HPCML_RETURN_IF_ERROR(CheckTrainOptions(o_));
   mc_.input_dim = o_.input_dim;
   HPCML_ASSIGN_OR_RETURN(mc_.hidden, topo::ParseWidths(o_.hidden, "--hidden"));
   mc_.output_dim = o_.outputs;
@@ -167,9 +158,6 @@ Status Program::OpenInput() {
   mc_.activation = o_.activation;
   mc_.loss = o_.loss;
   const bool classes = mc_.loss == LossKind::kCrossEntropy;
-  if (!o_.data.empty() && o_.synthetic) {
-    return InvalidArgument("--data and --synthetic exclude each other");
-  }
   if (!o_.data.empty()) {
     // Only the stages that need features or labels open the feature set.
     if (!grid_->first_stage() && !grid_->last_stage()) return Status::Ok();
@@ -182,7 +170,6 @@ Status Program::OpenInput() {
         source_, OpenFeatureCache(fc, o_.batch, grid_->dp_idx(), o_.grid.dp, &input_lineage_));
     return Status::Ok();
   }
-  if (!o_.synthetic) return InvalidArgument("no input: give --data <feature set> or --synthetic");
   HPCML_ASSIGN_OR_RETURN(
       source_, MakeSyntheticSource(SyntheticFor(o_, classes, o_.synthetic_samples, false), o_.batch,
                                    grid_->dp_idx(), o_.grid.dp));
@@ -210,52 +197,6 @@ Status Program::MakeTrainer() {
   return Status::Ok();
 }
 
-// The validation options make sense together (before any input is opened).
-Status Program::CheckValidationOptions() const {
-  const bool versioned = !o_.val_data.empty() || !o_.val_version.empty();
-  const auto needs_set = [](const char* option, const std::string& value) {
-    return InvalidArgument(
-        "{} {} needs a validation set: --val-data/--val-version (with --data) or --val-samples "
-        "(with --synthetic)",
-        option, value);
-  };
-  if (!versioned && o_.val_samples == 0) {
-    if (o_.eval_interval > 0) return needs_set("--eval-interval", std::to_string(o_.eval_interval));
-    if (o_.early_stop_patience > 0) {
-      return needs_set("--early-stop-patience", std::to_string(o_.early_stop_patience));
-    }
-    if (!o_.best_output.empty()) return needs_set("--best-output", o_.best_output);
-  }
-  if (versioned && o_.val_samples > 0) {
-    return InvalidArgument(
-        "--val-samples {} (a synthetic held-out set) and --val-data/--val-version exclude each "
-        "other",
-        o_.val_samples);
-  }
-  if (versioned && o_.data.empty()) {
-    return InvalidArgument(
-        "--val-data/--val-version need --data: the validation version's features are checked "
-        "against the training version's (with --synthetic use --val-samples)");
-  }
-  if (o_.val_samples > 0 && !o_.synthetic) {
-    return InvalidArgument(
-        "--val-samples {} is for --synthetic runs; with --data give --val-data/--val-version",
-        o_.val_samples);
-  }
-  if (o_.early_stop_patience > 0 && o_.eval_interval == 0) {
-    return InvalidArgument(
-        "--early-stop-patience {} needs --eval-interval N > 0 (with 0 the model is evaluated "
-        "only after the last step)",
-        o_.early_stop_patience);
-  }
-  const std::string best = o_.best_output.empty() ? DefaultBestPath(o_.output) : o_.best_output;
-  if (!best.empty() && best == o_.output) {
-    return InvalidArgument("--best-output {} is also --output: give the best model its own file",
-                           best);
-  }
-  return Status::Ok();
-}
-
 // The validation set, when one is asked for: a feature-cache version
 // (--val-data/--val-version, checked against the training version) or
 // held-out synthetic samples (--val-samples), read by the first and last
@@ -263,7 +204,7 @@ Status Program::CheckValidationOptions() const {
 Status Program::OpenValidation() {
   if (!validating()) return Status::Ok();
   const bool versioned = !o_.val_data.empty() || !o_.val_version.empty();
-  val_.best_path = o_.best_output.empty() ? DefaultBestPath(o_.output) : o_.best_output;
+  val_.best_path = BestOutputPath(o_);
   if (grid_->first_stage() || grid_->last_stage()) {
     const std::int64_t rows = trainer_->replica_rows();
     const bool classes = mc_.loss == LossKind::kCrossEntropy;

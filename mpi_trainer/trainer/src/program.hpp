@@ -73,7 +73,6 @@ class Program {
   bool validating() const {
     return o_.val_samples > 0 || !o_.val_data.empty() || !o_.val_version.empty();
   }
-  Status CheckValidationOptions() const;
   Status OpenValidation();
   Status StartCheckpointing();
   Status Train();

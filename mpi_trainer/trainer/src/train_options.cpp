@@ -5,6 +5,8 @@
 #include <string>
 
 #include "hpcml/common/cli.hpp"
+#include "hpcml/topology/planner.hpp"
+#include "hpcml/trainer/partition.hpp"
 
 namespace hpcml::trainer {
 
@@ -187,7 +189,77 @@ void AddJobOptions(CLI::App& app, TrainOptions& o) {
       ->capture_default_str();
 }
 
+// The validation options make sense together (before any input is opened).
+Status CheckValidationOptions(const TrainOptions& o) {
+  const bool versioned = !o.val_data.empty() || !o.val_version.empty();
+  const auto needs_set = [](const char* option, const std::string& value) {
+    return InvalidArgument(
+        "{} {} needs a validation set: --val-data/--val-version (with --data) or --val-samples "
+        "(with --synthetic)",
+        option, value);
+  };
+  if (!versioned && o.val_samples == 0) {
+    if (o.eval_interval > 0) return needs_set("--eval-interval", std::to_string(o.eval_interval));
+    if (o.early_stop_patience > 0) {
+      return needs_set("--early-stop-patience", std::to_string(o.early_stop_patience));
+    }
+    if (!o.best_output.empty()) return needs_set("--best-output", o.best_output);
+  }
+  if (versioned && o.val_samples > 0) {
+    return InvalidArgument(
+        "--val-samples {} (a synthetic held-out set) and --val-data/--val-version exclude each "
+        "other",
+        o.val_samples);
+  }
+  if (versioned && o.data.empty()) {
+    return InvalidArgument(
+        "--val-data/--val-version need --data: the validation version's features are checked "
+        "against the training version's (with --synthetic use --val-samples)");
+  }
+  if (o.val_samples > 0 && !o.synthetic) {
+    return InvalidArgument(
+        "--val-samples {} is for --synthetic runs; with --data give --val-data/--val-version",
+        o.val_samples);
+  }
+  if (o.early_stop_patience > 0 && o.eval_interval == 0) {
+    return InvalidArgument(
+        "--early-stop-patience {} needs --eval-interval N > 0 (with 0 the model is evaluated "
+        "only after the last step)",
+        o.early_stop_patience);
+  }
+  const std::string best = BestOutputPath(o);
+  if (!best.empty() && best == o.output) {
+    return InvalidArgument("--best-output {} is also --output: give the best model its own file",
+                           best);
+  }
+  return Status::Ok();
+}
+
 }  // namespace
+
+std::string BestOutputPath(const TrainOptions& o) {
+  if (!o.best_output.empty()) return o.best_output;
+  if (o.output.empty()) return "";
+  const std::string ext = ".h5";
+  if (o.output.size() > ext.size() && o.output.ends_with(ext)) {
+    return o.output.substr(0, o.output.size() - ext.size()) + ".best.h5";
+  }
+  return o.output + ".best.h5";
+}
+
+// In the order set-up used to meet them: with several wrong, the message is
+// the one it always was.
+Status CheckTrainOptions(const TrainOptions& o) {
+  HPCML_RETURN_IF_ERROR(CheckValidationOptions(o));
+  HPCML_RETURN_IF_ERROR(topology::ParseWidths(o.hidden, "--hidden").status());
+  if (!o.data.empty() && o.synthetic) {
+    return InvalidArgument("--data and --synthetic exclude each other");
+  }
+  if (o.data.empty() && !o.synthetic) {
+    return InvalidArgument("no input: give --data <feature set> or --synthetic");
+  }
+  return Status::Ok();
+}
 
 // In this order, so --help lists them as before.
 void AddTrainOptions(CLI::App& app, TrainOptions& o) {

@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "checkpointing.hpp"
+#include "hpcml/common/status.hpp"
 #include "hpcml/trainer/backend.hpp"
 #include "hpcml/trainer/grid.hpp"
 #include "hpcml/trainer/partition.hpp"
@@ -66,5 +67,20 @@ struct TrainOptions {
 
 // Registers every option of hpcml-train on `app`, writing into `o`.
 void AddTrainOptions(CLI::App& app, TrainOptions& o);
+
+// What the command line alone shows to be wrong, beyond CLI11's own checks:
+// the validation options together (docs/trainer.md, "Validation"), --hidden,
+// --activation, --loss, the input (--data or --synthetic), --schedule. Pure,
+// so every rank (same argv) finds the same: main calls it before any work
+// and exits 2 (a usage error) without an agreement; Program::Run calls it
+// again, for its own contract. Problems that need the job or the data (a
+// grid larger than the world, a width the tensor group does not divide)
+// are found during set-up: exit 1.
+Status CheckTrainOptions(const TrainOptions& o);
+
+// --best-output, or by default --output's name with .best.h5
+// (run/model.h5 -> run/model.best.h5; any other name: + ".best.h5"); empty
+// when neither is given.
+std::string BestOutputPath(const TrainOptions& o);
 
 }  // namespace hpcml::trainer

@@ -37,7 +37,7 @@ tamper() {  # tamper <name> <sed-or-awk program...>: a modified copy; verify mus
   out=$("$AUDIT_BIN" verify "$copy" 2>&1)
   rc=$?
   set -e
-  [ "$rc" -eq 1 ] || fail "verify of the $copy copy exited $rc: $out"
+  [ "$rc" -eq 3 ] || fail "verify of the $copy copy exited $rc: $out"
   assert_contains "$out" "$copy:" "verify names the file and line"
   echo "$out"
 }
@@ -63,7 +63,7 @@ live_tamper() {  # live_tamper <what> <needle> <command...>: verify must fail
   rc=$?
   set -e
   cp -p "$saved" "$AUDIT"
-  [ "$rc" -eq 1 ] || fail "$what: verify exited $rc: $out"
+  [ "$rc" -eq 3 ] || fail "$what: verify exited $rc: $out"
   assert_contains "$out" "$needle" "$what"
 }
 live_tamper "the last line dropped" "lines were removed from the end" sed -i '$d' "$AUDIT"
@@ -114,7 +114,7 @@ out=$("$AUDIT_BIN" verify --witness "$witness" --node node1 "$AUDIT" 2>&1)
 rc=$?
 set -e
 put_back
-[ "$rc" -eq 1 ] || fail "a chain rewritten on the node verified against the witness: $out"
+[ "$rc" -eq 3 ] || fail "a chain rewritten on the node verified against the witness: $out"
 assert_contains "$out" "witness" "the witness finds the rewritten chain"
 
 # Issue 32, finding 1, as root on the node with the collector's witness in
@@ -126,7 +126,7 @@ verify_witness() {  # verify_witness <what> <needle>: must fail
   out=$("$AUDIT_BIN" verify --witness "$witness" --node node1 "$AUDIT" 2>&1)
   rc=$?
   set -e
-  [ "$rc" -eq 1 ] || fail "$1: verify against the witness exited $rc: $out"
+  [ "$rc" -eq 3 ] || fail "$1: verify against the witness exited $rc: $out"
   assert_contains "$out" "$2" "$1"
 }
 out=$("$AUDIT_BIN" verify --witness "$witness" --node node1 "$AUDIT") ||
@@ -159,7 +159,7 @@ out=$("$AUDIT_BIN" verify "$AUDIT" 2>&1)
 rc=$?
 set -e
 put_back
-[ "$rc" -eq 1 ] || fail "a deleted log healed: verify exited $rc after two more steps: $out"
+[ "$rc" -eq 3 ] || fail "a deleted log healed: verify exited $rc after two more steps: $out"
 assert_contains "$out" "a gap in the trail: the log that ended at seq" "the gap"
 
 # Rotation: the new log goes on from the old one's chain.
