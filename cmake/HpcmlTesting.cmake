@@ -24,11 +24,16 @@ function(hpcml_add_unit_test name)
 endfunction()
 
 # hpcml_add_mpi_test(<name> SOURCES ... [LIBS ...] [RANKS 2 4] [ARGS ...])
-# Registers <name>_np<N> for each rank count, run under mpirun as root with
+# hpcml_add_mpi_test(<name> TARGET <program> [RANKS ...] [ARGS ...])
+# Registers <name>_np<N> for each rank count (of the test program built from
+# SOURCES, or of an existing TARGET), run under mpirun as root with
 # one math thread per rank (2 cores here, and ctest runs two tests at once:
 # more threads would fight).
 function(hpcml_add_mpi_test name)
-  cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;LIBS;RANKS;ARGS" ${ARGN})
+  cmake_parse_arguments(ARG "" "TIMEOUT;TARGET" "SOURCES;LIBS;RANKS;ARGS" ${ARGN})
+  if(NOT ARG_TARGET)
+    set(ARG_TARGET ${name})
+  endif()
   if(NOT ARG_RANKS)
     set(ARG_RANKS 2 4)
   endif()
@@ -41,7 +46,7 @@ function(hpcml_add_mpi_test name)
   endif()
   foreach(np IN LISTS ARG_RANKS)
     add_test(NAME ${name}_np${np}
-      COMMAND ${HPCML_MPIEXEC} --oversubscribe -n ${np} $<TARGET_FILE:${name}> ${ARG_ARGS})
+      COMMAND ${HPCML_MPIEXEC} --oversubscribe -n ${np} $<TARGET_FILE:${ARG_TARGET}> ${ARG_ARGS})
     set_tests_properties(${name}_np${np} PROPERTIES LABELS mpi TIMEOUT ${ARG_TIMEOUT}
       PROCESSORS ${np} SKIP_RETURN_CODE 77
       ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OPENBLAS_NUM_THREADS=1;OMP_NUM_THREADS=1;OMPI_MCA_rmaps_base_oversubscribe=1;OMPI_MCA_btl_vader_single_copy_mechanism=none")

@@ -88,7 +88,7 @@ AsofOptions Opts(const std::string& req) {
   return o;
 }
 
-class AsofEdges : public ::testing::Test {
+class AsofEdgesTest : public ::testing::Test {
  protected:
   void SetUp() override {
     path = dir / "fs.h5";
@@ -109,7 +109,7 @@ class AsofEdges : public ::testing::Test {
   std::string path;
 };
 
-TEST_F(AsofEdges, JustBeforeAtAndAfter) {
+TEST_F(AsofEdgesTest, JustBeforeAtAndAfter) {
   AsofStats stats;
   auto v = Asof(path, Opts(dir / "req.csv"), &stats);
   ASSERT_TRUE(v.ok()) << v.status().ToString();
@@ -136,7 +136,7 @@ TEST_F(AsofEdges, JustBeforeAtAndAfter) {
   EXPECT_EQ(o.label, (std::vector<float>{10, 11, 12, 13, 14, 15, 16}));
 }
 
-TEST_F(AsofEdges, MaxAgeIsInclusive) {
+TEST_F(AsofEdgesTest, MaxAgeIsInclusive) {
   AsofOptions o = Opts(dir / "req.csv");
   o.max_age = 700 * kS;  // 1000 - 300: just old enough
   auto v = Asof(path, o);
@@ -148,7 +148,7 @@ TEST_F(AsofEdges, MaxAgeIsInclusive) {
   EXPECT_TRUE(std::isnan(ReadOut(path, w->name).value[5]));
 }
 
-TEST_F(AsofEdges, DropAndErrorModes) {
+TEST_F(AsofEdgesTest, DropAndErrorModes) {
   AsofOptions o = Opts(dir / "req.csv");
   o.missing = AsofMissing::kDrop;
   AsofStats stats;
@@ -166,7 +166,7 @@ TEST_F(AsofEdges, DropAndErrorModes) {
       << e.status().message();
 }
 
-TEST_F(AsofEdges, BadRequestsNameLineAndColumn) {
+TEST_F(AsofEdgesTest, BadRequestsNameLineAndColumn) {
   WriteText(dir / "bad.csv", "cust,at,label\n1,100,0\n1,soon,0\n");
   auto v = Asof(path, Opts(dir / "bad.csv"));
   ASSERT_FALSE(v.ok());

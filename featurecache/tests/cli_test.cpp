@@ -17,7 +17,7 @@ CommandResult Fc(const std::string& args, const std::string& env = "") {
   return RunCommand(env + (env.empty() ? "" : " ") + kBin + " " + args);
 }
 
-class Cli : public ::testing::Test {
+class CliTest : public ::testing::Test {
  protected:
   void SetUp() override {
     h5 = dir / "fs.h5";
@@ -37,7 +37,7 @@ class Cli : public ::testing::Test {
   std::string h5;
 };
 
-TEST_F(Cli, ListInfoLineageVerify) {
+TEST_F(CliTest, ListInfoLineageVerify) {
   auto ls = Fc("ls " + h5);
   EXPECT_EQ(ls.status, 0);
   EXPECT_NE(ls.output.find("zone ae, classification internal, 1 version(s), latest v1"),
@@ -63,7 +63,7 @@ TEST_F(Cli, ListInfoLineageVerify) {
   EXPECT_NE(Fc("--version").output.find("hpcml-fcache "), std::string::npos);
 }
 
-TEST_F(Cli, DeriveAsofDiffExport) {
+TEST_F(CliTest, DeriveAsofDiffExport) {
   auto d = Fc("derive " + h5 + " --select score --standardize --since 2024-01-02");
   ASSERT_EQ(d.status, 0) << d.output;
   EXPECT_NE(d.output.find("added v2 from v1 (3 rows, 1 features"), std::string::npos) << d.output;
@@ -91,7 +91,7 @@ TEST_F(Cli, DeriveAsofDiffExport) {
   EXPECT_NE(lineage.output.find("└─ v1  ingest"), std::string::npos) << lineage.output;
 }
 
-TEST_F(Cli, BadInputGivesClearErrorsAndNonZeroExit) {
+TEST_F(CliTest, BadInputGivesClearErrorsAndNonZeroExit) {
   WriteText(dir / "bad.csv",
             "id,ts,y,age,score\n1,2024-01-01,1,30,0.5\n2,2024-01-02,0,forty,1.5\n");
   auto bad = Fc("ingest " + h5 + " --csv " + (dir / "bad.csv") +
@@ -124,7 +124,7 @@ TEST_F(Cli, BadInputGivesClearErrorsAndNonZeroExit) {
   EXPECT_NE(trunc.output.find("truncated"), std::string::npos) << trunc.output;
 }
 
-TEST_F(Cli, InvalidUtf8InputIsRefusedWithoutAnAbort) {
+TEST_F(CliTest, InvalidUtf8InputIsRefusedWithoutAnAbort) {
   // A Latin-1 column name: a clear error naming file, line and column, exit 1
   // (it used to abort with an uncaught JSON exception).
   WriteText(dir / "latin1.csv", "id,ts,caf\xE9\n1,2024-01-01,1\n");
@@ -157,7 +157,7 @@ TEST_F(Cli, InvalidUtf8InputIsRefusedWithoutAnAbort) {
   EXPECT_TRUE(nlohmann::json::accept(info.output)) << info.output;
 }
 
-TEST_F(Cli, VerifyCatchesADigestMismatch) {
+TEST_F(CliTest, VerifyCatchesADigestMismatch) {
   // Flip the stored digest of the labels: verify must say so and fail with
   // 3, a check that found a problem (a file it cannot open is 1, above).
   {
@@ -171,7 +171,7 @@ TEST_F(Cli, VerifyCatchesADigestMismatch) {
   EXPECT_NE(r.output.find("dataset labels: SHA-256 mismatch"), std::string::npos) << r.output;
 }
 
-TEST_F(Cli, GuardedJobIsCheckedWithNoWayAround) {
+TEST_F(CliTest, GuardedJobIsCheckedWithNoWayAround) {
   std::string canonical = *CanonicalPath(h5, true);
   auto denied = Fc("ls " + h5, "HPCML_ZONE=ae HPCML_DATASETS=/data/other");
   EXPECT_EQ(denied.status, 1);

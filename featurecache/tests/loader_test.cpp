@@ -1,5 +1,8 @@
 #include "hpcml/featurecache/loader.hpp"
 
+#include <algorithm>
+
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <set>
@@ -91,7 +94,16 @@ INSTANTIATE_TEST_SUITE_P(Configs, LoaderTest,
                                            Config{true, 0, 3, true}, Config{false, 3, 2, true},
                                            Config{true, 3, 1, true}, Config{true, 0, 2, false},
                                            Config{true, 0, 2, true, "blosc-lz4"},
-                                           Config{false, 0, 1, true, "blosc-zstd"}));
+                                           Config{false, 0, 1, true, "blosc-zstd"}),
+                         // Stable names (the default prints the struct's bytes).
+                         [](const ::testing::TestParamInfo<Config>& p) {
+                           const Config& c = p.param;
+                           std::string codec = c.codec.empty() ? "deflate" : c.codec;
+                           std::replace(codec.begin(), codec.end(), '-', '_');
+                           return fmt::format("shuffle{}_level{}_threads{}_{}_{}",
+                                              c.shuffle ? 1 : 0, c.compression, c.threads,
+                                              c.direct ? "direct" : "buffered", codec);
+                         });
 
 TEST(Loader, SaveAndRestoreContinueExactly) {
   TempDir dir;

@@ -21,7 +21,7 @@ std::string Value(const std::vector<EnvVar>& env, const char* name) {
   return "";
 }
 
-TEST(JobEnvironmentTest, SetsTheDecisionTheDatasetsAndTheRolesClassifications) {
+TEST(JobEnvironment, SetsTheDecisionTheDatasetsAndTheRolesClassifications) {
   Policy policy = TestPolicy();
   Decision d{true, "fraud-analyst", "ae", "allowed", ""};
   auto env = JobEnvironment(policy, d, {"/data/ae/x.h5", "/data/ae/restricted"});
@@ -33,7 +33,7 @@ TEST(JobEnvironmentTest, SetsTheDecisionTheDatasetsAndTheRolesClassifications) {
   EXPECT_EQ(Value(*env, job_env::kClassifications), "internal,restricted");
 }
 
-TEST(JobEnvironmentTest, NoDatasetsIsAnEmptyList) {
+TEST(JobEnvironment, NoDatasetsIsAnEmptyList) {
   Policy policy = TestPolicy();
   auto env = JobEnvironment(policy, Decision{true, "reader", "ae", "", ""}, {});
   ASSERT_TRUE(env.ok()) << env.status().message();
@@ -41,7 +41,7 @@ TEST(JobEnvironmentTest, NoDatasetsIsAnEmptyList) {
   EXPECT_EQ(Value(*env, job_env::kClassifications), "internal");
 }
 
-TEST(JobEnvironmentTest, ARoleThatMayReadNothingListsNothing) {
+TEST(JobEnvironment, ARoleThatMayReadNothingListsNothing) {
   auto policy = ParsePolicy(R"(
 [zones.ae]
 [[roles]]
@@ -59,7 +59,7 @@ roles = ["none"]
   EXPECT_EQ(Value(*env, job_env::kClassifications), "");
 }
 
-TEST(JobEnvironmentTest, ARoleOutsideThePolicyIsAnError) {
+TEST(JobEnvironment, ARoleOutsideThePolicyIsAnError) {
   Policy policy = TestPolicy();
   auto env = JobEnvironment(policy, Decision{true, "admin", "ae", "", ""}, {});
   EXPECT_EQ(env.status().code(), StatusCode::kInternal);

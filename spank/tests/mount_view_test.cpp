@@ -100,7 +100,7 @@ TEST(MountViewPlan, PrefixEntriesCoverEachMatchingName) {
 }
 
 // The real thing, in a child process (the mount namespace is the child's).
-class MountViewApply : public ::testing::Test {
+class MountViewApplyTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (::geteuid() != 0) GTEST_SKIP() << "mount namespaces need root: run as root";
@@ -172,7 +172,7 @@ std::string FirstLine(const std::string& path) {
   return line;
 }
 
-TEST_F(MountViewApply, TheStepSeesOnlyWhatItWasAllowed) {
+TEST_F(MountViewApplyTest, TheStepSeesOnlyWhatItWasAllowed) {
   Policy p = MustParse(PolicyOver(root_.string()));
   std::string error;
   int rc = InChildView(
@@ -199,7 +199,7 @@ TEST_F(MountViewApply, TheStepSeesOnlyWhatItWasAllowed) {
   EXPECT_FALSE(fs::exists(R("ae/public/new.h5")));
 }
 
-TEST_F(MountViewApply, AnAllowedEntryIsReadOnlyWhereItIs) {
+TEST_F(MountViewApplyTest, AnAllowedEntryIsReadOnlyWhereItIs) {
   Policy p = MustParse(PolicyOver(root_.string()));
   int rc = InChildView(
       p, {R("eu.h5")}, [] {},
@@ -212,7 +212,7 @@ TEST_F(MountViewApply, AnAllowedEntryIsReadOnlyWhereItIs) {
   EXPECT_EQ(rc, 0) << "failed check " << rc;
 }
 
-TEST_F(MountViewApply, WhatWasResolvedIsMountedEvenAfterTheUserSwapsThePath) {
+TEST_F(MountViewApplyTest, WhatWasResolvedIsMountedEvenAfterTheUserSwapsThePath) {
   // The attack: an allowed directory replaced by a symlink to a root-only
   // directory (or another zone's data) between the decision and the view.
   Policy p = MustParse(PolicyOver(root_.string()));
@@ -232,7 +232,7 @@ TEST_F(MountViewApply, WhatWasResolvedIsMountedEvenAfterTheUserSwapsThePath) {
   EXPECT_EQ(rc, 0) << "failed check " << rc;
 }
 
-TEST_F(MountViewApply, ACoverThatIsASymlinkIsNotFollowed) {
+TEST_F(MountViewApplyTest, ACoverThatIsASymlinkIsNotFollowed) {
   // ae/fraud-* names whatever is in ae/: a symlink named fraud-link must not
   // make root mount a cover over its target.
   Policy p = MustParse(PolicyOver(root_.string()));
@@ -250,7 +250,7 @@ TEST_F(MountViewApply, ACoverThatIsASymlinkIsNotFollowed) {
   EXPECT_EQ(rc, 0) << "failed check " << rc;
 }
 
-TEST_F(MountViewApply, APrefixDirectoryAnyoneCanWriteFails) {
+TEST_F(MountViewApplyTest, APrefixDirectoryAnyoneCanWriteFails) {
   // Any user could make names there, one mount each on every step.
   Policy p = MustParse(PolicyOver(root_.string()));
   fs::permissions(root_ / "ae", fs::perms::others_write, fs::perm_options::add);
@@ -261,7 +261,7 @@ TEST_F(MountViewApply, APrefixDirectoryAnyoneCanWriteFails) {
   EXPECT_NE(error.find("must be root-owned and writable only by root"), std::string::npos) << error;
 }
 
-TEST_F(MountViewApply, APolicyPathThroughASymlinkFails) {
+TEST_F(MountViewApplyTest, APolicyPathThroughASymlinkFails) {
   fs::create_directory_symlink(root_ / "ae", root_ / "ae-link");
   Policy p =
       MustParse("[zones.ae]\n[[datasets]]\npath = \"" + R("ae-link/public") +

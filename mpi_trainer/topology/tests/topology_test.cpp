@@ -54,7 +54,7 @@ TEST(NcclXml, CpuOnly) {
   EXPECT_EQ(n->core_numa[20], 1);
 }
 
-class BadXml : public ::testing::Test {
+class BadXmlTest : public ::testing::Test {
  protected:
   std::string Write(const std::string& text) {
     path_ = std::filesystem::temp_directory_path() / fmt::format("hpcml_topo_{}.xml", ::getpid());
@@ -65,7 +65,7 @@ class BadXml : public ::testing::Test {
   std::string path_;
 };
 
-TEST_F(BadXml, ErrorsNameTheFile) {
+TEST_F(BadXmlTest, ErrorsNameTheFile) {
   std::string p = Write("<system><cpu numaid=\"0\" affinity=\"zz\"/></system>");
   auto n = ReadTopologyFile(p);
   ASSERT_FALSE(n.ok());
@@ -88,7 +88,7 @@ TEST_F(BadXml, ErrorsNameTheFile) {
   EXPECT_FALSE(ReadTopologyFile("/nonexistent/topo.xml").ok());
 }
 
-TEST_F(BadXml, GpuNumberingMustBeDense) {
+TEST_F(BadXmlTest, GpuNumberingMustBeDense) {
   std::string p = Write(
       "<system><cpu numaid=\"0\" affinity=\"f\"><pci busid=\"0000:01:00.0\" class=\"0x030200\">"
       "<gpu dev=\"3\"/></pci></cpu></system>");

@@ -17,7 +17,7 @@ std::vector<float> Random(size_t n, std::uint64_t seed) {
   return v;
 }
 
-TEST(CpuBackendTest, GemmMatchesNaiveForEveryTransposition) {
+TEST(CpuBackend, GemmMatchesNaiveForEveryTransposition) {
   auto be = MakeCpuBackend(nullptr);
   const int m = 5, n = 7, k = 3;
   for (int ta = 0; ta < 2; ++ta) {
@@ -45,7 +45,7 @@ TEST(CpuBackendTest, GemmMatchesNaiveForEveryTransposition) {
 
 // oneDNN (the default) and OpenBLAS (the fallback) on strided operands, every
 // transposition, alpha and both betas the model uses.
-TEST(CpuBackendTest, GemmLibrariesAgree) {
+TEST(CpuBackend, GemmLibrariesAgree) {
   auto dnnl = MakeCpuBackend(nullptr, {GemmLibrary::kOneDnn, 1});
   auto blas = MakeCpuBackend(nullptr, {GemmLibrary::kOpenBlas, 1});
   const int pad = 3;
@@ -76,7 +76,7 @@ TEST(CpuBackendTest, GemmLibrariesAgree) {
 // The fused layer forward (one oneDNN matmul with bias and ReLU post-ops, or
 // bias then the activation loop) against Gemm then AddBiasAct on OpenBLAS.
 // ReLU may leave z unwritten: only a is compared there (the contract).
-TEST(CpuBackendTest, FusedDenseForwardMatchesGemmThenBiasAct) {
+TEST(CpuBackend, FusedDenseForwardMatchesGemmThenBiasAct) {
   auto dnnl = MakeCpuBackend(nullptr, {GemmLibrary::kOneDnn, 1});
   auto blas = MakeCpuBackend(nullptr, {GemmLibrary::kOpenBlas, 1});
   const int rows = 33, in = 70, out = 50;
@@ -104,7 +104,7 @@ TEST(CpuBackendTest, FusedDenseForwardMatchesGemmThenBiasAct) {
 // Several math threads split the elementwise work; the results match one
 // thread: exactly where each element (or column sum) keeps its order, within
 // rounding where partial sums are combined.
-TEST(CpuBackendTest, TwoThreadsMatchOne) {
+TEST(CpuBackend, TwoThreadsMatchOne) {
   const std::int64_t rows = 256, cols = 300;
   const auto n = static_cast<size_t>(rows * cols);
   const std::vector<float> z = Random(n, 10), dout = Random(n, 11), g = Random(n, 12);
@@ -148,7 +148,7 @@ TEST(CpuBackendTest, TwoThreadsMatchOne) {
   EXPECT_NEAR(two.sq, one.sq, 1e-12 * one.sq);
 }
 
-TEST(CpuBackendTest, BiasAddAndGrad) {
+TEST(CpuBackend, BiasAddAndGrad) {
   auto be = MakeCpuBackend(nullptr);
   std::vector<float> y{1, 2, 3, 4, 5, 6}, b{10, 20, 30}, db{1, 1, 1};
   be->AddBias(y.data(), b.data(), 2, 3);
@@ -157,7 +157,7 @@ TEST(CpuBackendTest, BiasAddAndGrad) {
   EXPECT_EQ(db, (std::vector<float>{26, 48, 70}));
 }
 
-TEST(CpuBackendTest, ActivationDerivativesMatchFiniteDifferences) {
+TEST(CpuBackend, ActivationDerivativesMatchFiniteDifferences) {
   auto be = MakeCpuBackend(nullptr);
   std::vector<float> x{-2.0f, -0.7f, -0.1f, 0.3f, 1.1f, 2.5f};
   for (Activation act : {Activation::kRelu, Activation::kGelu, Activation::kTanh}) {
@@ -179,7 +179,7 @@ TEST(CpuBackendTest, ActivationDerivativesMatchFiniteDifferences) {
   EXPECT_NEAR(out[0], 0.841192f, 1e-5);  // tanh-approximate GELU(1)
 }
 
-TEST(CpuBackendTest, CrossEntropyLossAndGradient) {
+TEST(CpuBackend, CrossEntropyLossAndGradient) {
   auto be = MakeCpuBackend(nullptr);
   std::vector<float> z{1.0f, 2.0f, 3.0f, 0.0f, 0.0f, 0.0f}, t{2.0f, 0.0f}, dz(6);
   double loss = be->LossAndGrad(LossKind::kCrossEntropy, z.data(), t.data(), 2, 3, 0.5f, dz.data());
@@ -194,7 +194,7 @@ TEST(CpuBackendTest, CrossEntropyLossAndGradient) {
       be->LossAndGrad(LossKind::kCrossEntropy, z.data(), bad.data(), 2, 3, 1.0f, dz.data())));
 }
 
-TEST(CpuBackendTest, MseLossAndGradient) {
+TEST(CpuBackend, MseLossAndGradient) {
   auto be = MakeCpuBackend(nullptr);
   std::vector<float> y{1.0f, 2.0f}, t{0.0f, 4.0f}, dy(2);
   double loss = be->LossAndGrad(LossKind::kMse, y.data(), t.data(), 1, 2, 1.0f, dy.data());
@@ -203,7 +203,7 @@ TEST(CpuBackendTest, MseLossAndGradient) {
   EXPECT_NEAR(dy[1], 2.0 * -2.0 / 2.0, 1e-6);
 }
 
-TEST(CpuBackendTest, AdamWStepMatchesTheFormula) {
+TEST(CpuBackend, AdamWStepMatchesTheFormula) {
   auto be = MakeCpuBackend(nullptr);
   std::vector<float> p{1.0f, -2.0f}, g{0.5f, -0.25f}, m(2, 0.0f), v(2, 0.0f);
   AdamWStep st;
@@ -229,7 +229,7 @@ TEST(CpuBackendTest, AdamWStepMatchesTheFormula) {
   EXPECT_NEAR(p[1], pr[1], 1e-5);
 }
 
-TEST(CpuBackendTest, BuffersAreZeroedAndCommunicationIsANoOpWithoutGrid) {
+TEST(CpuBackend, BuffersAreZeroedAndCommunicationIsANoOpWithoutGrid) {
   auto be = MakeCpuBackend(nullptr);
   Buffer b = be->Alloc(4);
   ASSERT_EQ(b.size(), 4u);

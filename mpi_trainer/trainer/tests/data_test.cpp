@@ -28,7 +28,7 @@ Batch Read(BatchSource& s, std::int64_t rows) {
   return b;
 }
 
-TEST(SyntheticTest, ReplicasReadDisjointSlicesOfTheSameGlobalBatch) {
+TEST(Synthetic, ReplicasReadDisjointSlicesOfTheSameGlobalBatch) {
   for (bool cls : {true, false}) {
     auto whole = MakeSyntheticSource(Config(cls), 8, 0, 1);
     ASSERT_TRUE(whole.ok());
@@ -51,7 +51,7 @@ TEST(SyntheticTest, ReplicasReadDisjointSlicesOfTheSameGlobalBatch) {
   }
 }
 
-TEST(SyntheticTest, LabelsAreValidClassesAndNotAllEqual) {
+TEST(Synthetic, LabelsAreValidClassesAndNotAllEqual) {
   auto s = MakeSyntheticSource(Config(true), 64, 0, 1);
   ASSERT_TRUE(s.ok());
   Batch b = Read(**s, 64);
@@ -64,7 +64,7 @@ TEST(SyntheticTest, LabelsAreValidClassesAndNotAllEqual) {
   for (int c : count) EXPECT_GT(c, 0);
 }
 
-TEST(SyntheticTest, RegressionTargetsAreBoundedByTanh) {
+TEST(Synthetic, RegressionTargetsAreBoundedByTanh) {
   auto s = MakeSyntheticSource(Config(false), 16, 0, 1);
   ASSERT_TRUE(s.ok());
   EXPECT_EQ((*s)->target_dim(), 3);
@@ -73,7 +73,7 @@ TEST(SyntheticTest, RegressionTargetsAreBoundedByTanh) {
   for (float y : b.y) EXPECT_LT(std::abs(y), 1.0f);
 }
 
-TEST(SyntheticTest, FiniteDataSetWrapsAround) {
+TEST(Synthetic, FiniteDataSetWrapsAround) {
   SyntheticConfig c = Config(true);
   c.samples = 8;
   auto s = MakeSyntheticSource(c, 8, 0, 1);
@@ -82,7 +82,7 @@ TEST(SyntheticTest, FiniteDataSetWrapsAround) {
   EXPECT_EQ(a.x, b.x);
 }
 
-TEST(SyntheticTest, SaveAndRestorePosition) {
+TEST(Synthetic, SaveAndRestorePosition) {
   auto s = MakeSyntheticSource(Config(true), 4, 0, 1);
   ASSERT_TRUE(s.ok());
   Read(**s, 4);
@@ -95,7 +95,7 @@ TEST(SyntheticTest, SaveAndRestorePosition) {
   EXPECT_FALSE((*s)->RestorePosition("-1").ok());
 }
 
-TEST(SyntheticTest, NullBuffersSkipOutputButAdvance) {
+TEST(Synthetic, NullBuffersSkipOutputButAdvance) {
   auto s = MakeSyntheticSource(Config(true), 4, 0, 1);
   auto t = MakeSyntheticSource(Config(true), 4, 0, 1);
   ASSERT_TRUE(s.ok() && t.ok());
@@ -104,7 +104,7 @@ TEST(SyntheticTest, NullBuffersSkipOutputButAdvance) {
   EXPECT_EQ(Read(**s, 4).x, Read(**t, 4).x);
 }
 
-TEST(SyntheticTest, RejectsBadShapes) {
+TEST(Synthetic, RejectsBadShapes) {
   EXPECT_FALSE(MakeSyntheticSource(Config(true), 10, 0, 4).ok());  // 10 rows over 4 replicas
   EXPECT_FALSE(MakeSyntheticSource(Config(true), 8, 4, 4).ok());
   SyntheticConfig c = Config(true);
@@ -119,7 +119,7 @@ TEST(SyntheticTest, RejectsBadShapes) {
 // 10 held-out samples over 4 replicas in batches of 2: parts of 3, 3, 2, 2
 // rows, 2 batches each (2+1, 2+1, 2+0, 2+0 rows); together every sample once,
 // in order, the same on the next pass.
-TEST(SyntheticEvalTest, ReplicaPartsCoverEveryRowOnceWithShortAndEmptyBatches) {
+TEST(SyntheticEval, ReplicaPartsCoverEveryRowOnceWithShortAndEmptyBatches) {
   SyntheticConfig c = Config(true);
   c.samples = 10;
   c.held_out = true;

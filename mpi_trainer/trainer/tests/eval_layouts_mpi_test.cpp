@@ -76,7 +76,7 @@ double RelDiff(double got, double want) {
   return std::abs(got - want) / std::max(std::abs(want), 1e-30);
 }
 
-TEST(EvalLayoutsTest, EveryLayoutEvaluatesLikeTheSingleProcessRun) {
+TEST(EvalLayouts, EveryLayoutEvaluatesLikeTheSingleProcessRun) {
   int n = 0, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &n);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);

@@ -12,7 +12,7 @@
 namespace hpcml::trainer {
 namespace {
 
-TEST(EvalMetricsTest, LogLossAndAccuracyByHand) {
+TEST(EvalMetrics, LogLossAndAccuracyByHand) {
   // Row 0: a tie, arg max is the first class (0), label 1: wrong, loss ln 2.
   // Row 1: label 1, loss log(1 + e^-2); row 2: label 0, loss log(1 + e^-3).
   const std::vector<float> z = {0, 0, 1, 3, 2, -1};
@@ -29,7 +29,7 @@ TEST(EvalMetricsTest, LogLossAndAccuracyByHand) {
   EXPECT_EQ(pos, (std::vector<std::uint8_t>{1, 1, 0}));
 }
 
-TEST(EvalMetricsTest, ThreeClassesAddNoScoresAndSumsAddUp) {
+TEST(EvalMetrics, ThreeClassesAddNoScoresAndSumsAddUp) {
   // log-sum-exp of [1, 2, 3] = 3 + log(1 + e^-1 + e^-2).
   const std::vector<float> z = {1, 2, 3, 5, 0, 0};
   const std::vector<float> y = {2, 1};
@@ -47,7 +47,7 @@ TEST(EvalMetricsTest, ThreeClassesAddNoScoresAndSumsAddUp) {
   EXPECT_DOUBLE_EQ(Accuracy(a), 0.5);
 }
 
-TEST(EvalMetricsTest, RmseByHand) {
+TEST(EvalMetrics, RmseByHand) {
   const std::vector<float> out = {1, 2, 3, 4}, t = {1, 0, 0, 4};
   EvalSums s;
   AddSquaredError(out.data(), t.data(), 2, 2, &s);
@@ -57,7 +57,7 @@ TEST(EvalMetricsTest, RmseByHand) {
   EXPECT_TRUE(std::isnan(LogLoss(EvalSums{})));
 }
 
-TEST(EvalMetricsTest, AucWithTiesByHand) {
+TEST(EvalMetrics, AucWithTiesByHand) {
   // Positives 0.35, 0.8, 0.4 against negatives 0.1, 0.4, 0.1:
   // 2 + 3 + 2.5 (the 0.4 tie counts one half) wins of 9 pairs.
   const std::vector<double> s = {0.1, 0.4, 0.35, 0.8, 0.4, 0.1};
@@ -70,7 +70,7 @@ TEST(EvalMetricsTest, AucWithTiesByHand) {
   EXPECT_TRUE(std::isnan(RocAuc({1, NAN}, std::vector<std::uint8_t>{0, 1})));
 }
 
-TEST(EvalMetricsTest, AucMatchesThePairwiseDefinitionOnManyTies) {
+TEST(EvalMetrics, AucMatchesThePairwiseDefinitionOnManyTies) {
   std::mt19937_64 rng(11);
   std::vector<double> s;
   std::vector<std::uint8_t> p;
@@ -90,7 +90,7 @@ TEST(EvalMetricsTest, AucMatchesThePairwiseDefinitionOnManyTies) {
   EXPECT_NEAR(RocAuc(s, p), wins / pairs, 1e-12);
 }
 
-TEST(EvalMetricsTest, MonitoredValueIsLogLossOrRmse) {
+TEST(EvalMetrics, MonitoredValueIsLogLossOrRmse) {
   EvalMetrics ce;
   ce.log_loss = 0.3;
   ce.rmse = 9;
@@ -103,7 +103,7 @@ TEST(EvalMetricsTest, MonitoredValueIsLogLossOrRmse) {
 }
 
 // Always predicting the base rate: 3 positives of 12, p = 0.25.
-TEST(EvalMetricsTest, BaseRateByHand) {
+TEST(EvalMetrics, BaseRateByHand) {
   const std::vector<std::uint8_t> positive{1, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0};
   EXPECT_DOUBLE_EQ(PositiveRate(positive), 0.25);
   EXPECT_NEAR(BaseRateLogLoss(0.25), -(0.25 * std::log(0.25) + 0.75 * std::log(0.75)), 1e-15);

@@ -24,7 +24,7 @@ std::vector<GridShape> Layouts(int n) {
   return out;
 }
 
-TEST(GridTest, CoordinatesAndGroupsFollowTpInnermostOrder) {
+TEST(Grid, CoordinatesAndGroupsFollowTpInnermostOrder) {
   for (const GridShape& shape : Layouts(WorldSize())) {
     auto g = ProcessGrid::Create(MPI_COMM_WORLD, shape);
     ASSERT_TRUE(g.ok()) << g.status().ToString();
@@ -56,14 +56,14 @@ TEST(GridTest, CoordinatesAndGroupsFollowTpInnermostOrder) {
   }
 }
 
-TEST(GridTest, WrongProductFailsOnEveryRank) {
+TEST(Grid, WrongProductFailsOnEveryRank) {
   auto g = ProcessGrid::Create(MPI_COMM_WORLD, GridShape{WorldSize() + 1, 1, 1});
   ASSERT_FALSE(g.ok());
   EXPECT_NE(g.status().message().find("ranks but the job has"), std::string::npos);
   EXPECT_FALSE(ProcessGrid::Create(MPI_COMM_WORLD, GridShape{0, 1, WorldSize()}).ok());
 }
 
-TEST(GridTest, AgreeOnStatusSpreadsTheFirstFailure) {
+TEST(Grid, AgreeOnStatusSpreadsTheFirstFailure) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   const int n = WorldSize();
@@ -77,7 +77,7 @@ TEST(GridTest, AgreeOnStatusSpreadsTheFirstFailure) {
       << s.message();
 }
 
-TEST(GridTest, MpiCommFreesAndMoves) {
+TEST(Grid, MpiCommFreesAndMoves) {
   MPI_Comm dup = MPI_COMM_NULL;
   MPI_Comm_dup(MPI_COMM_WORLD, &dup);
   MpiComm a(dup);

@@ -85,7 +85,7 @@ void ExpectTensorsNear(const std::vector<FullTensor>& got, const std::vector<Ful
   }
 }
 
-TEST(LayoutsTest, EveryLayoutMatchesTheSingleProcessRun) {
+TEST(Layouts, EveryLayoutMatchesTheSingleProcessRun) {
   int n = 0, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &n);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -141,7 +141,7 @@ class FailingSource final : public BatchSource {
   int calls_ = 0;
 };
 
-TEST(LayoutsTest, AReadErrorOnOneRankStopsEveryRankWithItsMessage) {
+TEST(Layouts, AReadErrorOnOneRankStopsEveryRankWithItsMessage) {
   int n = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &n);
   const Case c = Cases()[0];

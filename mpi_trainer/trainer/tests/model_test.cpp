@@ -105,7 +105,7 @@ INSTANTIATE_TEST_SUITE_P(AllActivationsAndLosses, ModelGradTest,
 // Deferred weight gradients: several microbatches taken together (one GEMM
 // per layer, or one layer at a time) give the sum of each microbatch's own
 // gradients, and layers are reported complete last layer first.
-TEST(ModelTest, WeightGradientsOverMicrobatchesAddUp) {
+TEST(Model, WeightGradientsOverMicrobatchesAddUp) {
   ModelConfig c;
   c.input_dim = 7;
   c.hidden = {9, 8};
@@ -158,7 +158,7 @@ TEST(ModelTest, WeightGradientsOverMicrobatchesAddUp) {
   }
 }
 
-TEST(ModelTest, ShardsAreSlicesOfTheSameGlobalInitialisation) {
+TEST(Model, ShardsAreSlicesOfTheSameGlobalInitialisation) {
   ModelConfig c;
   c.input_dim = 6;
   c.hidden = {8, 4};
@@ -205,7 +205,7 @@ TEST(ModelTest, ShardsAreSlicesOfTheSameGlobalInitialisation) {
   EXPECT_NE((*other)->param_data()[0], (*whole)->param_data()[0]);
 }
 
-TEST(ModelTest, StagesHoldTheirLayers) {
+TEST(Model, StagesHoldTheirLayers) {
   ModelConfig c;
   c.input_dim = 6;
   c.hidden = {8, 8, 8};

@@ -118,13 +118,13 @@ void CheckScheduleWellFormed(const std::vector<PipeOp>& ops, int m) {
   }
 }
 
-TEST(ScheduleTest, GpipeRunsAllForwardsFirst) {
+TEST(Schedule, GpipeRunsAllForwardsFirst) {
   auto ops = BuildSchedule(ScheduleKind::kGpipe, 4, 1, 3);
   CheckScheduleWellFormed(ops, 3);
   for (int i = 0; i < 3; ++i) EXPECT_TRUE(ops[static_cast<size_t>(i)].forward);
 }
 
-TEST(ScheduleTest, OneFOneBLimitsMicrobatchesInFlight) {
+TEST(Schedule, OneFOneBLimitsMicrobatchesInFlight) {
   for (int p : {1, 2, 4}) {
     for (int s = 0; s < p; ++s) {
       for (int m : {1, 2, 3, 8}) {
@@ -147,7 +147,7 @@ TEST(ScheduleTest, OneFOneBLimitsMicrobatchesInFlight) {
             (std::vector<PipeOp>{{true, 0}, {true, 1}, {false, 0}, {false, 1}}));
 }
 
-TEST(ScheduleTest, IdealBubble) {
+TEST(Schedule, IdealBubble) {
   EXPECT_DOUBLE_EQ(IdealBubble(1, 4), 0.0);
   EXPECT_DOUBLE_EQ(IdealBubble(4, 4), 3.0 / 7.0);
 }

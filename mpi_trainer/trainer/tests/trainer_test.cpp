@@ -17,7 +17,7 @@
 namespace hpcml::trainer {
 namespace {
 
-TEST(LrScheduleTest, WarmupThenCosineThenMin) {
+TEST(LrSchedule, WarmupThenCosineThenMin) {
   LrSchedule s{1.0, 0.1, 4, 14};
   EXPECT_DOUBLE_EQ(s.At(1), 0.25);
   EXPECT_DOUBLE_EQ(s.At(4), 1.0);
@@ -56,7 +56,7 @@ ModelConfig SmallModel() {
   return mc;
 }
 
-TEST(TrainerTest, RejectsBatchesThatDoNotSplit) {
+TEST(Trainer, RejectsBatchesThatDoNotSplit) {
   TrainConfig tc;
   tc.global_batch = 10;
   tc.microbatches = 4;
@@ -68,7 +68,7 @@ TEST(TrainerTest, RejectsBatchesThatDoNotSplit) {
   EXPECT_FALSE(Make(SmallModel(), tc).ok());
 }
 
-TEST(TrainerTest, RejectsDataThatDoesNotFitTheModel) {
+TEST(Trainer, RejectsDataThatDoesNotFitTheModel) {
   ModelConfig mc = SmallModel();
   TrainConfig tc;
   auto be = MakeCpuBackend(nullptr);
@@ -85,7 +85,7 @@ TEST(TrainerTest, RejectsDataThatDoesNotFitTheModel) {
   EXPECT_FALSE(Trainer::Create(tc, mc, nullptr, be.get(), src->get()).ok());
 }
 
-TEST(TrainerTest, LossGoesDownOnTheTeacherTask) {
+TEST(Trainer, LossGoesDownOnTheTeacherTask) {
   TrainConfig tc;
   tc.global_batch = 32;
   tc.microbatches = 2;
@@ -107,7 +107,7 @@ TEST(TrainerTest, LossGoesDownOnTheTeacherTask) {
   EXPECT_LT(last, 0.7 * first) << "first " << first << " last " << last;
 }
 
-TEST(TrainerTest, HookStopsTheLoop) {
+TEST(Trainer, HookStopsTheLoop) {
   auto s = Make(SmallModel(), TrainConfig{});
   ASSERT_TRUE(s.ok());
   Status st = (*s)->trainer->Run(10, [](const StepStats& x) {
@@ -117,7 +117,7 @@ TEST(TrainerTest, HookStopsTheLoop) {
   EXPECT_EQ((*s)->trainer->step(), 3);
 }
 
-TEST(TrainerTest, HookErrorEndsTheLoopWithIt) {
+TEST(Trainer, HookErrorEndsTheLoopWithIt) {
   auto s = Make(SmallModel(), TrainConfig{});
   ASSERT_TRUE(s.ok());
   Status st = (*s)->trainer->Run(10, [](const StepStats& x) -> Result<Trainer::AfterStep> {

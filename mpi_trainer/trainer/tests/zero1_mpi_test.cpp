@@ -84,7 +84,7 @@ void ExpectTensorsNear(const std::vector<FullTensor>& got, const std::vector<Ful
 
 constexpr int kSteps = 6;
 
-TEST(Zero1Test, MatchesTheUnshardedRunAndShardsTheOptimizerState) {
+TEST(Zero1, MatchesTheUnshardedRunAndShardsTheOptimizerState) {
   int n = 0, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &n);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -140,7 +140,7 @@ std::string SharedTempDir(const char* name) {
 // Trains to `stop` with --zero1 and a save at that step, then resumes in a
 // fresh trainer (--zero1 or not) and trains to kSteps: the losses after the
 // restart and the final weights equal those of an uninterrupted run.
-TEST(Zero1Test, CheckpointsSaveAndRestoreTheShardedMoments) {
+TEST(Zero1, CheckpointsSaveAndRestoreTheShardedMoments) {
   int n = 0, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &n);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
