@@ -23,6 +23,8 @@
 #                   Open MPI variables (the wrappers source it themselves);
 #                   a single rank runs without mpirun (singleton, no daemon)
 #   MANIFEST        each packed file and where it came from
+#   gpu-check.sh    the checks to run there, in one command, with one table
+#                   (scripts/gpu-check.sh; pytorch_cuda_peer.py beside it)
 # The GPU machine needs a driver for CUDA 13 (>= 580) and the CUDA 13
 # runtime, cuBLAS 13 and NCCL 2 libraries (see env.sh for where it looks).
 set -euo pipefail
@@ -237,6 +239,10 @@ The machine must provide a CUDA 13 driver (>= 580) and the CUDA 13 runtime,
 cuBLAS 13 and NCCL 2 libraries; env.sh says where it looks and what it misses.
 Several ranks need a launcher (the machine's mpirun or srun --mpi=pmix).
 EOF
+# The checks to run on the GPU machine (scripts/gpu-check.sh) and PyTorch's
+# baseline for its bench step.
+install -m 755 "$top/scripts/gpu-check.sh" "$stage/gpu-check.sh"
+install -m 644 "$top/bench/mpi_trainer/pytorch_cuda_peer.py" "$stage/pytorch_cuda_peer.py"
 sort "$work/manifest" >"$stage/MANIFEST"
 
 mkdir -p "$(dirname "$out")"

@@ -24,43 +24,8 @@ if [[ ${2-} == cuda ]]; then
     echo "pytorch: skipped: no CUDA PyTorch for $python"
     exit 0
   fi
-  # The model of trainer_bench cuda's defaults: 1024 -> 8192 x 4 -> 1024,
-  # relu, cross-entropy, batch 8192, AdamW, global-norm clip 1.0.
-  "$python" - <<'PY'
-import time, torch
-torch.backends.cuda.matmul.allow_tf32 = False
-dims, batch, steps = [1024, 8192, 8192, 8192, 8192, 1024], 8192, 20
-layers = []
-for i in range(len(dims) - 1):
-    layers.append(torch.nn.Linear(dims[i], dims[i + 1]))
-    if i < len(dims) - 2:
-        layers.append(torch.nn.ReLU())
-model = torch.nn.Sequential(*layers).cuda()
-opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.0, fused=True)
-x = torch.randn(batch, dims[0], device="cuda")
-y = torch.randint(0, dims[-1], (batch,), device="cuda")
-def step():
-    with torch.autocast("cuda", dtype=torch.bfloat16):
-        loss = torch.nn.functional.cross_entropy(model(x), y)
-    opt.zero_grad(set_to_none=True)
-    loss.backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-    opt.step()
-    return loss
-for _ in range(3):
-    step()
-torch.cuda.synchronize()
-t0 = time.perf_counter()
-for _ in range(steps):
-    loss = step()
-loss.item()
-t = (time.perf_counter() - t0) / steps
-flops = batch * sum((4 if i == 0 else 6) * dims[i] * dims[i + 1] for i in range(len(dims) - 1))
-name = torch.cuda.get_device_name()
-print(f"pytorch {torch.__version__}: MLP {'-'.join(map(str, dims))} relu, batch {batch}, {name}: "
-      f"step {t * 1e3:.2f} ms, {batch / t:.0f} samples/s, model {flops / t * 1e-12:.1f} TFLOP/s "
-      f"(same FLOP count as trainer_bench; divide by the peak it printed for MFU)")
-PY
+  # The model of trainer_bench cuda's defaults, in PyTorch.
+  "$python" "$(dirname "$0")/pytorch_cuda_peer.py"
   exit 0
 fi
 # OpenBLAS with its best kernel for the peak and the peer: Debian's 0.3.21

@@ -10,9 +10,11 @@
 //   bubble  (p ranks) measured bubble / (p-1)/(m+p-1), GPipe and 1F1B
 //   dp      (2 ranks) samples/s at dp=2 / (2 x samples/s of one rank alone)
 //   cuda    (1 rank)  the CUDA backend: samples/s, model FLOP/s and MFU of a
-//                     training step, and the step's time against its GEMMs
-//                     alone (cuBLAS, same shapes). Exits 77 on a machine
-//                     without a GPU (the rule of cuda::CountDevices).
+//                     training step (against the dense bf16 peak from the
+//                     GPU's SM count and clock), the step's time against its
+//                     GEMMs alone (cuBLAS, same shapes), and cuBLAS's own
+//                     best bf16 rate measured in the run. Exits 77 on a
+//                     machine without a GPU (the rule of cuda::CountDevices).
 //
 // The model is stated on every line: input 256, hidden 1024,1024,1024,
 // 16 classes, relu, batch 256 (bubble: input 8, 2p hidden layers and an
@@ -451,20 +453,26 @@ void DataParallel() {
 }
 
 #ifdef HPCML_TRAINER_CUDA
-// Dense (no sparsity) bf16 tensor-core peaks from NVIDIA's data sheets, by
-// device name; the first match wins. Others need --peak-tflops.
-double PeakBf16Tflops(const std::string& name) {
-  struct Peak {
-    const char* match;
-    double tflops;
-  };
-  constexpr Peak kPeaks[] = {{"H100 PCIe", 756.0}, {"H100 NVL", 835.0}, {"H100", 989.4},
-                             {"H200", 989.4},      {"H800", 989.4},     {"GH200", 989.4},
-                             {"A100", 312.0},      {"L40S", 362.1},     {"L4", 121.0}};
-  for (const Peak& p : kPeaks) {
-    if (name.find(p.match) != std::string::npos) return p.tflops;
-  }
+// Dense (no sparsity) bf16 tensor-core FLOPs per clock and SM, by compute
+// capability: the figure NVIDIA's data sheets are made of (A100: 108 SMs x
+// 1.41 GHz x 2048 = 312 TFLOP/s; H100 SXM: 132 x 1.83 GHz x 4096 = 989 at
+// the clock the sheet uses). 0 where not known (then --peak-tflops).
+double Bf16FlopsPerClockPerSm(int major, int minor) {
+  if (major == 9 && minor == 0) return 4096.0;  // Hopper: H100, H200, GH200
+  if (major == 8 && minor == 0) return 2048.0;  // A100, A30
+  if (major == 8) return 1024.0;                // Ampere/Ada GA10x, AD10x (A10, L4, L40S)
+  if (major == 10 || major == 12) return 0.0;   // Blackwell: varies by product
   return 0.0;
+}
+
+// The device's dense bf16 peak from its own SM count and peak SM clock
+// (cudaDevAttrClockRate), in TFLOP/s; 0 when the architecture is not known.
+double SmClockPeakTflops(int device, const cudaDeviceProp& prop, double* clock_ghz) {
+  int khz = 0;
+  if (cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, device) != cudaSuccess) khz = 0;
+  *clock_ghz = khz * 1e-6;
+  return prop.multiProcessorCount * (khz * 1e3) * Bf16FlopsPerClockPerSm(prop.major, prop.minor) *
+         1e-12;
 }
 
 // The GEMMs of one training step (forward, weight gradient, input gradient
@@ -560,10 +568,16 @@ int CudaBench(int argc, char** argv) {
   }
   cudaDeviceProp prop{};
   cudaGetDeviceProperties(&prop, 0);  // the backend of a lone rank uses device 0
-  const char* peak_source = "--peak-tflops";
-  if (peak <= 0.0) {
-    peak = PeakBf16Tflops(prop.name);
-    peak_source = "data sheet, dense bf16";
+  std::string peak_source = "--peak-tflops";
+  double clock_ghz = 0.0;
+  const double sm_peak = SmClockPeakTflops(0, prop, &clock_ghz);
+  if (peak <= 0.0 && sm_peak > 0.0) {
+    peak = sm_peak;
+    char what[160];
+    std::snprintf(what, sizeof what, "SMs x clock: %d x %.3f GHz x %.0f dense bf16 FLOP/clock",
+                  prop.multiProcessorCount, clock_ghz,
+                  Bf16FlopsPerClockPerSm(prop.major, prop.minor));
+    peak_source = what;
   }
   auto backend = ht::MakeCudaBackend(nullptr);
   if (!backend.ok()) {
@@ -600,10 +614,11 @@ int CudaBench(int argc, char** argv) {
       dims.c_str(), static_cast<long long>(batch), prop.name, prop.multiProcessorCount, step * 1e3,
       static_cast<double>(batch) / step, flops / step * 1e-12);
   if (peak > 0.0) {
-    std::printf(", MFU %.3f (peak %.1f TFLOP/s, %s)", flops / step * 1e-12 / peak, peak,
-                peak_source);
+    std::printf(", MFU %.3f (peak %.1f TFLOP/s (%s))", flops / step * 1e-12 / peak, peak,
+                peak_source.c_str());
   } else {
-    std::printf(", MFU n/a (unknown GPU: pass --peak-tflops)");
+    std::printf(", MFU n/a (compute capability %d.%d not known: pass --peak-tflops)", prop.major,
+                prop.minor);
   }
   std::printf("; GEMMs alone %.2f ms = %.1f TFLOP/s; ratio %.3f\n", gemm * 1e3,
               flops / gemm * 1e-12, gemm / step);

@@ -118,6 +118,23 @@ grep -q "calling init: $B/lib/libc.so.6" "$work"/ld.* || fail "train_cpu: glibc 
 grep -q "calling init: $B/lib/openmpi/" "$work"/ld.* || fail "train_cpu: no Open MPI component loaded"
 echo "gpu_bundle_test: ok: every loaded object is the bundle's or a CUDA library"
 
+# The GPU machine's checks (gpu-check.sh), rehearsed: every step reaches its
+# "no GPU" end (n/a for a tool this machine lacks), none fails or hangs;
+# steps run by name; an unknown one is a usage error.
+OUT=$work/gpu-check PYTHON=/usr/bin/python3 "$B/gpu-check.sh" >"$work/gpu_check.out" 2>&1 ||
+  { cat "$work/gpu_check.out" >&2; fail "gpu-check: a step failed or timed out"; }
+for s in probe backend memcheck agree resume bench pytorch; do
+  grep -Eq "^\| $s \| (no GPU|n/a) \|" "$work/gpu-check/summary.md" ||
+    { cat "$work/gpu-check/summary.md" >&2; fail "gpu-check: step $s did not end at 'no GPU'"; }
+done
+grep -Eq '^\| (probe|backend|bench|resume) \| no GPU \|' "$work/gpu-check/summary.md" ||
+  fail "gpu-check: no step reached a program's own no-GPU exit"
+OUT=$work/gpu-check2 "$B/gpu-check.sh" probe bench >/dev/null 2>&1 || fail "gpu-check probe bench"
+[[ $(grep -Ec '^\| [a-z]+ \| (no GPU|n/a|pass|FAIL|TIMEOUT) \|' "$work/gpu-check2/summary.md") == 2 ]] ||
+  fail "gpu-check: steps by name"
+OUT=$work/gpu-check3 "$B/gpu-check.sh" nosuchstep >/dev/null 2>&1
+[[ $? == 2 ]] || fail "gpu-check: an unknown step must exit 2"
+echo "gpu_bundle_test: ok: gpu-check.sh, every step at its no-GPU end ($(cut -d'|' -f2,3 "$work/gpu-check/summary.md" | tail -n +3 | tr -s ' \n' ' '))"
 # A CUDA error beside (what looks like) a GPU fails: the toolkit's stub
 # driver library, then no driver but a device node.
 stub=

@@ -1,0 +1,61 @@
+"""The PyTorch baseline of trainer_bench cuda: the same MLP (1024 -> 8192 x 4
+-> 1024, relu, cross-entropy), batch 8192, AdamW (fused), global-norm clip
+1.0, bf16 autocast with fp32 master weights (the backend's arithmetic), on
+the same GPU. Prints one line: step time, samples/s, model TFLOP/s (the
+FLOP count trainer_bench uses) and, given --peak-tflops, the MFU.
+
+    python3 pytorch_cuda_peer.py [--steps 20] [--peak-tflops P]
+Exits 77 when PyTorch sees no CUDA device.
+"""
+import argparse
+import sys
+import time
+
+import torch
+
+p = argparse.ArgumentParser()
+p.add_argument("--steps", type=int, default=20)
+p.add_argument("--peak-tflops", type=float, default=0.0)
+a = p.parse_args()
+if not torch.cuda.is_available():
+    print("pytorch: skipped: no GPU on this machine (torch.cuda.is_available() is False)")
+    sys.exit(77)
+torch.backends.cuda.matmul.allow_tf32 = False
+dims, batch = [1024, 8192, 8192, 8192, 8192, 1024], 8192
+layers = []
+for i in range(len(dims) - 1):
+    layers.append(torch.nn.Linear(dims[i], dims[i + 1]))
+    if i < len(dims) - 2:
+        layers.append(torch.nn.ReLU())
+model = torch.nn.Sequential(*layers).cuda()
+opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.0, fused=True)
+x = torch.randn(batch, dims[0], device="cuda")
+y = torch.randint(0, dims[-1], (batch,), device="cuda")
+
+
+def step():
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    return loss
+
+
+for _ in range(3):
+    step()
+torch.cuda.synchronize()
+t0 = time.perf_counter()
+for _ in range(a.steps):
+    loss = step()
+loss.item()
+t = (time.perf_counter() - t0) / a.steps
+# Forward 2, backward 4 FLOPs per weight and row; the first layer has no
+# input gradient (as trainer_bench counts).
+flops = batch * sum((4 if i == 0 else 6) * dims[i] * dims[i + 1] for i in range(len(dims) - 1))
+tflops = flops / t * 1e-12
+mfu = f", MFU {tflops / a.peak_tflops:.3f} (peak {a.peak_tflops:.1f} TFLOP/s)" if a.peak_tflops > 0 else ""
+print(f"pytorch {torch.__version__}: MLP {'-'.join(map(str, dims))} relu, batch {batch}, "
+      f"{torch.cuda.get_device_name()}: step {t * 1e3:.2f} ms, {batch / t:.0f} samples/s, "
+      f"model {tflops:.1f} TFLOP/s{mfu}")
