@@ -28,6 +28,7 @@ std::string_view Name(AsofMissing m) {
   }
   return "?";
 }
+
 namespace {
 
 // Payload of a request on its way through the join.
@@ -39,18 +40,6 @@ struct RequestInfo {
   uint32_t missing;
 };
 static_assert(sizeof(RequestInfo) == 32);
-
-const char* MissingName(AsofMissing m) {
-  switch (m) {
-    case AsofMissing::kNan:
-      return "nan";
-    case AsofMissing::kDrop:
-      return "drop";
-    case AsofMissing::kError:
-      return "error";
-  }
-  return "?";
-}
 
 // Step 1: every feature row's key (entity, timestamp, row) into `fkeys`,
 // which is finished.
@@ -285,7 +274,7 @@ NewVersion AsofSpec(const AsofOptions& o, const VersionInfo& si, const std::stri
                        {"entity", o.entity_column},
                        {"time", o.time_column},
                        {"label", o.label_column},
-                       {"missing", MissingName(o.missing)},
+                       {"missing", Name(o.missing)},
                        {"requests_total", stats.requests},
                        {"matched", stats.matched},
                        {"unmatched", stats.missing}};
