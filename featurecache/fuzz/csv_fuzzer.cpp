@@ -36,6 +36,9 @@ void ParseCells(const CsvReader& csv) {
     if (hpcml::FindInvalidUtf8(f)) std::abort();  // the reader must refuse it
     bool integral = false;
     (void)hpcml::featurecache::ParseFloatCell(f, &integral);
+    static const auto na = hpcml::featurecache::NaValues::Default();
+    bool missing = false;
+    (void)hpcml::featurecache::ParseFloatCell(f, &integral, &na, &missing);
     (void)hpcml::featurecache::ParseIntCell(f);
     (void)hpcml::featurecache::ParseTimestamp(f);
     (void)hpcml::ParseDurationMicros(f);

@@ -101,13 +101,32 @@ std::vector<std::string> CodecNames() {
 struct IngestArgs {
   IngestOptions opts;
   std::string path, features, delimiter = ",", rules;
+  std::optional<std::string> na_values;
 };
+
+// "  missing cells (empty, NA, ...): a 3, b 1" from an ingest's transform, or "".
+std::string MissingCellsLine(const VersionInfo& v) {
+  auto tr = nlohmann::json::parse(v.transform, nullptr, false);
+  if (tr.is_discarded() || !tr.contains("missing_cells") || tr["missing_cells"].empty()) return "";
+  std::vector<std::string> parts;
+  for (auto& [name, n] : tr["missing_cells"].items())
+    parts.push_back(fmt::format("{} {}", name, n.get<uint64_t>()));
+  std::vector<std::string> words = {"empty"};
+  for (auto& w : tr["na_values"]) words.push_back(w.get<std::string>());
+  return fmt::format("  missing cells ({}; stored as NaN): {}\n", fmt::join(words, ", "),
+                     fmt::join(parts, ", "));
+}
 
 int RunIngest(IngestArgs& a, Out& out) {
   a.opts.feature_columns = SplitList(a.features);
   auto d = ParseDelimiter(a.delimiter);
   if (!d.ok()) return Fail(ForOption("--delimiter", d.status()), kExitUsage);
   a.opts.delimiter = *d;
+  if (a.na_values) {
+    auto na = NaValues::Parse(*a.na_values);
+    if (!na.ok()) return Fail(ForOption("--na-values", na.status()), kExitUsage);
+    a.opts.na_values = *na;
+  }
   if (!a.rules.empty()) {
     auto rules = Rules::Load(a.rules);
     if (!rules.ok()) return Fail(rules.status());
@@ -126,6 +145,7 @@ int RunIngest(IngestArgs& a, Out& out) {
   if (!r.ok()) return Fail(r.status());
   out.Print(fmt::format("{}: added {} ({} rows, {} features, {}/{}, sha256:{})\n", a.path, r->name,
                         r->rows, r->features(), r->zone, r->classification, r->data_sha256));
+  out.Print(MissingCellsLine(*r));
   return 0;
 }
 
@@ -156,6 +176,9 @@ Subcommand AddIngest(CLI::App& app, Out& out) {
                 "compression level 1-9 (alone: deflate at this level; 0: none)")
       ->check(CLI::Range(0, 9));
   c->add_option("--delimiter", a->delimiter, "field delimiter (default ,)");
+  c->add_option("--na-values", a->na_values,
+                "feature cells meaning missing, comma-separated, beside empty cells (default: "
+                "NA,N/A,NaN,nan,NAN,null,NULL,None; '' for empty cells only); stored as NaN");
   c->add_option("--lock-timeout", o.lock_timeout_s, "seconds to wait for another writer");
   c->add_option("--rules", a->rules,
                 "validation rules (TOML): a batch that breaks one is not added");

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -238,11 +239,42 @@ Result<size_t> CsvHeader::Find(const std::string& name, const char* role) const 
                          all);
 }
 
-Result<float> ParseFloatCell(std::string_view text, bool* integral) {
+NaValues NaValues::Default() {
+  NaValues na;
+  na.words_ = {"NA", "N/A", "NaN", "nan", "NAN", "null", "NULL", "None"};
+  return na;
+}
+
+Result<NaValues> NaValues::Parse(std::string_view list) {
+  NaValues na;
+  if (TrimBlanks(list).empty()) return na;
+  for (std::string_view w : SplitFields(list, ',')) {
+    w = TrimBlanks(w);
+    if (w.empty() || w.find('"') != std::string_view::npos)
+      return InvalidArgument("\"{}\": an empty word or a quote in the list of missing values",
+                             list);
+    na.words_.emplace_back(w);
+  }
+  return na;
+}
+
+bool NaValues::Contains(std::string_view s) const {
+  return std::find(words_.begin(), words_.end(), s) != words_.end();
+}
+
+Result<float> ParseFloatCell(std::string_view text, bool* integral, const NaValues* na,
+                             bool* missing) {
   std::string_view s = TrimBlanks(text);
+  if (missing != nullptr) *missing = false;
+  if (na != nullptr && (s.empty() || na->Contains(s))) {
+    if (missing != nullptr) *missing = true;
+    if (integral != nullptr) *integral = true;  // votes for no kind
+    return std::numeric_limits<float>::quiet_NaN();
+  }
   if (s.empty()) return InvalidArgument("empty cell (write nan to mark a missing value)");
   if (s == "nan" || s == "NaN" || s == "NAN") {
     if (integral != nullptr) *integral = false;
+    if (missing != nullptr) *missing = true;
     return std::numeric_limits<float>::quiet_NaN();
   }
   std::string_view digits = s;

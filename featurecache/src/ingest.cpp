@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hpcml/common/json.hpp"
+#include "hpcml/common/strings.hpp"
 #include "hpcml/featurecache/access.hpp"
 #include "hpcml/featurecache/csv.hpp"
 #include "hpcml/featurecache/entity_keys.hpp"
@@ -23,10 +24,12 @@ struct IngestColumns {
   std::vector<size_t> features;
 };
 
-// Refuses an empty or repeated column name in the header.
+// Refuses an empty or repeated column name in the header, except an unnamed
+// first column: the row names R's write.csv writes, or pandas' index.
 Status CheckHeaderNames(const CsvReader& csv, const CsvHeader& header) {
   for (size_t i = 0; i < header.size(); ++i) {
     const std::string& name = header.names()[i];
+    if (name.empty() && i == 0) continue;
     if (name.empty()) return csv.ErrorAt(i, "empty column name in the header");
     if (*header.Find(name, "") != i) {
       return csv.ErrorAt(i, fmt::format("column \"{}\" appears twice in the header", name));
@@ -36,7 +39,8 @@ Status CheckHeaderNames(const CsvReader& csv, const CsvHeader& header) {
 }
 
 // Reads the header and finds the entity, timestamp, label and feature
-// columns; the features are o.feature_columns, or every other column.
+// columns; the features are o.feature_columns, or every other named column
+// (an unnamed first column holds row names, not data).
 Result<IngestColumns> FindIngestColumns(CsvReader& csv, const IngestOptions& o) {
   HPCML_ASSIGN_OR_RETURN(CsvHeader header, CsvHeader::Read(csv));
   HPCML_RETURN_IF_ERROR(CheckHeaderNames(csv, header));
@@ -53,7 +57,7 @@ Result<IngestColumns> FindIngestColumns(CsvReader& csv, const IngestOptions& o) 
   };
   if (o.feature_columns.empty()) {
     for (size_t i = 0; i < c.header.size(); ++i) {
-      if (!special(i)) c.features.push_back(i);
+      if (!special(i) && !c.header[i].empty()) c.features.push_back(i);
     }
   }
   for (const auto& name : o.feature_columns) {
@@ -132,16 +136,18 @@ class RowBlock {
  public:
   static constexpr size_t kRows = 8192;
 
-  RowBlock(const IngestColumns& c, EntityCells* entities)
+  RowBlock(const IngestColumns& c, EntityCells* entities, const NaValues* na)
       : c_(c),
         entities_(entities),
+        na_(na),
         nf_(c.features.size()),
         x_(kRows * nf_),
         y_(c.has_label ? kRows : 0),
         e_(kRows),
         t_(kRows),
         integral_(nf_, true),
-        big_(nf_, false) {}
+        big_(nf_, false),
+        missing_(nf_, 0) {}
 
   // Parses the current record of `csv` into the next row; errors name the
   // cell and its column.
@@ -156,6 +162,8 @@ class RowBlock {
     return st;
   }
   bool integral(size_t j) const { return integral_[j]; }
+  // Missing cells of feature j so far (empty, an NA word or nan).
+  uint64_t missing(size_t j) const { return missing_[j]; }
   // An integral column with a value float32 cannot hold exactly.
   bool big(size_t j) const { return big_[j]; }
 
@@ -168,11 +176,13 @@ class RowBlock {
 
   const IngestColumns& c_;
   EntityCells* entities_;
+  const NaValues* na_;
   size_t nf_;
   size_t n_ = 0;
   std::vector<float> x_, y_;
   std::vector<int64_t> e_, t_;
   std::vector<bool> integral_, big_;
+  std::vector<uint64_t> missing_;
 };
 
 Status RowBlock::Parse(const CsvReader& csv) {
@@ -182,10 +192,11 @@ Status RowBlock::Parse(const CsvReader& csv) {
   }
   float* row = x_.data() + n_ * nf_;
   for (size_t j = 0; j < nf_; ++j) {
-    bool is_int = false;
-    auto v = ParseFloatCell(csv.field(c_.features[j]), &is_int);
+    bool is_int = false, absent = false;
+    auto v = ParseFloatCell(csv.field(c_.features[j]), &is_int, na_, &absent);
     if (!v.ok()) return CellError(csv, c_.features[j], v.status(), "");
     row[j] = *v;
+    missing_[j] += absent ? 1 : 0;
     if (!is_int) {
       integral_[j] = false;
     } else if (std::fabs(*v) >= 16777216.0f) {
@@ -193,7 +204,12 @@ Status RowBlock::Parse(const CsvReader& csv) {
     }
   }
   if (c_.has_label) {
-    auto v = ParseFloatCell(csv.field(c_.label));
+    std::string_view cell = TrimBlanks(csv.field(c_.label));
+    if (cell.empty() || na_->Contains(cell))
+      return CellError(csv, c_.label,
+                       InvalidArgument("missing label \"{}\" (every row needs its label)", cell),
+                       "label ");
+    auto v = ParseFloatCell(cell);
     if (!v.ok()) return CellError(csv, c_.label, v.status(), "label ");
     y_[n_] = *v;
   }
@@ -209,7 +225,10 @@ Status RowBlock::Parse(const CsvReader& csv) {
 
 // The recorded transform of an ingest.
 std::string IngestTransform(const IngestOptions& o, const std::string& csv_canonical,
-                            const std::vector<std::string>& feature_names) {
+                            const std::vector<std::string>& feature_names, const RowBlock& rows) {
+  nlohmann::json missing = nlohmann::json::object();
+  for (size_t j = 0; j < feature_names.size(); ++j)
+    if (rows.missing(j) > 0) missing[feature_names[j]] = rows.missing(j);
   nlohmann::json tr = {{"op", "ingest"},
                        {"csv", "file://" + csv_canonical},
                        {"entity", o.entity_column},
@@ -217,7 +236,9 @@ std::string IngestTransform(const IngestOptions& o, const std::string& csv_canon
                        {"timestamp", o.timestamp_column},
                        {"label", o.label_column},
                        {"features", feature_names},
-                       {"delimiter", std::string(1, o.delimiter)}};
+                       {"delimiter", std::string(1, o.delimiter)},
+                       {"na_values", o.na_values.words()},
+                       {"missing_cells", missing}};
   return JsonText(tr);
 }
 
@@ -261,7 +282,7 @@ Result<VersionInfo> Ingest(const std::string& path, const IngestOptions& o,
   HPCML_RETURN_IF_ERROR(writer.StartVersion(spec).status());
 
   HPCML_ASSIGN_OR_RETURN(EntityCells entities, EntityCells::Make(o.entity_type));
-  RowBlock rows(cols, &entities);
+  RowBlock rows(cols, &entities, &o.na_values);
   for (;;) {
     HPCML_ASSIGN_OR_RETURN(bool more, csv.Next());
     if (!more) break;
@@ -276,7 +297,7 @@ Result<VersionInfo> Ingest(const std::string& path, const IngestOptions& o,
   entities.Finish(s);
   HPCML_ASSIGN_OR_RETURN(std::string sha, csv.Sha256Hex());
   s->sources = {SourceRef{"file://" + csv_canonical, sha}};
-  s->transform = IngestTransform(o, csv_canonical, spec.feature_names);
+  s->transform = IngestTransform(o, csv_canonical, spec.feature_names, rows);
   if (o.before_publish) {
     HPCML_ASSIGN_OR_RETURN(VersionStats stats, writer.Statistics());
     HPCML_RETURN_IF_ERROR(o.before_publish(stats));  // the writer aborts when it goes

@@ -164,6 +164,30 @@ TEST(CsvCells, Floats) {
             std::string::npos);
 }
 
+TEST(CsvCells, MissingWords) {
+  const NaValues na = NaValues::Default();
+  for (const char* cell : {"", "  ", "NA", " N/A ", "NaN", "nan", "null", "NULL", "None"}) {
+    bool integral = false, missing = false;
+    auto v = ParseFloatCell(cell, &integral, &na, &missing);
+    ASSERT_TRUE(v.ok()) << cell;
+    EXPECT_TRUE(std::isnan(*v)) << cell;
+    EXPECT_TRUE(missing) << cell;
+    EXPECT_TRUE(integral) << "a missing cell votes for no kind: " << cell;
+  }
+  bool missing = true;
+  EXPECT_EQ(*ParseFloatCell("2", nullptr, &na, &missing), 2.0f);
+  EXPECT_FALSE(missing);
+  EXPECT_FALSE(ParseFloatCell("na", nullptr, &na).ok());  // words match exactly
+  auto custom = NaValues::Parse(" -999 , ? ");
+  ASSERT_TRUE(custom.ok());
+  EXPECT_EQ(custom->words(), (std::vector<std::string>{"-999", "?"}));
+  EXPECT_TRUE(std::isnan(*ParseFloatCell("-999", nullptr, &*custom)));
+  EXPECT_FALSE(ParseFloatCell("NA", nullptr, &*custom).ok());
+  EXPECT_TRUE(NaValues::Parse("")->words().empty());
+  EXPECT_FALSE(NaValues::Parse("a,,b").ok());
+  EXPECT_FALSE(NaValues::Parse("\"x\"").ok());
+}
+
 TEST(CsvCells, Ints) {
   EXPECT_EQ(*ParseIntCell("12"), 12);
   EXPECT_EQ(*ParseIntCell(" -7 "), -7);

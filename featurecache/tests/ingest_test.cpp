@@ -4,6 +4,8 @@
 
 #include <cmath>
 
+#include <nlohmann/json.hpp>
+
 #include "hpcml/common/sha256.hpp"
 #include "hpcml/featurecache/feature_set.hpp"
 #include "test_util.hpp"
@@ -57,6 +59,47 @@ TEST(Ingest, StreamsACsvIntoAVersion) {
   EXPECT_TRUE(VerifyVersion(*r).ok());
 }
 
+// A table as R's write.csv writes it (every string quoted, a row-name
+// column, NA for missing) and as pandas' to_csv does (an empty cell, NaN):
+// the missing cells are NaN, integer columns stay integral, and the counts
+// are in the version's transform.
+TEST(Ingest, MissingCellsAsRAndPandasWriteThem) {
+  TempDir dir;
+  WriteText(dir / "r.csv",
+            "\"\",\"id\",\"ts\",\"a\",\"b\",\"y\"\n"
+            "\"1\",1,\"2024-01-01\",NA,\"3.5\",1\n"
+            "\"2\",2,\"2024-01-02\",4,,0\n"
+            "\"3\",3,\"2024-01-03\",5,NaN,1\n");
+  IngestOptions o = Opts(dir / "r.csv");  // every named column but id, ts, y: a, b
+  auto v = Ingest(dir / "fs.h5", o);
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  EXPECT_EQ(v->feature_names, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(v->feature_types, (std::vector<std::string>{"int", "float"}));
+  auto fs = FeatureSet::Open(dir / "fs.h5");
+  auto r = fs->OpenVersion("v1");
+  std::vector<float> x(6), y(3);
+  std::vector<int64_t> e(3), t(3);
+  ASSERT_TRUE(r->Read(0, 3, x.data(), y.data(), e.data(), t.data()).ok());
+  EXPECT_TRUE(std::isnan(x[0]));
+  EXPECT_EQ(x[1], 3.5f);
+  EXPECT_EQ(x[2], 4.0f);
+  EXPECT_TRUE(std::isnan(x[3]));
+  EXPECT_TRUE(std::isnan(x[5]));
+  EXPECT_EQ(y, (std::vector<float>{1, 0, 1}));
+  auto tr = nlohmann::json::parse(v->transform);
+  EXPECT_EQ(tr["missing_cells"], (nlohmann::json{{"a", 1}, {"b", 2}}));
+  EXPECT_EQ(tr["na_values"].size(), NaValues::Default().words().size());
+
+  // "NA" can be a real value: with no missing words, only empty cells are.
+  o.na_values = *NaValues::Parse("");
+  auto strict = Ingest(dir / "fs.h5", o);
+  ASSERT_FALSE(strict.ok());
+  EXPECT_NE(
+      strict.status().message().find("line 2, column 4: \"NA\" is not a number (column \"a\")"),
+      std::string::npos)
+      << strict.status().message();
+}
+
 TEST(Ingest, FeatureSubsetAndNoLabel) {
   TempDir dir;
   WriteText(dir / "in.csv", "id,ts,a,b,c\n1,0,1,2,3\n");
@@ -79,12 +122,14 @@ TEST(Ingest, BadInputNamesLineAndColumn) {
   std::vector<BadCase> cases = {
       {"id,ts,a,y\n1,0,1,0\n2,0,abc,0\n",
        "line 3, column 3: \"abc\" is not a number (column \"a\")"},
-      {"id,ts,a,y\n1,0,,0\n", "line 2, column 3: empty cell"},
+      {"id,ts,a,y\n1,0,1,\n", "line 2, column 4: missing label \"\" (every row needs its label)"},
+      {"id,ts,a,y\n1,0,1,NA\n", "line 2, column 4: missing label \"NA\""},
       {"id,ts,a,y\n1,0,1,0\n1.5,0,1,0\n", "line 3, column 1: \"1.5\" is not an integer"},
       {"id,ts,a,y\n1,yesterday,1,0\n", "line 2, column 2: \"yesterday\" is not a time"},
       {"id,ts,a,y\n1,0,1\n", "line 2: expected 4 fields as in the header, found 3"},
       {"id,ts,a,y\n1,0,1,x\n", "line 2, column 4: \"x\" is not a number (label column \"y\")"},
       {"id,ts,a,a,y\n", "line 1, column 4: column \"a\" appears twice"},
+      {"id,ts,,y\n1,0,1,0\n", "line 1, column 3: empty column name"},
       {"id,a,y\n1,2,3\n", "line 1: no timestamp column named \"ts\" (columns: id, a, y)"},
       {"id,ts,a,y\n", "no data rows"},
       {"", "empty file"},

@@ -108,12 +108,32 @@ class CsvHeader {
   std::map<std::string, size_t> index_;
 };
 
+// The words that mean "missing" in a numeric cell, as R's write.csv and
+// pandas' to_csv write it; an empty cell always does. Default: NA, N/A, NaN,
+// nan, NAN, null, NULL, None.
+class NaValues {
+ public:
+  static NaValues Default();
+  // A comma-separated list replacing the default ("" for none: only empty
+  // cells are missing); each word trimmed, none may hold a quote.
+  static Result<NaValues> Parse(std::string_view list);
+  // Whether the trimmed cell `s` is missing.
+  bool Contains(std::string_view s) const;
+  const std::vector<std::string>& words() const { return words_; }
+
+ private:
+  std::vector<std::string> words_;
+};
+
 // Cell parsers shared by ingest, asof and derive. Errors carry no location;
 // callers wrap them with CsvReader::ErrorAt. Surrounding spaces are ignored.
 // A float cell is a decimal or scientific number, or "nan" for a missing
-// value; infinities, empty cells and values outside float32's range are
-// refused. `integral` (optional) says whether the text was a plain integer.
-Result<float> ParseFloatCell(std::string_view text, bool* integral = nullptr);
+// value; infinities and values outside float32's range are refused.
+// `integral` (optional) says whether the text was a plain integer. Without
+// `na`, an empty cell is refused; with it, an empty cell or one of its words
+// is NaN with `*missing` set (a missing cell says nothing of `integral`).
+Result<float> ParseFloatCell(std::string_view text, bool* integral = nullptr,
+                             const NaValues* na = nullptr, bool* missing = nullptr);
 Result<int64_t> ParseIntCell(std::string_view text);
 
 // Quotes a CSV field when it holds a comma, quote or line break.

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "hpcml/common/status.hpp"
+#include "hpcml/featurecache/csv.hpp"
 #include "hpcml/featurecache/format.hpp"
 #include "hpcml/featurecache/stats.hpp"
 
@@ -27,6 +28,9 @@ struct IngestOptions {
   std::string codec;                         // format.hpp's kCodecs; empty: ResolveCodec
   int compression = 0;                       // the codec's level 0..9
   char delimiter = ',';
+  // Feature cells that are missing (stored as NaN): empty ones and these
+  // words. A label cell must hold a value.
+  NaValues na_values = NaValues::Default();
   double lock_timeout_s = 600;
   bool statistics = true;  // per-column statistics while writing (stats.hpp)
   // Called with the new version's statistics before it is published; an
