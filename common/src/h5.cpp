@@ -234,6 +234,21 @@ Result<int64_t> ReadIntAttr(hid_t obj, const char* name) {
   return v;
 }
 
+Result<std::vector<int64_t>> ReadIntListAttr(hid_t obj, const char* name) {
+  HPCML_ASSIGN_OR_RETURN(Attribute attr, OpenAttr(obj, name));
+  HPCML_ASSIGN_OR_RETURN(Datatype ftype,
+                         Own<Datatype>(H5Aget_type(attr.get()), StatusCode::kCorrupt,
+                                       fmt::format("attribute {}", name)));
+  if (H5Tget_class(ftype.get()) != H5T_INTEGER)
+    return Corrupt("attribute {} is not an integer", name);
+  HPCML_ASSIGN_OR_RETURN(hssize_t n, AttrPoints(attr.get(), name));
+  std::vector<int64_t> out(static_cast<size_t>(n));
+  if (n > 0 && H5Aread(attr.get(), H5T_NATIVE_INT64, out.data()) < 0) {
+    return Error(StatusCode::kCorrupt, fmt::format("read attribute {}", name));
+  }
+  return out;
+}
+
 Result<std::vector<double>> ReadDoubleListAttr(hid_t obj, const char* name) {
   HPCML_ASSIGN_OR_RETURN(Attribute attr, OpenAttr(obj, name));
   HPCML_ASSIGN_OR_RETURN(Datatype ftype,

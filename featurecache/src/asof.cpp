@@ -82,7 +82,7 @@ Result<RequestColumns> FindRequestColumns(CsvReader& csv, const AsofOptions& o) 
 // With string keys (`keys` not null) the entity is its code in `keys`, which
 // gains the keys the feature version lacks (they match no row).
 Result<RequestInfo> ParseRequest(const CsvReader& csv, const RequestColumns& c,
-                                 const AsofOptions& o, EntityDictionary* keys) {
+                                 const AsofOptions& o, StringDictionary* keys) {
   if (csv.size() != c.fields) {
     return csv.ErrorAtLine(
         fmt::format("expected {} fields as in the header, found {}", c.fields, csv.size()));
@@ -119,7 +119,7 @@ struct RequestsRead {
 // Step 2: the requests keyed by (entity, time, request index) into `reqs`,
 // which is finished; counts them in stats->requests.
 Result<RequestsRead> SortRequests(const AsofOptions& o, ExternalSorter& reqs, AsofStats* stats,
-                                  EntityDictionary* keys) {
+                                  StringDictionary* keys) {
   HPCML_ASSIGN_OR_RETURN(CsvReader csv, CsvReader::Open(o.requests_csv, o.delimiter));
   HPCML_ASSIGN_OR_RETURN(RequestColumns cols, FindRequestColumns(csv, o));
   for (;;) {
@@ -168,7 +168,7 @@ class ResultRows {
 
 // A request without a feature row: counted, then dropped, refused or kept
 // with nan features, as o.missing says.
-Status AddMissing(const AsofOptions& o, const VersionInfo& si, const EntityDictionary& keys,
+Status AddMissing(const AsofOptions& o, const VersionInfo& si, const StringDictionary& keys,
                   uint64_t req, RequestInfo r, ResultRows& result, AsofStats* stats) {
   ++stats->missing;
   if (o.missing == AsofMissing::kDrop) return Status::Ok();
@@ -186,7 +186,7 @@ Status AddMissing(const AsofOptions& o, const VersionInfo& si, const EntityDicti
 // Step 3: merge join of the sorted feature keys and requests. Matches go to
 // `by_row` (keyed by feature row, so step 4 reads the features in storage
 // order); misses straight to `result`. `by_row` is finished.
-Status MergeJoin(const AsofOptions& o, const VersionInfo& si, const EntityDictionary& keys,
+Status MergeJoin(const AsofOptions& o, const VersionInfo& si, const StringDictionary& keys,
                  ExternalSorter& fkeys, ExternalSorter& reqs, ExternalSorter& by_row,
                  ResultRows& result, AsofStats* stats) {
   const uint64_t* fk = nullptr;
@@ -342,7 +342,7 @@ Result<VersionInfo> Asof(const std::string& path, const AsofOptions& o, AsofStat
   ExternalSorter reqs(3, sizeof(RequestInfo), third, o.tmpdir);
   // String keys: the requests' keys are coded with the version's codes.
   HPCML_ASSIGN_OR_RETURN(std::vector<std::string> version_keys, src.EntityKeys());
-  EntityDictionary keys(std::move(version_keys));
+  StringDictionary keys(std::move(version_keys));
   HPCML_ASSIGN_OR_RETURN(RequestsRead req,
                          SortRequests(o, reqs, &stats, si.string_keys() ? &keys : nullptr));
   ExternalSorter by_row(2, sizeof(RequestInfo), third, o.tmpdir);

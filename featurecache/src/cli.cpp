@@ -100,9 +100,36 @@ std::vector<std::string> CodecNames() {
 
 struct IngestArgs {
   IngestOptions opts;
-  std::string path, features, delimiter = ",", rules;
+  std::string path, features, delimiter = ",", rules, types, types_file;
   std::optional<std::string> na_values;
+  std::vector<std::string> column_na_values;
 };
+
+// "  kinds: 3 float, 2 int, 1 category (term 2); label classes: bad, good".
+std::string KindsLine(const VersionInfo& v) {
+  std::map<std::string, int> count;
+  std::vector<std::string> dictionaries;
+  for (size_t j = 0; j < v.features(); ++j) {
+    ++count[std::string(v.kind(j))];
+    if (v.kind(j) == "category")
+      dictionaries.push_back(fmt::format("{} {}", v.feature_names[j], v.category_counts[j]));
+  }
+  std::vector<std::string> parts;
+  for (std::string_view k : kKinds) {
+    auto it = count.find(std::string(k));
+    if (it == count.end()) continue;
+    parts.push_back(fmt::format("{} {}", it->second, k));
+    if (k == "category") parts.back() += fmt::format(" ({})", fmt::join(dictionaries, ", "));
+  }
+  std::string line = fmt::format("  kinds: {}", fmt::join(parts, ", "));
+  if (!v.label_classes.empty()) {
+    const size_t shown = std::min<size_t>(v.label_classes.size(), 10);
+    line += fmt::format("; label classes ({}): {}{}", v.label_classes.size(),
+                        fmt::join(v.label_classes.begin(), v.label_classes.begin() + shown, ", "),
+                        shown < v.label_classes.size() ? ", ..." : "");
+  }
+  return line + "\n";
+}
 
 // "  missing cells (empty, NA, ...): a 3, b 1" from an ingest's transform, or "".
 std::string MissingCellsLine(const VersionInfo& v) {
@@ -127,6 +154,19 @@ int RunIngest(IngestArgs& a, Out& out) {
     if (!na.ok()) return Fail(ForOption("--na-values", na.status()), kExitUsage);
     a.opts.na_values = *na;
   }
+  for (const auto& entry : a.column_na_values) {
+    auto na = ParseColumnNaValues(entry);
+    if (!na.ok()) return Fail(ForOption("--column-na-values", na.status()), kExitUsage);
+    a.opts.column_na_values.insert_or_assign(na->first, na->second);
+  }
+  if (!a.types_file.empty()) {
+    auto kinds = LoadColumnKinds(a.types_file);
+    if (!kinds.ok()) return Fail(ForOption("--types-file", kinds.status()), kExitUsage);
+    a.opts.column_kinds = *kinds;
+  }
+  auto kinds = ParseColumnKinds(a.types);
+  if (!kinds.ok()) return Fail(ForOption("--types", kinds.status()), kExitUsage);
+  for (const auto& [name, kind] : *kinds) a.opts.column_kinds.insert_or_assign(name, kind);
   if (!a.rules.empty()) {
     auto rules = Rules::Load(a.rules);
     if (!rules.ok()) return Fail(rules.status());
@@ -145,6 +185,7 @@ int RunIngest(IngestArgs& a, Out& out) {
   if (!r.ok()) return Fail(r.status());
   out.Print(fmt::format("{}: added {} ({} rows, {} features, {}/{}, sha256:{})\n", a.path, r->name,
                         r->rows, r->features(), r->zone, r->classification, r->data_sha256));
+  out.Print(KindsLine(*r));
   out.Print(MissingCellsLine(*r));
   return 0;
 }
@@ -179,6 +220,17 @@ Subcommand AddIngest(CLI::App& app, Out& out) {
   c->add_option("--na-values", a->na_values,
                 "feature cells meaning missing, comma-separated, beside empty cells (default: "
                 "NA,N/A,NaN,nan,NAN,null,NULL,None; '' for empty cells only); stored as NaN");
+  c->add_option("--column-na-values", a->column_na_values,
+                "COLUMN=WORD,WORD: that column's missing words instead (COLUMN= for empty cells "
+                "only, when NA is a real category); repeatable")
+      ->take_all()
+      ->allow_extra_args(false);
+  c->add_option("--types", a->types,
+                "column kinds, comma-separated COLUMN=KIND (float, int, bool, category); the "
+                "others are inferred from every cell");
+  c->add_option("--types-file", a->types_file,
+                "column kinds from a TOML file: one COLUMN = \"KIND\" per line ([columns] table "
+                "or top level); --types adds to it");
   c->add_option("--lock-timeout", o.lock_timeout_s, "seconds to wait for another writer");
   c->add_option("--rules", a->rules,
                 "validation rules (TOML): a batch that breaks one is not added");
@@ -229,7 +281,12 @@ Subcommand AddDerive(CLI::App& app, Out& out) {
                 "keep these feature columns, comma-separated, in this order");
   c->add_flag("--drop-missing", o.drop_missing,
               "keep only rows with every kept feature and the label present (not nan)");
-  c->add_flag("--standardize", a->standardize, "standardise every kept column: (x - mean) / std");
+  c->add_flag("--standardize", a->standardize,
+              "standardise every kept float and int column: (x - mean) / std over its present "
+              "values (missing cells stay missing)");
+  c->add_flag("--impute", o.impute,
+              "fill missing cells: numbers with their mean (int columns rounded), bool and "
+              "category columns with their most frequent value; the values are recorded");
   c->add_option("--standardize-columns", a->std_cols, "standardise only these columns");
   c->add_option("--since", a->since, "keep rows with timestamp >= this time");
   c->add_option("--until", a->until, "keep rows with timestamp < this time");

@@ -15,13 +15,14 @@ class ColumnDigests {
  public:
   // Adds column `c` of `block`, the rows that follow those added before.
   void Update(Column c, const RowBlock& block);
-  // The hex digests of the rows added, the labels' only when `has_labels`
-  // (entity_keys is left to the caller); resets the hashes.
-  DatasetDigests Finish(bool has_labels);
+  // The hex digests of the rows added, the labels' only when `has_labels`,
+  // int_values' only when `has_ints` (entity_keys and categories are left
+  // to the caller); resets the hashes.
+  DatasetDigests Finish(bool has_labels, bool has_ints = false);
 
  private:
   Sha256& sha(Column c) { return sha_[static_cast<size_t>(c)]; }
-  std::array<Sha256, 4> sha_;  // by Column
+  std::array<Sha256, kColumnCount> sha_;  // by Column
 };
 
 }  // namespace hpcml::featurecache

@@ -313,6 +313,40 @@ Result<int64_t> ParseIntCell(std::string_view text) {
   return v;
 }
 
+namespace {
+
+bool IsTrueWord(std::string_view s) {
+  return s == "true" || s == "TRUE" || s == "True";
+}
+bool IsFalseWord(std::string_view s) {
+  return s == "false" || s == "FALSE" || s == "False";
+}
+
+}  // namespace
+
+Result<bool> ParseBoolCell(std::string_view text) {
+  std::string_view s = TrimBlanks(text);
+  if (IsTrueWord(s) || s == "1") return true;
+  if (IsFalseWord(s) || s == "0") return false;
+  return InvalidArgument("\"{}\" is not a boolean (true/false, TRUE/FALSE, True/False, 1/0)", s);
+}
+
+CellShape ClassifyCell(std::string_view text, const NaValues& na) {
+  std::string_view s = TrimBlanks(text);
+  if (s.empty() || na.Contains(s)) return CellShape::kMissing;
+  if (s.front() == '+' && s.size() > 1 && s[1] != '-' && s[1] != '+') s.remove_prefix(1);
+  const char* end = s.data() + s.size();
+  int64_t i = 0;
+  auto ri = std::from_chars(s.data(), end, i);
+  if (ri.ec == std::errc() && ri.ptr == end) return CellShape::kInt;
+  double d = 0;
+  auto rd = std::from_chars(s.data(), end, d);
+  if ((rd.ec == std::errc() || rd.ec == std::errc::result_out_of_range) && rd.ptr == end)
+    return CellShape::kFloat;
+  if (IsTrueWord(s) || IsFalseWord(s)) return CellShape::kBool;
+  return CellShape::kText;
+}
+
 std::string CsvQuote(const std::string& field) {
   if (field.find_first_of(",\"\r\n") == std::string::npos) return field;
   std::string out = "\"";

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 
 #include <fmt/format.h>
@@ -64,9 +65,14 @@ Result<Selection> SelectColumns(const std::string& path, const VersionInfo& pi,
     HPCML_ASSIGN_OR_RETURN(size_t i, lookup(name));
     sel.cols.push_back(i);
   }
-  sel.standardize.assign(sel.cols.size(), o.standardize && o.standardize_columns.empty());
+  auto numeric = [&](size_t i) { return pi.kind(i) == "float" || pi.kind(i) == "int"; };
+  for (size_t i : sel.cols)
+    sel.standardize.push_back(o.standardize && o.standardize_columns.empty() && numeric(i));
   for (const auto& name : o.standardize_columns) {
     HPCML_ASSIGN_OR_RETURN(size_t i, lookup(name));
+    if (!numeric(i))
+      return InvalidArgument("cannot standardise \"{}\": it is a {} column, not a number", name,
+                             pi.kind(i));
     auto pos = std::find(sel.cols.begin(), sel.cols.end(), i);
     if (pos == sel.cols.end())
       return InvalidArgument("cannot standardise \"{}\": it is not among the selected columns",
@@ -97,22 +103,36 @@ uint64_t BlockRows(const VersionInfo& pi) {
 }
 
 // Pass 1's result: the kept rows and, per output column, the mean and the
-// divisor applied (the standard deviation, or 1).
+// divisor applied (the standard deviation, or 1), and, with --impute, the
+// value that fills a missing cell (as stored: standardised, a code, 0/1;
+// NaN: the column had no missing cell).
 struct KeptRows {
   uint64_t kept = 0;
-  std::vector<double> mean, scale;
+  std::vector<double> mean, scale, fill;
 };
 
+// The value --impute fills column j's missing cells with: the mean of a
+// number (rounded for an int column), the most frequent value of a bool or
+// category column (the lowest code on a tie).
+double FillValue(std::string_view kind, double mean, const std::vector<uint64_t>& frequencies) {
+  if (kind == "float") return mean;
+  if (kind == "int") return std::round(mean);
+  auto most = std::max_element(frequencies.begin(), frequencies.end());
+  return most == frequencies.end() ? 0.0 : static_cast<double>(most - frequencies.begin());
+}
+
 // Pass 1: counts the kept rows and computes the mean and standard deviation
-// (population) of the standardised columns over them, in double, merged row
-// by row (Welford / Chan et al.).
+// (population) of the standardised and imputed columns over their present
+// values, in double, merged row by row (Welford / Chan et al.), and the
+// frequencies of the imputed coded ones.
 Result<KeptRows> ComputeStats(const std::string& path, VersionReader& parent, const Selection& sel,
                               const DeriveOptions& o) {
   const VersionInfo& pi = parent.info();
   const size_t nf = sel.cols.size();
   const uint64_t pf = pi.features(), step = BlockRows(pi);
-  const bool any_std = sel.any_standardize();
+  const bool any_std = sel.any_standardize() || o.impute;
   const bool read_x = any_std || o.drop_missing, read_y = o.drop_missing && pi.has_labels();
+  std::vector<std::vector<uint64_t>> freq(nf);
   std::vector<float> x(read_x ? step * pf : 0), y(read_y ? step : 0);
   std::vector<int64_t> t(step);
   KeptRows s;
@@ -129,10 +149,17 @@ Result<KeptRows> ComputeStats(const std::string& path, VersionReader& parent, co
       if (o.drop_missing && !Complete(sel, &x[r * pf], read_y ? &y[r] : nullptr)) continue;
       ++s.kept;
       for (size_t j = 0; any_std && j < nf; ++j) {
-        if (!sel.standardize[j]) continue;
+        if (!sel.standardize[j] && !o.impute) continue;
         double v = x[r * pf + sel.cols[j]];
         if (std::isnan(v)) {
           ++missing[j];
+          continue;
+        }
+        const std::string_view kind = pi.kind(sel.cols[j]);
+        if (kind == "bool" || kind == "category") {
+          const auto code = static_cast<size_t>(v);
+          if (code >= freq[j].size()) freq[j].resize(code + 1, 0);
+          ++freq[j][code];
           continue;
         }
         double d = v - s.mean[j];
@@ -147,17 +174,20 @@ Result<KeptRows> ComputeStats(const std::string& path, VersionReader& parent, co
         o.drop_missing ? "the time filter and --drop-missing keep" : "the time filter keeps",
         pi.rows, pi.name);
   }
-  std::vector<MissingCells> gaps;
+  s.fill.assign(nf, std::numeric_limits<double>::quiet_NaN());
   for (size_t j = 0; j < nf; ++j) {
-    if (missing[j] > 0) gaps.push_back({pi.feature_names[sel.cols[j]], missing[j]});
-  }
-  if (!gaps.empty()) {
-    return MissingCellsError(fmt::format("{} {}", path, pi.name), "standardising", gaps);
-  }
-  for (size_t j = 0; j < nf; ++j) {
-    if (!sel.standardize[j]) continue;
-    double sd = std::sqrt(m2[j] / static_cast<double>(count[j]));
-    s.scale[j] = sd > 0 ? sd : 1.0;  // a constant column becomes all zeros
+    if (sel.standardize[j] && count[j] > 0) {
+      double sd = std::sqrt(m2[j] / static_cast<double>(count[j]));
+      s.scale[j] = sd > 0 ? sd : 1.0;  // a constant column becomes all zeros
+    }
+    if (!o.impute || missing[j] == 0) continue;
+    const std::string_view kind = pi.kind(sel.cols[j]);
+    if (count[j] == 0 && freq[j].empty()) {
+      return InvalidArgument("{}: --impute: column \"{}\" has no value in the kept rows", path,
+                             pi.feature_names[sel.cols[j]]);
+    }
+    s.fill[j] = FillValue(sel.standardize[j] ? "float" : kind, s.mean[j], freq[j]);
+    if (sel.standardize[j]) s.fill[j] = 0.0;  // the mean, standardised
   }
   return s;
 }
@@ -178,6 +208,12 @@ std::string DeriveTransform(const VersionInfo& pi, const DeriveOptions& o, const
     tr["filter_time"] = f;
   }
   if (o.drop_missing) tr["drop_missing"] = true;
+  if (o.impute) {
+    nlohmann::json imputed = nlohmann::json::object();
+    for (size_t j = 0; j < sel.cols.size(); ++j)
+      if (!std::isnan(s.fill[j])) imputed[names[j]] = s.fill[j];
+    tr["impute"] = imputed;  // column -> the value stored in its missing cells
+  }
   nlohmann::json cols_j = nlohmann::json::array(), mean_j = nlohmann::json::array(),
                  std_j = nlohmann::json::array();
   for (size_t j = 0; j < sel.cols.size(); ++j) {
@@ -223,13 +259,15 @@ namespace {
 
 NewVersion DeriveSpec(const VersionInfo& pi, const DeriveOptions& o, const Selection& sel,
                       const KeptRows& s, const std::string& classification,
-                      const std::vector<ColumnScaling>& inherited) {
+                      const std::vector<ColumnScaling>& inherited,
+                      const std::vector<std::vector<std::string>>& categories) {
   NewVersion spec;
   for (size_t j = 0; j < sel.cols.size(); ++j) {
-    spec.feature_names.push_back(pi.feature_names[sel.cols[j]]);
-    spec.feature_types.push_back(sel.standardize[j] ? "float" : pi.feature_types[sel.cols[j]]);
+    InheritFeature(pi, sel.cols[j], categories, &spec);
+    if (sel.standardize[j]) spec.feature_types.back() = "float";
   }
   spec.label_name = pi.label_name;
+  spec.label_classes = pi.label_classes;
   spec.entity_name = pi.entity_name;
   spec.timestamp_name = pi.timestamp_name;
   spec.operation = "derive";
@@ -242,26 +280,57 @@ NewVersion DeriveSpec(const VersionInfo& pi, const DeriveOptions& o, const Selec
   return spec;
 }
 
-// Pass 2: filter, select, standardise, append to the started version.
+// Where each output int column's exact values come from: its column in
+// the parent's int_values (an int column not standardised).
+struct IntColumns {
+  std::vector<size_t> from;  // per output int column, the parent's int slot
+  std::vector<size_t> out;   // its output feature
+};
+
+IntColumns MapIntColumns(const VersionInfo& pi, const Selection& sel, const NewVersion& spec) {
+  std::vector<int> slot(pi.features(), -1);
+  int next = 0;
+  for (size_t i = 0; i < pi.features(); ++i)
+    if (pi.typed && pi.feature_types[i] == "int") slot[i] = next++;
+  IntColumns m;
+  for (size_t j = 0; j < sel.cols.size(); ++j) {
+    if (spec.feature_types[j] != "int") continue;
+    m.from.push_back(static_cast<size_t>(slot[sel.cols[j]]));
+    m.out.push_back(j);
+  }
+  return m;
+}
+
+// Pass 2: filter, select, standardise, impute, append to the started version.
 Status WriteDerived(VersionReader& parent, const Selection& sel, const KeptRows& s,
-                    const DeriveOptions& o, FeatureSetWriter& writer) {
+                    const DeriveOptions& o, const IntColumns& ints, FeatureSetWriter& writer) {
   const VersionInfo& pi = parent.info();
-  const size_t nf = sel.cols.size();
+  const size_t nf = sel.cols.size(), ni = ints.from.size(), pi_n = pi.int_features();
   const uint64_t pf = pi.features(), step = BlockRows(pi);
   const bool labels = pi.has_labels();
   std::vector<float> x(step * pf), y(labels ? step : 0), out(step * nf), yo(labels ? step : 0);
-  std::vector<int64_t> e(step), t(step), eo(step), to(step);
+  std::vector<int64_t> e(step), t(step), eo(step), to(step), pint(ni > 0 ? step * pi_n : 0),
+      io(step * ni);
   for (uint64_t first = 0; first < pi.rows; first += step) {
     uint64_t n = std::min(step, pi.rows - first);
     HPCML_RETURN_IF_ERROR(
         parent.Read(first, n, x.data(), labels ? y.data() : nullptr, e.data(), t.data()));
+    if (ni > 0) HPCML_RETURN_IF_ERROR(parent.ReadInts(first, n, pint.data()));
     uint64_t m = 0;
     for (uint64_t r = 0; r < n; ++r) {
       if (!KeepTime(o, t[r])) continue;
       if (o.drop_missing && !Complete(sel, &x[r * pf], labels ? &y[r] : nullptr)) continue;
       for (size_t j = 0; j < nf; ++j) {
         float v = x[r * pf + sel.cols[j]];
-        out[m * nf + j] = sel.standardize[j] ? static_cast<float>((v - s.mean[j]) / s.scale[j]) : v;
+        if (sel.standardize[j]) v = static_cast<float>((v - s.mean[j]) / s.scale[j]);
+        if (std::isnan(v) && !std::isnan(s.fill[j])) v = static_cast<float>(s.fill[j]);
+        out[m * nf + j] = v;
+      }
+      for (size_t k = 0; k < ni; ++k) {
+        int64_t v = pint[r * pi_n + ints.from[k]];
+        const double fill = s.fill[ints.out[k]];
+        if (v == kIntMissing && !std::isnan(fill)) v = static_cast<int64_t>(fill);
+        io[m * ni + k] = v;
       }
       if (labels) yo[m] = y[r];
       eo[m] = e[r];
@@ -269,8 +338,8 @@ Status WriteDerived(VersionReader& parent, const Selection& sel, const KeptRows&
       ++m;
     }
     if (m > 0) {
-      HPCML_RETURN_IF_ERROR(
-          writer.Append(out.data(), labels ? yo.data() : nullptr, eo.data(), to.data(), m));
+      HPCML_RETURN_IF_ERROR(writer.Append(out.data(), labels ? yo.data() : nullptr, eo.data(),
+                                          to.data(), m, ni > 0 ? io.data() : nullptr));
     }
   }
   return Status::Ok();
@@ -294,10 +363,11 @@ Result<VersionInfo> Derive(const std::string& path, const DeriveOptions& o) {
                          ChildClassification(pi.classification, o.classification));
   HPCML_ASSIGN_OR_RETURN(std::vector<ColumnScaling> inherited, RecordedStandardization(pi));
   HPCML_ASSIGN_OR_RETURN(KeptRows stats, ComputeStats(path, parent, sel, o));
-  NewVersion spec = DeriveSpec(pi, o, sel, stats, classification, inherited);
+  HPCML_ASSIGN_OR_RETURN(auto categories, parent.Categories());
+  NewVersion spec = DeriveSpec(pi, o, sel, stats, classification, inherited, categories);
   HPCML_RETURN_IF_ERROR(InheritEntities(parent, &spec));
   HPCML_RETURN_IF_ERROR(writer.StartVersion(spec).status());
-  HPCML_RETURN_IF_ERROR(WriteDerived(parent, sel, stats, o, writer));
+  HPCML_RETURN_IF_ERROR(WriteDerived(parent, sel, stats, o, MapIntColumns(pi, sel, spec), writer));
   return writer.Commit();
 }
 

@@ -1,7 +1,10 @@
 // A new version computed from an existing one by a recorded transform
 // (`hpcml-fcache derive`): keep rows in a time range, keep only complete
-// rows, select feature columns, standardise columns ((x - mean) / std over
-// the kept rows). The transform, its parameters (including each mean and
+// rows, select feature columns, standardise numeric columns ((x - mean) / std
+// over the kept rows' present values; a missing cell stays missing), fill
+// missing cells (numbers: the mean, rounded for int columns; bool and
+// category columns: the most frequent value). Columns keep their kinds and
+// dictionaries; a standardised column becomes float. The transform, its parameters (including each mean and
 // std) and the parent are recorded, so the lineage says exactly how the data
 // was made. A column the parent's own transform had standardised keeps that
 // scaling in the child's record (composed with the child's, when it is
@@ -23,7 +26,10 @@ struct DeriveOptions {
   std::vector<std::string> select;  // feature columns to keep, in this order; empty: all
   bool drop_missing = false;        // keep only rows with every kept feature and the label present
   bool standardize = false;
-  std::vector<std::string> standardize_columns;  // empty with standardize: every kept column
+  // Empty with standardize: every kept float and int column. A bool or
+  // category column named here is an error.
+  std::vector<std::string> standardize_columns;
+  bool impute = false;  // fill missing cells of the kept columns (recorded)
   std::optional<int64_t> since;                  // keep timestamps >= since (microseconds)
   std::optional<int64_t> until;                  // keep timestamps < until
   std::string classification;                    // empty: the parent's; never lower than it

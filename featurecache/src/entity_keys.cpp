@@ -5,20 +5,20 @@
 namespace hpcml::featurecache {
 
 Status ValidateEntityKey(std::string_view key) {
-  if (key.empty()) return InvalidArgument("empty entity key");
+  if (key.empty()) return InvalidArgument("empty key");
   if (key.size() > kMaxEntityKeyBytes)
-    return InvalidArgument("entity key of {} bytes (at most {})", key.size(), kMaxEntityKeyBytes);
+    return InvalidArgument("\"{}...\" is {} bytes (keys and categories: at most {})", key.substr(0, 32), key.size(), kMaxEntityKeyBytes);
   if (key.find('\0') != std::string_view::npos)
-    return InvalidArgument("entity key with a NUL byte");
+    return InvalidArgument("a NUL byte in a key or category");
   return Status::Ok();
 }
 
-EntityDictionary::EntityDictionary(std::vector<std::string> keys) : keys_(std::move(keys)) {
+StringDictionary::StringDictionary(std::vector<std::string> keys) : keys_(std::move(keys)) {
   index_.reserve(keys_.size());
   for (size_t i = 0; i < keys_.size(); ++i) index_.emplace(keys_[i], static_cast<int64_t>(i));
 }
 
-Result<int64_t> EntityDictionary::Encode(std::string_view key) {
+Result<int64_t> StringDictionary::Encode(std::string_view key) {
   if (auto it = index_.find(key); it != index_.end()) return it->second;
   HPCML_RETURN_IF_ERROR(ValidateEntityKey(key));
   const auto code = static_cast<int64_t>(keys_.size());
@@ -27,7 +27,7 @@ Result<int64_t> EntityDictionary::Encode(std::string_view key) {
   return code;
 }
 
-int64_t EntityDictionary::Find(std::string_view key) const {
+int64_t StringDictionary::Find(std::string_view key) const {
   auto it = index_.find(key);
   return it == index_.end() ? -1 : it->second;
 }

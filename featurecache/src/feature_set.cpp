@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
+#include <optional>
 #include <filesystem>
 #include <vector>
 
@@ -69,6 +71,8 @@ Result<DatasetDigests> ReadDatasetDigests(hid_t group, const VersionInfo& info) 
   HPCML_RETURN_IF_ERROR(read(kEntityIds, &d.entity_ids));
   if (info.string_keys()) HPCML_RETURN_IF_ERROR(read(kEntityKeys, &d.entity_keys));
   HPCML_RETURN_IF_ERROR(read(kTimestamps, &d.timestamps));
+  if (info.int_features() > 0) HPCML_RETURN_IF_ERROR(read(kIntValues, &d.int_values));
+  if (info.total_categories() > 0) HPCML_RETURN_IF_ERROR(read(kCategories, &d.categories));
   return d;
 }
 
@@ -290,14 +294,28 @@ Result<VersionReader> FeatureSet::OpenVersion(std::string_view spec) const {
   HPCML_RETURN_IF_ERROR(open(kEntityIds, &r.entity_ids_));
   HPCML_RETURN_IF_ERROR(
       CheckDataset(r.entity_ids_.get(), path_, info.name, kEntityIds, H5T_INTEGER, 8, {info.rows}));
-  if (info.string_keys()) {
-    HPCML_RETURN_IF_ERROR(open(kEntityKeys, &r.entity_keys_));
-    HPCML_ASSIGN_OR_RETURN(
-        h5::Datatype type,
-        h5::Own<h5::Datatype>(H5Dget_type(r.entity_keys_.get()), StatusCode::kCorrupt,
-                              Where(path_, info.name, kEntityKeys)));
+  auto open_strings = [&](const char* name, h5::Dataset* out) -> Status {
+    HPCML_RETURN_IF_ERROR(open(name, out));
+    HPCML_ASSIGN_OR_RETURN(h5::Datatype type,
+                           h5::Own<h5::Datatype>(H5Dget_type(out->get()), StatusCode::kCorrupt,
+                                                 Where(path_, info.name, name)));
     if (H5Tget_class(type.get()) != H5T_STRING || H5Tis_variable_str(type.get()) != 0)
-      return Corrupt("{}: not fixed-length strings", Where(path_, info.name, kEntityKeys));
+      return Corrupt("{}: not fixed-length strings", Where(path_, info.name, name));
+    return Status::Ok();
+  };
+  if (info.string_keys()) HPCML_RETURN_IF_ERROR(open_strings(kEntityKeys, &r.entity_keys_));
+  if (info.total_categories() > 0) {
+    HPCML_RETURN_IF_ERROR(open_strings(kCategories, &r.categories_));
+    HPCML_ASSIGN_OR_RETURN(std::vector<hsize_t> dims,
+                           h5::DatasetDims(r.categories_.get(), kCategories));
+    if (dims.size() != 1 || dims[0] != info.total_categories())
+      return Corrupt("{}: not the {} categories of category_counts",
+                     Where(path_, info.name, kCategories), info.total_categories());
+  }
+  if (info.int_features() > 0) {
+    HPCML_RETURN_IF_ERROR(open(kIntValues, &r.int_values_));
+    HPCML_RETURN_IF_ERROR(CheckDataset(r.int_values_.get(), path_, info.name, kIntValues,
+                                       H5T_INTEGER, 8, {info.rows, info.int_features()}));
   }
   HPCML_RETURN_IF_ERROR(open(kTimestamps, &r.timestamps_));
   HPCML_RETURN_IF_ERROR(CheckDataset(r.timestamps_.get(), path_, info.name, kTimestamps,
@@ -356,6 +374,18 @@ Status VersionReader::Read(uint64_t first, uint64_t count, float* x, float* y, i
   return Status::Ok();
 }
 
+Status VersionReader::ReadInts(uint64_t first, uint64_t count, int64_t* ints) const {
+  if (info_.int_features() == 0)
+    return InvalidArgument("{}: version {} has no exact int values", path_, info_.name);
+  if (first > info_.rows || count > info_.rows - first) {
+    return InvalidArgument("{}: version {}: rows {}..{} out of range (the version has {} rows)",
+                           path_, info_.name, first, first + count, info_.rows);
+  }
+  if (count == 0) return Status::Ok();
+  return ReadSlab(int_values_.get(), H5T_NATIVE_INT64, first, count, info_.int_features(), ints,
+                  kIntValues);
+}
+
 // The raw stored bytes of entity_keys: `*count` keys of `*width` bytes.
 Result<std::vector<char>> ReadKeyBytes(hid_t ds, const std::string& what, size_t* width,
                                        size_t* count) {
@@ -372,19 +402,37 @@ Result<std::vector<char>> ReadKeyBytes(hid_t ds, const std::string& what, size_t
   return buf;
 }
 
-Result<std::vector<std::string>> VersionReader::EntityKeys() const {
-  std::vector<std::string> keys;
-  if (!info_.string_keys()) return keys;
+// The strings of a fixed-length string dataset.
+Result<std::vector<std::string>> ReadStrings(hid_t ds, const std::string& what) {
   size_t width = 0, count = 0;
-  HPCML_ASSIGN_OR_RETURN(
-      std::vector<char> raw,
-      ReadKeyBytes(entity_keys_.get(), Where(path_, info_.name, kEntityKeys), &width, &count));
-  keys.reserve(count);
+  HPCML_ASSIGN_OR_RETURN(std::vector<char> raw, ReadKeyBytes(ds, what, &width, &count));
+  std::vector<std::string> out;
+  out.reserve(count);
   for (size_t i = 0; i < count; ++i) {
     const char* p = raw.data() + i * width;
-    keys.emplace_back(p, ::strnlen(p, width));
+    out.emplace_back(p, ::strnlen(p, width));
   }
-  return keys;
+  return out;
+}
+
+Result<std::vector<std::string>> VersionReader::EntityKeys() const {
+  if (!info_.string_keys()) return std::vector<std::string>();
+  return ReadStrings(entity_keys_.get(), Where(path_, info_.name, kEntityKeys));
+}
+
+Result<std::vector<std::vector<std::string>>> VersionReader::Categories() const {
+  std::vector<std::vector<std::string>> out(info_.features());
+  if (info_.total_categories() == 0) return out;
+  HPCML_ASSIGN_OR_RETURN(std::vector<std::string> all,
+                         ReadStrings(categories_.get(), Where(path_, info_.name, kCategories)));
+  size_t at = 0;
+  for (size_t j = 0; j < out.size(); ++j) {
+    const size_t n = info_.category_counts[j];
+    out[j].assign(std::make_move_iterator(all.begin() + static_cast<std::ptrdiff_t>(at)),
+                  std::make_move_iterator(all.begin() + static_cast<std::ptrdiff_t>(at + n)));
+    at += n;
+  }
+  return out;
 }
 
 Status VerifyVersion(const VersionReader& v) {
@@ -392,9 +440,14 @@ Status VerifyVersion(const VersionReader& v) {
   const uint64_t f = info.features();
   const uint64_t step = std::max<uint64_t>(1, (8u << 20) / (4 * std::max<uint64_t>(f, 1)));
   std::vector<float> x(step * f), y(info.has_labels() ? step : 0);
-  std::vector<int64_t> e(step), t(step);
-  Sha256 hx, hy, he, ht;
+  std::vector<int64_t> e(step), t(step), ints(step * info.int_features());
+  Sha256 hx, hy, he, ht, hi;
   int64_t min_code = INT64_MAX, max_code = INT64_MIN;
+  // Codes of category features and a class label: whole, within their sizes.
+  std::vector<uint64_t> sizes(info.category_counts);
+  sizes.resize(f, 0);
+  if (info.has_labels()) sizes.push_back(info.label_classes.size());
+  std::optional<size_t> bad_code;
   for (uint64_t first = 0; first < info.rows; first += step) {
     uint64_t n = std::min(step, info.rows - first);
     HPCML_RETURN_IF_ERROR(
@@ -403,14 +456,39 @@ Status VerifyVersion(const VersionReader& v) {
     if (info.has_labels()) hy.Update(y.data(), n * sizeof(float));
     he.Update(e.data(), n * sizeof(int64_t));
     ht.Update(t.data(), n * sizeof(int64_t));
+    if (!ints.empty()) {
+      HPCML_RETURN_IF_ERROR(v.ReadInts(first, n, ints.data()));
+      hi.Update(ints.data(), n * info.int_features() * sizeof(int64_t));
+    }
     for (uint64_t i = 0; i < n; ++i)
       max_code = std::max(max_code, e[i]), min_code = std::min(min_code, e[i]);
+    for (size_t c = 0; c < sizes.size() && !bad_code; ++c) {
+      if (sizes[c] == 0) continue;
+      for (uint64_t i = 0; i < n; ++i) {
+        const float code = c < f ? x[i * f + c] : y[i];
+        if (!std::isnan(code) && (code < 0 || code != std::floor(code) || code >= float(sizes[c])))
+          bad_code = c;
+      }
+    }
+  }
+  if (bad_code) {
+    return Corrupt("{}: version {}: column {} holds codes outside its {} categories", v.path(),
+                   info.name, *bad_code < f ? info.feature_names[*bad_code] : info.label_name,
+                   sizes[*bad_code]);
   }
   DatasetDigests got;
   got.features = hx.FinishHex();
   if (info.has_labels()) got.labels = hy.FinishHex();
   got.entity_ids = he.FinishHex();
   got.timestamps = ht.FinishHex();
+  if (!ints.empty()) got.int_values = hi.FinishHex();
+  if (info.total_categories() > 0) {
+    size_t width = 0, count = 0;
+    HPCML_ASSIGN_OR_RETURN(std::vector<char> raw,
+                           ReadKeyBytes(v.categories_.get(),
+                                        Where(v.path(), info.name, kCategories), &width, &count));
+    got.categories = Sha256::Hex(std::string_view(raw.data(), raw.size()));
+  }
   if (info.string_keys()) {
     size_t width = 0, count = 0;
     HPCML_ASSIGN_OR_RETURN(std::vector<char> raw,
@@ -434,7 +512,11 @@ Status VerifyVersion(const VersionReader& v) {
   if (info.string_keys())
     HPCML_RETURN_IF_ERROR(check(kEntityKeys, info.digests.entity_keys, got.entity_keys));
   HPCML_RETURN_IF_ERROR(check(kTimestamps, info.digests.timestamps, got.timestamps));
-  std::string data = DataDigest(info.rows, f, info.has_labels(), got);
+  if (!ints.empty())
+    HPCML_RETURN_IF_ERROR(check(kIntValues, info.digests.int_values, got.int_values));
+  if (info.total_categories() > 0)
+    HPCML_RETURN_IF_ERROR(check(kCategories, info.digests.categories, got.categories));
+  std::string data = DataDigest(info, got);
   if (data != info.data_sha256) {
     return Corrupt("{}: version {}: data_sha256 mismatch (recorded {}, data has {})", v.path(),
                    info.name, info.data_sha256, data);

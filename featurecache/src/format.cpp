@@ -8,6 +8,9 @@
 #include "hpcml/common/h5.hpp"
 #include "hpcml/common/sha256.hpp"
 
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
 namespace hpcml::featurecache {
 
 const std::vector<std::string>& ClassificationNames() {
@@ -51,13 +54,38 @@ std::string VersionName(int64_t number) {
   return fmt::format("v{}", number);
 }
 
-std::string DataDigest(uint64_t rows, uint64_t features, bool has_labels, const DatasetDigests& d) {
-  std::string text = fmt::format("hpcml-featurecache-v1\nrows={}\nfeatures={}\nfeatures:{}\n", rows,
-                                 features, d.features);
-  if (has_labels) text += fmt::format("labels:{}\n", d.labels);
+Status ValidateKind(std::string_view kind) {
+  if (std::find(std::begin(kKinds), std::end(kKinds), kind) != std::end(kKinds))
+    return Status::Ok();
+  return InvalidArgument("unknown column kind \"{}\" (float, int, bool or category)", kind);
+}
+
+size_t VersionInfo::int_features() const {
+  if (!typed) return 0;
+  return static_cast<size_t>(std::count(feature_types.begin(), feature_types.end(), "int"));
+}
+
+uint64_t VersionInfo::total_categories() const {
+  return std::accumulate(category_counts.begin(), category_counts.end(), uint64_t{0});
+}
+
+std::string DataDigest(const VersionInfo& info, const DatasetDigests& d) {
+  std::string text =
+      fmt::format("hpcml-featurecache-v{}\nrows={}\nfeatures={}\nfeatures:{}\n",
+                  info.typed ? 2 : 1, info.rows, info.features(), d.features);
+  if (info.has_labels()) text += fmt::format("labels:{}\n", d.labels);
   text += fmt::format("entity_ids:{}\n", d.entity_ids);
   if (!d.entity_keys.empty()) text += fmt::format("entity_keys:{}\n", d.entity_keys);
   text += fmt::format("timestamps:{}\n", d.timestamps);
+  if (!info.typed) return Sha256::Hex(text);
+  text += fmt::format("kinds={}\n", fmt::join(info.feature_types, ","));
+  if (info.has_labels())
+    text += fmt::format("label_classes={}\n", nlohmann::json(info.label_classes).dump());
+  if (info.int_features() > 0) text += fmt::format("int_values:{}\n", d.int_values);
+  if (info.total_categories() > 0) {
+    text += fmt::format("categories:{}\ncategory_counts={}\n", d.categories,
+                        fmt::join(info.category_counts, ","));
+  }
   return Sha256::Hex(text);
 }
 
@@ -73,6 +101,28 @@ std::vector<std::string> Column(const std::vector<ParentRef>& v, bool name) {
   std::vector<std::string> out;
   for (const auto& p : v) out.push_back(name ? p.version : p.sha256);
   return out;
+}
+
+// The typed columns' attributes of version `v` against each other;
+// v.category_counts set from `counts`.
+Status CheckKinds(VersionInfo& v, int64_t typed, const std::vector<int64_t>& counts) {
+  if (typed != 1) return Corrupt("version {}: typed_columns is {}, not 1", v.name, typed);
+  v.typed = true;
+  if (counts.size() != v.feature_names.size() || v.feature_types.size() != counts.size())
+    return Corrupt("version {}: feature_types or category_counts of the wrong length", v.name);
+  for (size_t j = 0; j < counts.size(); ++j) {
+    HPCML_RETURN_IF_ERROR(ValidateKind(v.feature_types[j]).WithContext("version " + v.name));
+    const bool category = v.feature_types[j] == "category";
+    if (counts[j] < 0 || static_cast<uint64_t>(counts[j]) > kMaxCategories ||
+        (!category && counts[j] != 0)) {
+      return Corrupt("version {}: feature {} has {} categories", v.name, v.feature_names[j],
+                     counts[j]);
+    }
+    v.category_counts.push_back(static_cast<uint64_t>(counts[j]));
+  }
+  if (!v.label_classes.empty() && v.label_name.empty())
+    return Corrupt("version {}: label classes without a label", v.name);
+  return Status::Ok();
 }
 
 }  // namespace
@@ -102,6 +152,12 @@ Status WriteVersionAttrs(int64_t group, const VersionInfo& v) {
   HPCML_RETURN_IF_ERROR(h5::WriteAttr(g, "codec", v.codec));
   HPCML_RETURN_IF_ERROR(h5::WriteAttr(g, "compression", static_cast<int64_t>(v.compression)));
   HPCML_RETURN_IF_ERROR(h5::WriteAttr(g, "tool", v.tool));
+  if (v.typed) {
+    std::vector<int64_t> counts(v.category_counts.begin(), v.category_counts.end());
+    HPCML_RETURN_IF_ERROR(h5::WriteAttr(g, "typed_columns", int64_t{1}));
+    HPCML_RETURN_IF_ERROR(h5::WriteAttr(g, "category_counts", counts));
+    HPCML_RETURN_IF_ERROR(h5::WriteAttr(g, "label_classes", v.label_classes));
+  }
   return Status::Ok();
 }
 
@@ -150,6 +206,15 @@ Result<VersionInfo> ReadVersionAttrs(int64_t group, std::string_view name) {
     FC_READ(v.codec, h5::ReadStringAttr, "codec");
   } else {
     v.codec = compression > 0 ? "deflate" : "none";
+  }
+  // Versions written before kinds: every column float32.
+  if (h5::HasAttr(g, "typed_columns")) {
+    int64_t typed = 0;
+    std::vector<int64_t> counts;
+    FC_READ(typed, h5::ReadIntAttr, "typed_columns");
+    FC_READ(counts, h5::ReadIntListAttr, "category_counts");
+    FC_READ(v.label_classes, h5::ReadStringListAttr, "label_classes");
+    HPCML_RETURN_IF_ERROR(CheckKinds(v, typed, counts));
   }
 #undef FC_READ
   if (rows < 0 || chunk_rows < 1 || compression < 0 || compression > 9 ||

@@ -2,11 +2,17 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
+#include <memory>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "hpcml/common/json.hpp"
+#include "hpcml/common/fs.hpp"
 #include "hpcml/common/strings.hpp"
+#include "hpcml/common/toml.hpp"
 #include "hpcml/featurecache/access.hpp"
 #include "hpcml/featurecache/csv.hpp"
 #include "hpcml/featurecache/entity_keys.hpp"
@@ -19,6 +25,7 @@ namespace {
 // Where each role's column is in the CSV.
 struct IngestColumns {
   std::vector<std::string> header;  // trimmed names
+  std::shared_ptr<CsvHeader> header_index;
   size_t entity = 0, timestamp = 0, label = 0;
   bool has_label = false;
   std::vector<size_t> features;
@@ -46,6 +53,7 @@ Result<IngestColumns> FindIngestColumns(CsvReader& csv, const IngestOptions& o) 
   HPCML_RETURN_IF_ERROR(CheckHeaderNames(csv, header));
   IngestColumns c;
   c.header = header.names();
+  c.header_index = std::make_shared<CsvHeader>(header);
   HPCML_ASSIGN_OR_RETURN(c.entity, header.Find(o.entity_column, "entity"));
   HPCML_ASSIGN_OR_RETURN(c.timestamp, header.Find(o.timestamp_column, "timestamp"));
   c.has_label = !o.label_column.empty();
@@ -71,13 +79,135 @@ Result<IngestColumns> FindIngestColumns(CsvReader& csv, const IngestOptions& o) 
   return c;
 }
 
-// The new version before its rows are read: every feature typed "int" until
-// a cell says otherwise.
-NewVersion IngestSpec(const IngestOptions& o, const IngestColumns& c) {
+// Each feature column's kind and missing words, and the label's kind.
+struct ColumnPlan {
+  std::vector<std::string> kinds;       // per feature (kKinds)
+  std::vector<const NaValues*> na;      // per feature
+  const NaValues* label_na = nullptr;   // the label's
+  bool label_classes = false;           // a string label: classes
+  std::vector<std::string> classes;     // sorted, when label_classes
+  std::vector<std::string> inferred;    // the columns whose kind was inferred
+};
+
+// The shapes a column's cells took in the first pass, and the kind they
+// make: any text, or true/false words among numbers: category; only
+// true/false words: bool; only integers: int; otherwise float (a column with
+// no value at all too).
+class KindVotes {
+ public:
+  void Add(CellShape s) { seen_ |= static_cast<uint8_t>(1u << static_cast<unsigned>(s)); }
+  bool decided() const { return has(CellShape::kText); }  // nothing changes a category
+  std::string Kind() const {
+    const bool number = has(CellShape::kInt) || has(CellShape::kFloat);
+    if (has(CellShape::kText) || (has(CellShape::kBool) && number)) return "category";
+    if (has(CellShape::kBool)) return "bool";
+    if (has(CellShape::kInt) && !has(CellShape::kFloat)) return "int";
+    return "float";
+  }
+
+ private:
+  bool has(CellShape s) const { return (seen_ >> static_cast<unsigned>(s)) & 1u; }
+  uint8_t seen_ = 0;
+};
+
+// "<csv>: line N: expected F fields as in the header, found G".
+Status CheckFieldCount(const CsvReader& csv, size_t header) {
+  if (csv.size() == header) return Status::Ok();
+  return csv.ErrorAtLine(
+      fmt::format("expected {} fields as in the header, found {}", header, csv.size()));
+}
+
+// The first pass: the kind of every feature column whose kind was not
+// given, and the sorted class names of a string label. Returns the file's
+// SHA-256, so the second pass can tell whether the file changed meanwhile.
+Result<std::string> InferKinds(const IngestOptions& o, const IngestColumns& c, ColumnPlan* plan) {
+  HPCML_ASSIGN_OR_RETURN(CsvReader csv, CsvReader::Open(o.csv_path, o.delimiter));
+  HPCML_RETURN_IF_ERROR(CsvHeader::Read(csv).status());
+  const size_t nf = c.features.size();
+  std::vector<KindVotes> votes(nf);
+  std::vector<size_t> open;  // features still to infer
+  for (size_t j = 0; j < nf; ++j)
+    if (plan->kinds[j].empty()) open.push_back(j);
+  KindVotes label_votes;
+  std::set<std::string, std::less<>> classes;
+  bool label_open = c.has_label && !o.column_kinds.contains(o.label_column);
+  bool collect = c.has_label && (label_open || plan->label_classes);
+  for (;;) {
+    HPCML_ASSIGN_OR_RETURN(bool more, csv.Next());
+    if (!more) break;
+    HPCML_RETURN_IF_ERROR(CheckFieldCount(csv, c.header.size()));
+    for (size_t k = 0; k < open.size();) {
+      const size_t j = open[k];
+      votes[j].Add(ClassifyCell(csv.field(c.features[j]), *plan->na[j]));
+      if (votes[j].decided()) {
+        open[k] = open.back();  // a category already: no need to look further
+        open.pop_back();
+      } else {
+        ++k;
+      }
+    }
+    if (collect) {
+      std::string_view cell = TrimBlanks(csv.field(c.label));
+      if (label_open) label_votes.Add(ClassifyCell(cell, *plan->label_na));
+      if (!cell.empty() && !plan->label_na->Contains(cell) && !classes.contains(cell)) {
+        if (classes.size() > kMaxLabelClasses) {
+          collect = false;  // too many for classes: numbers, or an error below
+        } else {
+          classes.emplace(cell);
+        }
+      }
+    }
+  }
+  for (size_t j = 0; j < nf; ++j) {
+    if (!plan->kinds[j].empty()) continue;
+    plan->kinds[j] = votes[j].Kind();
+    plan->inferred.push_back(c.header[c.features[j]]);
+  }
+  if (label_open) plan->label_classes = label_votes.Kind() == "category";
+  if (plan->label_classes) {
+    if (classes.size() > kMaxLabelClasses) {
+      return InvalidArgument("{}: label column \"{}\" has more than {} distinct values (not classes)",
+                             o.csv_path, o.label_column, kMaxLabelClasses);
+    }
+    plan->classes.assign(classes.begin(), classes.end());
+  }
+  return csv.Sha256Hex();
+}
+
+// The kinds and missing words of the columns: given, or left empty to infer.
+Result<ColumnPlan> PlanColumns(const IngestOptions& o, const IngestColumns& c,
+                               const CsvHeader& header) {
+  for (const auto& [name, kind] : o.column_kinds) {
+    HPCML_RETURN_IF_ERROR(header.Find(name, "typed").status());
+    HPCML_RETURN_IF_ERROR(ValidateKind(kind).WithContext(fmt::format("column \"{}\"", name)));
+  }
+  for (const auto& [name, na] : o.column_na_values)
+    HPCML_RETURN_IF_ERROR(header.Find(name, "--column-na-values").status());
+  ColumnPlan plan;
+  auto na_of = [&](const std::string& name) {
+    auto it = o.column_na_values.find(name);
+    return it == o.column_na_values.end() ? &o.na_values : &it->second;
+  };
+  for (size_t i : c.features) {
+    auto it = o.column_kinds.find(c.header[i]);
+    plan.kinds.push_back(it == o.column_kinds.end() ? "" : it->second);
+    plan.na.push_back(na_of(c.header[i]));
+  }
+  if (c.has_label) {
+    plan.label_na = na_of(o.label_column);
+    auto it = o.column_kinds.find(o.label_column);
+    plan.label_classes = it != o.column_kinds.end() && it->second == "category";
+  }
+  return plan;
+}
+
+// The new version before its rows are read.
+NewVersion IngestSpec(const IngestOptions& o, const IngestColumns& c, const ColumnPlan& plan) {
   NewVersion spec;
   for (size_t i : c.features) spec.feature_names.push_back(c.header[i]);
-  spec.feature_types.assign(c.features.size(), "int");
+  spec.feature_types = plan.kinds;
   spec.label_name = c.has_label ? o.label_column : "";
+  spec.label_classes = plan.classes;
   spec.entity_name = o.entity_column;
   spec.timestamp_name = o.timestamp_column;
   spec.operation = "ingest";
@@ -127,92 +257,162 @@ class EntityCells {
  private:
   std::string type_;
   bool decided_by_first_row_ = false;
-  EntityDictionary keys_;
+  StringDictionary keys_;
 };
 
-// Rows parsed from the CSV, a block at a time, and what the cells said of
-// each feature column's type.
-class RowBlock {
+// Rows parsed from the CSV, a block at a time: each feature cell as its
+// column's kind says (format.hpp), and the count of missing cells.
+class ParsedRows {
  public:
   static constexpr size_t kRows = 8192;
 
-  RowBlock(const IngestColumns& c, EntityCells* entities, const NaValues* na)
+  ParsedRows(const IngestColumns& c, const ColumnPlan& plan, EntityCells* entities)
       : c_(c),
+        plan_(plan),
         entities_(entities),
-        na_(na),
         nf_(c.features.size()),
-        x_(kRows * nf_),
-        y_(c.has_label ? kRows : 0),
-        e_(kRows),
-        t_(kRows),
-        integral_(nf_, true),
-        big_(nf_, false),
-        missing_(nf_, 0) {}
+        int_slot_(nf_, -1),
+        dictionaries_(nf_),
+        missing_(nf_, 0) {
+    for (size_t j = 0; j < nf_; ++j) {
+      if (plan.kinds[j] == "int") int_slot_[j] = static_cast<int>(ni_++);
+      kind_.push_back(KindOf(plan.kinds[j]));
+    }
+    for (size_t k = 0; k < plan.classes.size(); ++k) class_code_.emplace(plan.classes[k], k);
+    x_.resize(kRows * nf_);
+    y_.resize(c.has_label ? kRows : 0);
+    e_.resize(kRows);
+    t_.resize(kRows);
+    i_.resize(kRows * ni_);
+  }
 
   // Parses the current record of `csv` into the next row; errors name the
-  // cell and its column.
+  // cell, its column and its kind.
   Status Parse(const CsvReader& csv);
   bool full() const { return n_ == kRows; }
   // Appends the rows, if any, to `writer` and empties the block.
   Status Flush(FeatureSetWriter& writer) {
     if (n_ == 0) return Status::Ok();
-    Status st =
-        writer.Append(x_.data(), c_.has_label ? y_.data() : nullptr, e_.data(), t_.data(), n_);
+    Status st = writer.Append(x_.data(), c_.has_label ? y_.data() : nullptr, e_.data(), t_.data(),
+                              n_, ni_ > 0 ? i_.data() : nullptr);
     n_ = 0;
     return st;
   }
-  bool integral(size_t j) const { return integral_[j]; }
   // Missing cells of feature j so far (empty, an NA word or nan).
   uint64_t missing(size_t j) const { return missing_[j]; }
-  // An integral column with a value float32 cannot hold exactly.
-  bool big(size_t j) const { return big_[j]; }
+  // Per feature, its categories (empty unless a category feature).
+  std::vector<std::vector<std::string>> Categories() const {
+    std::vector<std::vector<std::string>> out;
+    for (const auto& d : dictionaries_) out.push_back(d.keys());
+    return out;
+  }
 
  private:
-  // `csv`'s error at `col` for `status`, naming the column and its `role`.
+  enum class K { kFloat, kInt, kBool, kCategory };
+  static K KindOf(const std::string& k) {
+    return k == "int" ? K::kInt : k == "bool" ? K::kBool : k == "category" ? K::kCategory : K::kFloat;
+  }
+  // One feature cell into `*x` (and its int slot); `*absent` when missing.
+  Status ParseFeature(size_t j, std::string_view text, float* x, bool* absent);
+  Status ParseLabel(const CsvReader& csv);
+  // `csv`'s error at `col` for `status`, naming the column, its `role`
+  // and, for features, its kind and how it was set.
   Status CellError(const CsvReader& csv, size_t col, const Status& status, const char* role) const {
     return csv.ErrorAt(col,
                        fmt::format("{} ({}column \"{}\")", status.message(), role, c_.header[col]));
   }
+  Status FeatureError(const CsvReader& csv, size_t j, const Status& status) const {
+    const std::string& name = c_.header[c_.features[j]];
+    const bool inferred = std::find(plan_.inferred.begin(), plan_.inferred.end(), name) !=
+                          plan_.inferred.end();
+    return csv.ErrorAt(c_.features[j],
+                       fmt::format("{} (column \"{}\" is {}{})", status.message(), name,
+                                   plan_.kinds[j], inferred ? "" : ", as --types says"));
+  }
 
   const IngestColumns& c_;
+  const ColumnPlan& plan_;
   EntityCells* entities_;
-  const NaValues* na_;
-  size_t nf_;
+  size_t nf_, ni_ = 0;
   size_t n_ = 0;
+  std::vector<K> kind_;
+  std::vector<int> int_slot_;  // per feature: its column of int values, or -1
+  std::vector<StringDictionary> dictionaries_;
+  std::map<std::string, size_t, std::less<>> class_code_;
   std::vector<float> x_, y_;
-  std::vector<int64_t> e_, t_;
-  std::vector<bool> integral_, big_;
+  std::vector<int64_t> e_, t_, i_;
   std::vector<uint64_t> missing_;
 };
 
-Status RowBlock::Parse(const CsvReader& csv) {
-  if (csv.size() != c_.header.size()) {
-    return csv.ErrorAtLine(
-        fmt::format("expected {} fields as in the header, found {}", c_.header.size(), csv.size()));
+Status ParsedRows::ParseFeature(size_t j, std::string_view text, float* x, bool* absent) {
+  constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+  int64_t* slot = int_slot_[j] >= 0 ? i_.data() + n_ * ni_ + int_slot_[j] : nullptr;
+  if (kind_[j] == K::kFloat) {
+    HPCML_ASSIGN_OR_RETURN(*x, ParseFloatCell(text, nullptr, plan_.na[j], absent));
+    return Status::Ok();
   }
-  float* row = x_.data() + n_ * nf_;
-  for (size_t j = 0; j < nf_; ++j) {
-    bool is_int = false, absent = false;
-    auto v = ParseFloatCell(csv.field(c_.features[j]), &is_int, na_, &absent);
-    if (!v.ok()) return CellError(csv, c_.features[j], v.status(), "");
-    row[j] = *v;
-    missing_[j] += absent ? 1 : 0;
-    if (!is_int) {
-      integral_[j] = false;
-    } else if (std::fabs(*v) >= 16777216.0f) {
-      big_[j] = true;
+  std::string_view s = TrimBlanks(text);
+  *absent = s.empty() || plan_.na[j]->Contains(s);
+  if (*absent) {
+    *x = kNaN;
+    if (slot != nullptr) *slot = kIntMissing;
+    return Status::Ok();
+  }
+  switch (kind_[j]) {
+    case K::kInt: {
+      HPCML_ASSIGN_OR_RETURN(int64_t v, ParseIntCell(s));
+      if (v == kIntMissing) return InvalidArgument("{} is reserved for missing values", v);
+      *slot = v;
+      *x = static_cast<float>(v);
+      return Status::Ok();
+    }
+    case K::kBool: {
+      HPCML_ASSIGN_OR_RETURN(bool v, ParseBoolCell(s));
+      *x = v ? 1.0f : 0.0f;
+      return Status::Ok();
+    }
+    case K::kCategory:
+    default: {
+      HPCML_ASSIGN_OR_RETURN(int64_t code, dictionaries_[j].Encode(s));
+      if (static_cast<uint64_t>(code) >= kMaxCategories)
+        return InvalidArgument("more than {} categories", kMaxCategories);
+      *x = static_cast<float>(code);
+      return Status::Ok();
     }
   }
-  if (c_.has_label) {
-    std::string_view cell = TrimBlanks(csv.field(c_.label));
-    if (cell.empty() || na_->Contains(cell))
-      return CellError(csv, c_.label,
-                       InvalidArgument("missing label \"{}\" (every row needs its label)", cell),
-                       "label ");
-    auto v = ParseFloatCell(cell);
-    if (!v.ok()) return CellError(csv, c_.label, v.status(), "label ");
-    y_[n_] = *v;
+}
+
+Status ParsedRows::ParseLabel(const CsvReader& csv) {
+  std::string_view cell = TrimBlanks(csv.field(c_.label));
+  if (cell.empty() || plan_.label_na->Contains(cell))
+    return CellError(csv, c_.label,
+                     InvalidArgument("missing label \"{}\" (every row needs its label)", cell),
+                     "label ");
+  if (plan_.label_classes) {
+    auto it = class_code_.find(cell);
+    if (it == class_code_.end())  // the file changed after the first pass
+      return CellError(csv, c_.label, InvalidArgument("\"{}\" is not a class", cell), "label ");
+    y_[n_] = static_cast<float>(it->second);
+    return Status::Ok();
   }
+  auto b = ParseBoolCell(cell);
+  auto v = ParseFloatCell(cell);
+  if (!v.ok() && b.ok()) v = *b ? 1.0f : 0.0f;  // true/false: 1/0
+  if (!v.ok()) return CellError(csv, c_.label, v.status(), "label ");
+  y_[n_] = *v;
+  return Status::Ok();
+}
+
+Status ParsedRows::Parse(const CsvReader& csv) {
+  HPCML_RETURN_IF_ERROR(CheckFieldCount(csv, c_.header.size()));
+  float* row = x_.data() + n_ * nf_;
+  for (size_t j = 0; j < nf_; ++j) {
+    bool absent = false;
+    Status st = ParseFeature(j, csv.field(c_.features[j]), &row[j], &absent);
+    if (!st.ok()) return FeatureError(csv, j, st);
+    missing_[j] += absent ? 1 : 0;
+  }
+  if (c_.has_label) HPCML_RETURN_IF_ERROR(ParseLabel(csv));
   auto id = entities_->Parse(csv.field(c_.entity));
   if (!id.ok()) return CellError(csv, c_.entity, id.status(), "entity ");
   e_[n_] = *id;
@@ -225,10 +425,13 @@ Status RowBlock::Parse(const CsvReader& csv) {
 
 // The recorded transform of an ingest.
 std::string IngestTransform(const IngestOptions& o, const std::string& csv_canonical,
-                            const std::vector<std::string>& feature_names, const RowBlock& rows) {
+                            const std::vector<std::string>& feature_names, const ColumnPlan& plan,
+                            const ParsedRows& rows) {
   nlohmann::json missing = nlohmann::json::object();
   for (size_t j = 0; j < feature_names.size(); ++j)
     if (rows.missing(j) > 0) missing[feature_names[j]] = rows.missing(j);
+  nlohmann::json column_na = nlohmann::json::object();
+  for (const auto& [name, na] : o.column_na_values) column_na[name] = na.words();
   nlohmann::json tr = {{"op", "ingest"},
                        {"csv", "file://" + csv_canonical},
                        {"entity", o.entity_column},
@@ -238,19 +441,21 @@ std::string IngestTransform(const IngestOptions& o, const std::string& csv_canon
                        {"features", feature_names},
                        {"delimiter", std::string(1, o.delimiter)},
                        {"na_values", o.na_values.words()},
+                       {"column_na_values", column_na},
+                       {"types_given", o.column_kinds},
+                       {"types_inferred", plan.inferred},
                        {"missing_cells", missing}};
   return JsonText(tr);
 }
 
-// Sets each feature's type from its cells, warning of integers beyond 2^24.
-void SetFeatureTypes(const IngestOptions& o, const RowBlock& rows, NewVersion* s,
-                     std::vector<std::string>* warnings) {
-  for (size_t j = 0; j < s->feature_types.size(); ++j) {
-    s->feature_types[j] = rows.integral(j) ? "int" : "float";
-    if (rows.integral(j) && rows.big(j) && warnings != nullptr) {
-      warnings->push_back(
-          fmt::format("{}: column \"{}\": integers beyond 2^24 are not exact in float32",
-                      o.csv_path, s->feature_names[j]));
+// Notes on columns with no value at all (inferred as float).
+void WarnEmptyColumns(const IngestOptions& o, const NewVersion& s, uint64_t rows,
+                      const ParsedRows& parsed, std::vector<std::string>* warnings) {
+  if (warnings == nullptr) return;
+  for (size_t j = 0; j < s.feature_names.size(); ++j) {
+    if (parsed.missing(j) == rows) {
+      warnings->push_back(fmt::format("{}: column \"{}\" has no value in any row", o.csv_path,
+                                      s.feature_names[j]));
     }
   }
 }
@@ -271,18 +476,70 @@ Result<std::string> CheckIngest(const IngestOptions& o) {
 
 }  // namespace
 
+Result<std::map<std::string, std::string>> ParseColumnKinds(std::string_view list) {
+  std::map<std::string, std::string> out;
+  for (std::string_view entry : SplitFields(list, ',')) {
+    entry = TrimBlanks(entry);
+    if (entry.empty()) continue;
+    const size_t eq = entry.find('=');
+    if (eq == std::string_view::npos)
+      return InvalidArgument("\"{}\": write column=kind (float, int, bool or category)", entry);
+    std::string name(TrimBlanks(entry.substr(0, eq))), kind(TrimBlanks(entry.substr(eq + 1)));
+    HPCML_RETURN_IF_ERROR(ValidateKind(kind).WithContext(fmt::format("\"{}\"", entry)));
+    if (name.empty() || !out.emplace(name, kind).second)
+      return InvalidArgument("\"{}\": an empty or repeated column name", entry);
+  }
+  return out;
+}
+
+Result<std::map<std::string, std::string>> LoadColumnKinds(const std::string& path) {
+  HPCML_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  HPCML_ASSIGN_OR_RETURN(toml::table root, ParseToml(text, path));
+  const toml::table* t = &root;
+  if (const toml::table* columns = root["columns"].as_table(); columns != nullptr) t = columns;
+  std::map<std::string, std::string> out;
+  for (const auto& [key, node] : *t) {
+    const auto* kind = node.as_string();
+    Status st = kind == nullptr ? InvalidArgument("not a string") : ValidateKind(kind->get());
+    if (!st.ok()) {
+      return InvalidArgument("{}:{}: column \"{}\": {}", path, key.source().begin.line,
+                             key.str(), st.message());
+    }
+    out.emplace(std::string(key.str()), kind->get());
+  }
+  return out;
+}
+
+Result<std::pair<std::string, NaValues>> ParseColumnNaValues(std::string_view entry) {
+  const size_t eq = entry.find('=');
+  std::string name(TrimBlanks(entry.substr(0, eq)));
+  if (eq == std::string_view::npos || name.empty())
+    return InvalidArgument("\"{}\": write column=WORD,WORD (or column= for empty cells only)",
+                           entry);
+  HPCML_ASSIGN_OR_RETURN(NaValues na, NaValues::Parse(entry.substr(eq + 1)));
+  return std::make_pair(std::move(name), std::move(na));
+}
+
 Result<VersionInfo> Ingest(const std::string& path, const IngestOptions& o,
                            std::vector<std::string>* warnings) {
   HPCML_ASSIGN_OR_RETURN(std::string csv_canonical, CheckIngest(o));
   HPCML_ASSIGN_OR_RETURN(CsvReader csv, CsvReader::Open(o.csv_path, o.delimiter));
   HPCML_ASSIGN_OR_RETURN(IngestColumns cols, FindIngestColumns(csv, o));
-  NewVersion spec = IngestSpec(o, cols);
+  HPCML_ASSIGN_OR_RETURN(ColumnPlan plan, PlanColumns(o, cols, *cols.header_index));
+  const bool infer = std::find(plan.kinds.begin(), plan.kinds.end(), "") != plan.kinds.end() ||
+                     (cols.has_label && (!o.column_kinds.contains(o.label_column) ||
+                                         plan.label_classes));
+  std::string first_pass_sha;
+  if (infer) {
+    HPCML_ASSIGN_OR_RETURN(first_pass_sha, InferKinds(o, cols, &plan));
+  }
+  NewVersion spec = IngestSpec(o, cols, plan);
   HPCML_ASSIGN_OR_RETURN(FeatureSetWriter writer,
                          FeatureSetWriter::Begin(path, WriterOptions{o.zone, o.lock_timeout_s}));
   HPCML_RETURN_IF_ERROR(writer.StartVersion(spec).status());
 
   HPCML_ASSIGN_OR_RETURN(EntityCells entities, EntityCells::Make(o.entity_type));
-  RowBlock rows(cols, &entities, &o.na_values);
+  ParsedRows rows(cols, plan, &entities);
   for (;;) {
     HPCML_ASSIGN_OR_RETURN(bool more, csv.Next());
     if (!more) break;
@@ -291,13 +548,16 @@ Result<VersionInfo> Ingest(const std::string& path, const IngestOptions& o,
   }
   HPCML_RETURN_IF_ERROR(rows.Flush(writer));
   if (writer.rows() == 0) return InvalidArgument("{}: no data rows after the header", o.csv_path);
+  HPCML_ASSIGN_OR_RETURN(std::string sha, csv.Sha256Hex());
+  if (infer && sha != first_pass_sha)
+    return FailedPrecondition("{}: the file changed while it was read; nothing added", o.csv_path);
 
   NewVersion* s = writer.mutable_spec();
-  SetFeatureTypes(o, rows, s, warnings);
+  WarnEmptyColumns(o, *s, writer.rows(), rows, warnings);
   entities.Finish(s);
-  HPCML_ASSIGN_OR_RETURN(std::string sha, csv.Sha256Hex());
+  s->categories = rows.Categories();
   s->sources = {SourceRef{"file://" + csv_canonical, sha}};
-  s->transform = IngestTransform(o, csv_canonical, spec.feature_names, rows);
+  s->transform = IngestTransform(o, csv_canonical, spec.feature_names, plan, rows);
   if (o.before_publish) {
     HPCML_ASSIGN_OR_RETURN(VersionStats stats, writer.Statistics());
     HPCML_RETURN_IF_ERROR(o.before_publish(stats));  // the writer aborts when it goes

@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "hpcml/featurecache/format.hpp"
+
 namespace hpcml::featurecache {
 namespace {
 
@@ -51,6 +53,29 @@ Result<std::vector<T>> ReadVector(hid_t group, const char* name, hid_t mem_type,
   return v;
 }
 
+// The stats group's frequencies, split by its "codes" attribute.
+Status ReadFrequencies(hid_t group, std::string_view version, VersionStats* s) {
+  HPCML_ASSIGN_OR_RETURN(auto all,
+                         ReadVector<uint64_t>(group, "frequencies", H5T_NATIVE_UINT64, 0));
+  HPCML_ASSIGN_OR_RETURN(hid_t f, h5::Check(H5Dopen2(group, "frequencies", H5P_DEFAULT),
+                                            "stats/frequencies"));
+  h5::Dataset ds(f);
+  HPCML_ASSIGN_OR_RETURN(std::vector<int64_t> codes, h5::ReadIntListAttr(ds.get(), "codes"));
+  if (codes.size() != s->columns.size())
+    return Corrupt("{}/stats/frequencies: codes for {} columns, not {}", version, codes.size(),
+                   s->columns.size());
+  size_t at = 0;
+  for (size_t c = 0; c < codes.size(); ++c) {
+    if (codes[c] < 0 || static_cast<uint64_t>(codes[c]) > all.size() - at)
+      return Corrupt("{}/stats/frequencies: its codes do not add up", version);
+    s->columns[c].frequencies.assign(all.begin() + static_cast<std::ptrdiff_t>(at),
+                                     all.begin() + static_cast<std::ptrdiff_t>(at + codes[c]));
+    at += static_cast<size_t>(codes[c]);
+  }
+  if (at != all.size()) return Corrupt("{}/stats/frequencies: its codes do not add up", version);
+  return Status::Ok();
+}
+
 }  // namespace
 
 double VersionStats::Quantile(size_t c, double q) const {
@@ -79,6 +104,12 @@ StatsAccumulator::StatsAccumulator(std::vector<std::string> columns, bool has_la
       min_(names_.size(), std::numeric_limits<double>::infinity()),
       max_(names_.size(), -std::numeric_limits<double>::infinity()) {}
 
+void StatsAccumulator::CountCodes(std::vector<bool> coded) {
+  coded_ = std::move(coded);
+  coded_.resize(names_.size(), false);
+  frequencies_.assign(names_.size(), {});
+}
+
 // Per column: the count, and sums of (v - shift) and its square, shifted by
 // the column's first value so a large mean costs no precision; branch-free
 // in the column loop so it vectorises.
@@ -98,6 +129,17 @@ void StatsAccumulator::Add(const float* x, const float* y, uint64_t rows) {
       max_[c] = ok ? std::max(max_[c], v) : max_[c];
     }
     Sample(row, y != nullptr ? y + r : nullptr, rows_ + r);
+  }
+  for (size_t c = 0; c < coded_.size(); ++c) {
+    if (!coded_[c]) continue;
+    std::vector<uint64_t>& f = frequencies_[c];
+    for (uint64_t r = 0; r < rows; ++r) {
+      const float v = c < features_ ? x[r * features_ + c] : y[r];
+      if (std::isnan(v) || v < 0 || v >= float(kMaxCategories)) continue;
+      const auto code = static_cast<size_t>(v);
+      if (code >= f.size()) f.resize(code + 1, 0);
+      ++f[code];
+    }
   }
   rows_ += rows;
 }
@@ -126,6 +168,7 @@ VersionStats StatsAccumulator::Finish() const {
   for (size_t c = 0; c < names_.size(); ++c) {
     ColumnStats cs;
     cs.name = names_[c];
+    if (c < frequencies_.size()) cs.frequencies = frequencies_[c];
     cs.count = count_[c];
     cs.missing = rows_ - count_[c];
     if (cs.count == 0) {
@@ -150,7 +193,11 @@ Status WriteStats(hid_t version_group, const VersionStats& s) {
   std::vector<std::string> names;
   std::vector<uint64_t> count, missing;
   std::vector<double> mn, mx, mean, sd;
+  std::vector<int64_t> codes;
+  std::vector<uint64_t> frequencies;
   for (const ColumnStats& c : s.columns) {
+    codes.push_back(static_cast<int64_t>(c.frequencies.size()));
+    frequencies.insert(frequencies.end(), c.frequencies.begin(), c.frequencies.end());
     names.push_back(c.name);
     count.push_back(c.count);
     missing.push_back(c.missing);
@@ -173,6 +220,14 @@ Status WriteStats(hid_t version_group, const VersionStats& s) {
   HPCML_RETURN_IF_ERROR(WriteVector(group.get(), "max", f64, H5T_NATIVE_DOUBLE, mx, {cols}));
   HPCML_RETURN_IF_ERROR(WriteVector(group.get(), "mean", f64, H5T_NATIVE_DOUBLE, mean, {cols}));
   HPCML_RETURN_IF_ERROR(WriteVector(group.get(), "std", f64, H5T_NATIVE_DOUBLE, sd, {cols}));
+  if (!frequencies.empty()) {
+    HPCML_RETURN_IF_ERROR(WriteVector(group.get(), "frequencies", u64, H5T_NATIVE_UINT64,
+                                      frequencies, {frequencies.size()}));
+    HPCML_ASSIGN_OR_RETURN(hid_t f, h5::Check(H5Dopen2(group.get(), "frequencies", H5P_DEFAULT),
+                                              "stats/frequencies"));
+    h5::Dataset ds(f);
+    HPCML_RETURN_IF_ERROR(h5::WriteAttr(ds.get(), "codes", codes));
+  }
   return WriteVector(group.get(), "sample", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, s.sample,
                      {s.sample_rows(), cols});
 }
@@ -205,7 +260,10 @@ Result<VersionStats> ReadStats(hid_t version_group, std::string_view version) {
     return Corrupt("{}/stats: a sample of {} values for {} columns", version, s.sample.size(), n);
   }
   for (size_t c = 0; c < n; ++c) {
-    s.columns.push_back({names[c], count[c], missing[c], mn[c], mx[c], mean[c], sd[c]});
+    s.columns.push_back({names[c], count[c], missing[c], mn[c], mx[c], mean[c], sd[c], {}});
+  }
+  if (H5Lexists(group.get(), "frequencies", H5P_DEFAULT) > 0) {
+    HPCML_RETURN_IF_ERROR(ReadFrequencies(group.get(), version, &s));
   }
   return s;
 }

@@ -12,10 +12,12 @@
 namespace hpcml::featurecache {
 namespace {
 
-constexpr Column kColumns[] = {Column::kX, Column::kY, Column::kEntity, Column::kTime};
+constexpr Column kColumns[] = {Column::kX, Column::kY, Column::kEntity, Column::kTime,
+                              Column::kInt};
 
 // How a column is stored: its dataset's name, file and memory types, and
-// whether it is rows x features (else one value per row).
+// whether it is a matrix (rows x features, or rows x int features), else
+// one value per row.
 struct ColumnSpec {
   const char* name;
   hid_t file_type;
@@ -31,6 +33,8 @@ ColumnSpec SpecOf(Column c) {
       return {kLabels, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, false};
     case Column::kEntity:
       return {kEntityIds, H5T_STD_I64LE, H5T_NATIVE_INT64, false};
+    case Column::kInt:
+      return {kIntValues, H5T_STD_I64LE, H5T_NATIVE_INT64, true};
     case Column::kTime:
     default:
       return {kTimestamps, H5T_STD_I64LE, H5T_NATIVE_INT64, false};
@@ -72,6 +76,7 @@ Status VersionFile::Create(TempFile temp, const std::string& set_path, const std
                                                     StatusCode::kIoError, path));
   for (Column c : kColumns) {
     if (c == Column::kY && !layout_.labels) continue;
+    if (c == Column::kInt && layout_.int_features == 0) continue;
     HPCML_ASSIGN_OR_RETURN(dataset(c), CreateDataset(c));
   }
   return Status::Ok();
@@ -79,7 +84,7 @@ Status VersionFile::Create(TempFile temp, const std::string& set_path, const std
 
 Result<h5::Dataset> VersionFile::CreateDataset(Column c) {
   const ColumnSpec spec = SpecOf(c);
-  const uint64_t nfeat = layout_.features;
+  const uint64_t nfeat = Width(c);
   hsize_t dims[2] = {0, nfeat};
   hsize_t maxdims[2] = {H5S_UNLIMITED, nfeat};
   hsize_t chunk[2] = {layout_.chunk_rows, nfeat};
@@ -127,7 +132,7 @@ Status VersionFile::SetCodec(hid_t dcpl, const char* name) const {
 Status VersionFile::Write(Column c, const RowBlock& block, uint64_t first) {
   const ColumnSpec spec = SpecOf(c);
   const hid_t dset = dataset(c).get();
-  const uint64_t n = block.rows(), nfeat = layout_.features;
+  const uint64_t n = block.rows(), nfeat = Width(c);
   hsize_t newdims[2] = {first + n, nfeat};
   if (H5Dset_extent(dset, newdims) < 0) {
     return h5::Error(StatusCode::kIoError,
@@ -152,13 +157,13 @@ Status VersionFile::Write(Column c, const RowBlock& block, uint64_t first) {
   return Status::Ok();
 }
 
-Result<std::string> VersionFile::WriteEntityKeys(const std::vector<std::string>& keys,
-                                                 size_t width) {
+Result<std::string> VersionFile::WriteStrings(const char* name, const std::vector<std::string>& keys,
+                                             size_t width) {
   HPCML_ASSIGN_OR_RETURN(h5::Datatype type,
                          h5::Own<h5::Datatype>(H5Tcopy(H5T_C_S1), StatusCode::kInternal, "type"));
   if (H5Tset_size(type.get(), width) < 0 || H5Tset_strpad(type.get(), H5T_STR_NULLPAD) < 0 ||
       H5Tset_cset(type.get(), H5T_CSET_UTF8) < 0) {
-    return h5::Error(StatusCode::kInternal, "entity key type");
+    return h5::Error(StatusCode::kInternal, "string type");
   }
   const hsize_t n = keys.size();
   HPCML_ASSIGN_OR_RETURN(
@@ -166,9 +171,9 @@ Result<std::string> VersionFile::WriteEntityKeys(const std::vector<std::string>&
       h5::Own<h5::Dataspace>(H5Screate_simple(1, &n, nullptr), StatusCode::kInternal, "dataspace"));
   HPCML_ASSIGN_OR_RETURN(
       h5::Dataset ds,
-      h5::Own<h5::Dataset>(H5Dcreate2(group_.get(), kEntityKeys, type.get(), space.get(),
-                                      H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
-                           StatusCode::kIoError, fmt::format("{}: create entity_keys", set_path_)));
+      h5::Own<h5::Dataset>(H5Dcreate2(group_.get(), name, type.get(), space.get(), H5P_DEFAULT,
+                                      H5P_DEFAULT, H5P_DEFAULT),
+                           StatusCode::kIoError, fmt::format("{}: create {}", set_path_, name)));
   Sha256 sha;
   const hsize_t slab = 65536;
   std::vector<char> buf;
@@ -180,18 +185,18 @@ Result<std::string> VersionFile::WriteEntityKeys(const std::vector<std::string>&
     sha.Update(buf.data(), buf.size());
     HPCML_ASSIGN_OR_RETURN(
         h5::Dataspace fspace,
-        h5::Own<h5::Dataspace>(H5Dget_space(ds.get()), StatusCode::kIoError, "entity_keys"));
+        h5::Own<h5::Dataspace>(H5Dget_space(ds.get()), StatusCode::kIoError, name));
     HPCML_ASSIGN_OR_RETURN(h5::Dataspace mspace,
                            h5::Own<h5::Dataspace>(H5Screate_simple(1, &m, nullptr),
                                                   StatusCode::kInternal, "dataspace"));
     if (H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, &first, nullptr, &m, nullptr) < 0 ||
         H5Dwrite(ds.get(), type.get(), mspace.get(), fspace.get(), H5P_DEFAULT, buf.data()) < 0) {
-      return h5::Error(StatusCode::kIoError, fmt::format("{}: write entity_keys", set_path_));
+      return h5::Error(StatusCode::kIoError, fmt::format("{}: write {}", set_path_, name));
     }
   }
   std::string digest = sha.FinishHex();
   HPCML_RETURN_IF_ERROR(h5::WriteAttr(ds.get(), "sha256", digest));
-  HPCML_RETURN_IF_ERROR(h5::Close(ds, version_ + "/entity_keys"));
+  HPCML_RETURN_IF_ERROR(h5::Close(ds, fmt::format("{}/{}", version_, name)));
   return digest;
 }
 
@@ -202,6 +207,10 @@ Status VersionFile::WriteDigests(const DatasetDigests& digests) {
   }
   HPCML_RETURN_IF_ERROR(
       h5::WriteAttr(dataset(Column::kEntity).get(), "sha256", digests.entity_ids));
+  if (dataset(Column::kInt).valid()) {
+    HPCML_RETURN_IF_ERROR(
+        h5::WriteAttr(dataset(Column::kInt).get(), "sha256", digests.int_values));
+  }
   return h5::WriteAttr(dataset(Column::kTime).get(), "sha256", digests.timestamps);
 }
 

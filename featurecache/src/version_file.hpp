@@ -2,7 +2,8 @@
 // until published as <set>.d/vN.h5 (writer.hpp): its temporary name
 // (TempFile) and its HDF5 handles: the file, its root group, which is the
 // version, and the row datasets (features, labels when the version has
-// them, entity_ids, timestamps), chunked and compressed as asked.
+// them, entity_ids, timestamps, int_values when it has int features),
+// chunked and compressed as asked.
 //
 // Contract: Create() once, then Write() blocks in order, the attributes,
 // and Publish(); handles are closed before the name is renamed or unlinked.
@@ -36,6 +37,7 @@ class VersionFile {
  public:
   struct Layout {
     uint64_t features = 0;
+    uint64_t int_features = 0;
     uint64_t chunk_rows = 0;
     CodecChoice codec;
     bool labels = false;
@@ -54,13 +56,16 @@ class VersionFile {
                 const Layout& layout, const std::optional<struct stat>& published);
 
   bool has_labels() const { return dataset(Column::kY).valid(); }
+  bool has_ints() const { return dataset(Column::kInt).valid(); }
   hid_t group() const { return group_.get(); }
 
   // Writes column `c` of `block` as rows [first, first + block.rows()).
   Status Write(Column c, const RowBlock& block, uint64_t first);
-  // Writes entity_keys, each key null-padded to `width` bytes, in slabs;
-  // returns its digest, also stored as its "sha256" attribute.
-  Result<std::string> WriteEntityKeys(const std::vector<std::string>& keys, size_t width);
+  // Writes the string dataset `name` (entity_keys, categories), each key
+  // null-padded to `width` bytes, in slabs; returns its digest, also stored
+  // as its "sha256" attribute.
+  Result<std::string> WriteStrings(const char* name, const std::vector<std::string>& keys,
+                                   size_t width);
   // The row datasets' "sha256" attributes.
   Status WriteDigests(const DatasetDigests& digests);
 
@@ -76,6 +81,10 @@ class VersionFile {
   const h5::Dataset& dataset(Column c) const { return datasets_[static_cast<size_t>(c)]; }
   h5::Dataset& dataset(Column c) { return datasets_[static_cast<size_t>(c)]; }
   Result<h5::Dataset> CreateDataset(Column c);
+  // A matrix column's width.
+  uint64_t Width(Column c) const {
+    return c == Column::kInt ? layout_.int_features : layout_.features;
+  }
   Status SetCodec(hid_t dcpl, const char* name) const;
 
   std::string set_path_, version_;
@@ -83,7 +92,7 @@ class VersionFile {
   TempFile temp_;
   h5::File file_;
   h5::Group group_;
-  std::array<h5::Dataset, 4> datasets_;  // by Column
+  std::array<h5::Dataset, kColumnCount> datasets_;  // by Column
 };
 
 }  // namespace hpcml::featurecache

@@ -68,6 +68,18 @@ Status InheritEntities(const VersionReader& parent, NewVersion* spec) {
   return Status::Ok();
 }
 
+void InheritFeature(const VersionInfo& parent, size_t j,
+                    const std::vector<std::vector<std::string>>& categories, NewVersion* spec) {
+  const std::string kind(parent.kind(j));
+  spec->feature_names.push_back(parent.feature_names[j]);
+  spec->feature_types.push_back(kind);
+  const bool category = kind == "category";
+  if (category || !spec->categories.empty()) {
+    spec->categories.resize(spec->feature_names.size());
+    if (category) spec->categories.back() = categories.at(j);
+  }
+}
+
 std::string ToolString() {
   return fmt::format("hpcml-fcache {}", Version());
 }
@@ -110,7 +122,8 @@ struct FeatureSetWriter::Impl {
   Status WriteColumn(Column c);
   Status Flush();
   Result<std::string> WriteEntityKeys();
-  VersionInfo FinishInfo(const std::string& keys_digest);
+  Result<std::string> WriteCategories();
+  VersionInfo FinishInfo(const std::string& keys_digest, const std::string& categories_digest);
   Status WriteDigestsAndAttrs(const VersionInfo& info);
   Status Publish();
   void Abort();
@@ -215,6 +228,7 @@ Status FeatureSetWriter::Impl::Flush() {
   if (version.has_labels()) HPCML_RETURN_IF_ERROR(WriteColumn(Column::kY));
   HPCML_RETURN_IF_ERROR(WriteColumn(Column::kEntity));
   HPCML_RETURN_IF_ERROR(WriteColumn(Column::kTime));
+  if (version.has_ints()) HPCML_RETURN_IF_ERROR(WriteColumn(Column::kInt));
   rows += block.rows();
   block.Clear();
   if (++flushes == 1) CrashPoint("mid-write");
@@ -297,6 +311,14 @@ Result<std::string> FeatureSetWriter::StartVersion(const NewVersion& spec) {
     return InvalidArgument("{}: {} feature names but {} types", path, spec.feature_names.size(),
                            spec.feature_types.size());
   }
+  for (const auto& k : spec.feature_types)
+    HPCML_RETURN_IF_ERROR(ValidateKind(k).WithContext(path));
+  if (!spec.categories.empty() && spec.categories.size() != spec.feature_names.size()) {
+    return InvalidArgument("{}: {} features but {} category lists", path,
+                           spec.feature_names.size(), spec.categories.size());
+  }
+  if (!spec.label_classes.empty() && spec.label_name.empty())
+    return InvalidArgument("{}: label classes without a label", path);
   std::set<std::string> seen;
   for (const auto& n : spec.feature_names) {
     if (n.empty()) return InvalidArgument("{}: empty feature name", path);
@@ -316,6 +338,8 @@ Result<std::string> FeatureSetWriter::StartVersion(const NewVersion& spec) {
   }
   w.spec = spec;
   const uint64_t nfeat = spec.feature_names.size();
+  const uint64_t nint = static_cast<uint64_t>(
+      std::count(spec.feature_types.begin(), spec.feature_types.end(), "int"));
   const bool labels = !spec.label_name.empty();
   w.chunk_rows = spec.chunk_rows > 0 ? spec.chunk_rows : ChunkRowsFor(nfeat, spec.expected_rows);
   if (w.chunk_rows * nfeat * 4 >= (uint64_t{1} << 32))
@@ -324,40 +348,54 @@ Result<std::string> FeatureSetWriter::StartVersion(const NewVersion& spec) {
   HPCML_RETURN_IF_ERROR(w.paths.MakeVersionDir(w.set.published));
   HPCML_RETURN_IF_ERROR(w.version.Create(
       TempFile(w.paths.NewVersionTemp(w.version_name), w.paths.VersionFile(w.version_name)), path,
-      w.version_name, {nfeat, w.chunk_rows, w.codec, labels}, w.set.published));
-  w.block = RowBlock(nfeat, w.chunk_rows, labels);
+      w.version_name, {nfeat, nint, w.chunk_rows, w.codec, labels}, w.set.published));
+  w.block = RowBlock(nfeat, nint, w.chunk_rows, labels);
   std::vector<std::string> columns = spec.feature_names;
   if (labels) columns.push_back(spec.label_name);
-  w.tally = RowTally(spec.statistics, std::move(columns), labels);
+  // The columns holding codes: category features, and a class label.
+  std::vector<bool> coded(columns.size(), false);
+  for (size_t j = 0; j < nfeat; ++j) coded[j] = spec.feature_types[j] == "category";
+  if (labels) coded.back() = !spec.label_classes.empty();
+  w.tally = RowTally(spec.statistics, std::move(columns), labels, std::move(coded));
   w.started = true;
   return w.version_name;
 }
 
 Status FeatureSetWriter::Append(const float* x, const float* y, const int64_t* entity_ids,
-                                const int64_t* timestamps, uint64_t n) {
+                                const int64_t* timestamps, uint64_t n, const int64_t* ints) {
   Impl& w = *impl_;
   if (!w.started) return FailedPrecondition("{}: Append before StartVersion", w.paths.path);
   if ((y != nullptr) != w.version.has_labels()) {
     return InvalidArgument("{}: labels given for a version without a label column, or missing",
                            w.paths.path);
   }
+  if ((ints != nullptr) != w.version.has_ints()) {
+    return InvalidArgument("{}: int values given for a version without int features, or missing",
+                           w.paths.path);
+  }
   uint64_t done = 0;
   while (done < n) {
-    done += w.block.Take(x, y, entity_ids, timestamps, done, n - done);
+    done += w.block.Take(x, y, entity_ids, timestamps, ints, done, n - done);
     if (w.block.full()) HPCML_RETURN_IF_ERROR(w.Flush());
   }
   return Status::Ok();
 }
 
 // The new version's metadata, its digests included (finishes the hashes).
-VersionInfo FeatureSetWriter::Impl::FinishInfo(const std::string& keys_digest) {
+VersionInfo FeatureSetWriter::Impl::FinishInfo(const std::string& keys_digest,
+                                               const std::string& categories_digest) {
   VersionInfo info;
   info.name = version_name;
   info.number = set.next_version;
   info.rows = rows;
   info.feature_names = spec.feature_names;
   info.feature_types = spec.feature_types;
+  info.typed = true;
+  info.category_counts.assign(spec.feature_names.size(), 0);
+  for (size_t j = 0; j < spec.categories.size(); ++j)
+    info.category_counts[j] = spec.categories[j].size();
   info.label_name = spec.label_name;
+  info.label_classes = spec.label_classes;
   info.entity_name = spec.entity_name;
   info.entity_type = spec.entity_type;
   info.timestamp_name = spec.timestamp_name;
@@ -373,9 +411,10 @@ VersionInfo FeatureSetWriter::Impl::FinishInfo(const std::string& keys_digest) {
   info.codec = codec.codec;
   info.compression = codec.level;
   info.tool = ToolString();
-  info.digests = digests.Finish(version.has_labels());
+  info.digests = digests.Finish(version.has_labels(), version.has_ints());
   info.digests.entity_keys = keys_digest;
-  info.data_sha256 = DataDigest(info.rows, info.features(), info.has_labels(), info.digests);
+  info.digests.categories = categories_digest;
+  info.data_sha256 = DataDigest(info, info.digests);
   return info;
 }
 
@@ -461,7 +500,40 @@ Result<std::string> FeatureSetWriter::Impl::WriteEntityKeys() {
     HPCML_RETURN_IF_ERROR(ValidateEntityKey(k));
     width = std::max(width, k.size());
   }
-  return version.WriteEntityKeys(keys, width);
+  return version.WriteStrings(kEntityKeys, keys, width);
+}
+
+// Every code of a coded column (category feature, class label) names an
+// entry of its dictionary; the dictionaries, concatenated in feature order,
+// written as `categories` with its digest (none without category features).
+Result<std::string> FeatureSetWriter::Impl::WriteCategories() {
+  const size_t nfeat = spec.feature_names.size();
+  for (size_t j = 0; j <= nfeat; ++j) {
+    if (j == nfeat && spec.label_name.empty()) break;
+    const bool label = j == nfeat;
+    if (!tally.coded(j)) continue;
+    const size_t size = label ? spec.label_classes.size()
+                              : (j < spec.categories.size() ? spec.categories[j].size() : 0);
+    const std::string& name = label ? spec.label_name : spec.feature_names[j];
+    if (!tally.CodesWithin(j, size)) {
+      return InvalidArgument("{}: column \"{}\" holds codes outside its {} {}", paths.path, name,
+                             size, label ? "classes" : "categories");
+    }
+  }
+  std::vector<std::string> all;
+  size_t width = 1;
+  for (size_t j = 0; j < spec.categories.size(); ++j) {
+    if (spec.feature_types[j] != "category" && !spec.categories[j].empty())
+      return InvalidArgument("{}: categories for feature \"{}\", which is {}", paths.path,
+                             spec.feature_names[j], spec.feature_types[j]);
+    for (const auto& c : spec.categories[j]) {
+      HPCML_RETURN_IF_ERROR(ValidateEntityKey(c));
+      width = std::max(width, c.size());
+      all.push_back(c);
+    }
+  }
+  if (all.empty()) return std::string();
+  return version.WriteStrings(kCategories, all, width);
 }
 
 Result<VersionInfo> FeatureSetWriter::Commit() {
@@ -470,7 +542,8 @@ Result<VersionInfo> FeatureSetWriter::Commit() {
   HPCML_RETURN_IF_ERROR(w.Flush());
   if (w.rows == 0) return InvalidArgument("{}: the new version would have no rows", w.paths.path);
   HPCML_ASSIGN_OR_RETURN(std::string keys_digest, w.WriteEntityKeys());
-  VersionInfo info = w.FinishInfo(keys_digest);
+  HPCML_ASSIGN_OR_RETURN(std::string categories_digest, w.WriteCategories());
+  VersionInfo info = w.FinishInfo(keys_digest, categories_digest);
   HPCML_RETURN_IF_ERROR(w.WriteDigestsAndAttrs(info));
   HPCML_RETURN_IF_ERROR(w.Publish());
   return info;

@@ -15,10 +15,10 @@ TEST(ColumnDigests, HashEachColumnsBytesAcrossBlocks) {
   const float x[] = {1, 2, 3, 4};
   const float y[] = {0, 1};
   const int64_t e[] = {5, 6}, t[] = {7, 8};
-  RowBlock block(2, 1, true);  // one-row chunks; blocks of many
+  RowBlock block(2, 0, 1, true);  // one-row chunks; blocks of many
   ColumnDigests d;
   for (uint64_t row = 0; row < 2; ++row) {
-    block.Take(x, y, e, t, row, 1);
+    block.Take(x, y, e, t, nullptr, row, 1);
     for (Column c : {Column::kX, Column::kY, Column::kEntity, Column::kTime}) d.Update(c, block);
     block.Clear();
   }

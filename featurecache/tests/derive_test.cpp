@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hpcml/featurecache/feature_set.hpp"
+#include "hpcml/featurecache/ingest.hpp"
 #include "test_util.hpp"
 
 namespace hpcml::featurecache {
@@ -136,34 +137,50 @@ namespace {
 
 using namespace testing;
 
-// Standardising over missing cells is refused with how many, where and what
-// to do; --drop-missing keeps exactly the complete rows (label included).
-TEST(Derive, MissingCellsRefusedOrDropped) {
+// Standardising uses the present values and leaves missing cells missing;
+// --impute fills them (with the mean: 0 once standardised) and records it;
+// --drop-missing keeps exactly the complete rows (label included).
+TEST(Derive, MissingCellsStandardisedImputedOrDropped) {
   TempDir dir;
   std::string path = dir / "fs.h5";
   MakeVersion(path, {.rows = 100, .features = 2, .nan_cells = {{3, 0}, {50, 0}, {7, 1}, {9, 2}}});
   DeriveOptions o;
   o.standardize = true;
-  auto refused = Derive(path, o);
-  ASSERT_FALSE(refused.ok());
-  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(refused.status().message().find(
-                "fs.h5 v1: standardising needs every cell; missing (NaN) cells: 3 (f0 2, f1 1)"),
-            std::string::npos)
-      << refused.status().message();
-  EXPECT_NE(refused.status().message().find("--drop-missing"), std::string::npos);
+  auto kept = Derive(path, o);
+  ASSERT_TRUE(kept.ok()) << kept.status().ToString();
+  auto stats = FeatureSet::Open(path)->Stats("v2");
+  ASSERT_TRUE(stats.ok());
+  for (size_t c = 0; c < 2; ++c) {
+    EXPECT_NEAR(stats->columns[c].mean, 0.0, 1e-5);
+    EXPECT_NEAR(stats->columns[c].std, 1.0, 1e-4);
+  }
+  EXPECT_EQ(stats->columns[0].missing, 2u);
+  EXPECT_EQ(stats->columns[1].missing, 1u);
 
+  o.impute = true;
+  auto filled = Derive(path, o);
+  ASSERT_TRUE(filled.ok()) << filled.status().ToString();
+  EXPECT_EQ(nlohmann::json::parse(filled->transform)["impute"],
+            (nlohmann::json{{"f0", 0.0}, {"f1", 0.0}}));
+  std::vector<float> x(200);
+  ASSERT_TRUE(FeatureSet::Open(path)->OpenVersion("v3")->Read(0, 100, x.data(), nullptr, nullptr,
+                                                               nullptr).ok());
+  EXPECT_EQ(x[3 * 2 + 0], 0.0f);
+  EXPECT_EQ(x[7 * 2 + 1], 0.0f);
+  o.impute = false;
+
+  o.from = "v1";
   o.drop_missing = true;
   auto v = Derive(path, o);
   ASSERT_TRUE(v.ok()) << v.status().ToString();
   EXPECT_EQ(v->rows, 96u);
   EXPECT_EQ(nlohmann::json::parse(v->transform)["drop_missing"], true);
   auto fs = FeatureSet::Open(path);
-  auto st = fs->Stats("v2");
+  auto st = fs->Stats("v4");
   ASSERT_TRUE(st.ok()) << st.status().ToString();
   for (const ColumnStats& c : st->columns) EXPECT_EQ(c.missing, 0u) << c.name;
   std::vector<int64_t> t(96);
-  ASSERT_TRUE(fs->OpenVersion("v2")->Read(0, 96, nullptr, nullptr, nullptr, t.data()).ok());
+  ASSERT_TRUE(fs->OpenVersion("v4")->Read(0, 96, nullptr, nullptr, nullptr, t.data()).ok());
   for (int64_t gone : {3, 7, 9, 50}) {
     EXPECT_EQ(std::count(t.begin(), t.end(), Time(static_cast<uint64_t>(gone))), 0) << gone;
   }
@@ -205,6 +222,54 @@ TEST(Derive, StandardisationIsInheritedAndComposed) {
       EXPECT_NEAR(x[2 * r + j], (Value(r, j) - c.mean) / c.scale, 1e-5) << c.column << " row " << r;
     }
   }
+}
+
+// A typed version's kinds, dictionaries, class names and exact integers
+// survive a derive; --impute fills an int column with its rounded mean and
+// a category column with its most frequent category; naming a category
+// column to standardise is refused.
+TEST(Derive, KeepsKindsDictionariesAndExactInts) {
+  TempDir dir;
+  WriteText(dir / "in.csv",
+            "id,ts,grade,cents,score,y\n1,0,A,16777217,1.5,good\n2,0,B,,2.5,bad\n"
+            "3,0,B,16777219,NA,good\n4,0,NA,16777221,3.5,bad\n");
+  IngestOptions io;
+  io.csv_path = dir / "in.csv";
+  io.entity_column = "id";
+  io.timestamp_column = "ts";
+  io.label_column = "y";
+  io.zone = "ae";
+  io.classification = "internal";
+  std::string path = dir / "fs.h5";
+  ASSERT_TRUE(Ingest(path, io).ok());
+  DeriveOptions o;
+  o.impute = true;
+  auto v = Derive(path, o);
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  EXPECT_EQ(v->feature_types, (std::vector<std::string>{"category", "int", "float"}));
+  EXPECT_EQ(v->label_classes, (std::vector<std::string>{"bad", "good"}));
+  auto r = FeatureSet::Open(path)->OpenVersion("v2");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(VerifyVersion(*r).ok());
+  EXPECT_EQ((*r->Categories())[0], (std::vector<std::string>{"A", "B"}));
+  std::vector<int64_t> ints(4);
+  ASSERT_TRUE(r->ReadInts(0, 4, ints.data()).ok());
+  EXPECT_EQ(ints, (std::vector<int64_t>{16777217, 16777219, 16777219, 16777221}));
+  std::vector<float> x(12);
+  ASSERT_TRUE(r->Read(0, 4, x.data(), nullptr, nullptr, nullptr).ok());
+  EXPECT_EQ(x[3 * 3 + 0], 1.0f);  // grade NA -> B, the most frequent
+  EXPECT_EQ(x[2 * 3 + 2], 2.5f);  // score NA -> the mean
+  o = {};
+  o.standardize_columns = {"grade"};
+  auto refused = Derive(path, o);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("\"grade\": it is a category column"),
+            std::string::npos);
+  o.standardize_columns = {};
+  o.standardize = true;
+  auto std_all = Derive(path, o);
+  ASSERT_TRUE(std_all.ok()) << std_all.status().ToString();
+  EXPECT_EQ(std_all->feature_types, (std::vector<std::string>{"category", "float", "float"}));
 }
 
 }  // namespace

@@ -40,7 +40,7 @@ std::string Export(const std::string& path, const std::string& version) {
 }
 
 TEST(EntityKeys, DictionaryCodesInOrderOfFirstAppearance) {
-  EntityDictionary d;
+  StringDictionary d;
   EXPECT_EQ(*d.Encode("b"), 0);
   EXPECT_EQ(*d.Encode("a"), 1);
   EXPECT_EQ(*d.Encode("b"), 0);

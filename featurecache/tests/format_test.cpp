@@ -36,18 +36,59 @@ TEST(VersionNames, ParseAndFormat) {
   EXPECT_EQ(VersionName(7), "v7");
 }
 
+// A version that is not typed: rows, features, labels as given.
+VersionInfo Untyped(bool labels) {
+  VersionInfo v;
+  v.rows = 10;
+  v.feature_names = {"a", "b", "c"};
+  v.feature_types = {"float", "int", "float"};
+  if (labels) v.label_name = "y";
+  return v;
+}
+
 TEST(DataDigest, IsTheDocumentedText) {
-  DatasetDigests d{"aa", "bb", "cc", "dd", ""};
-  EXPECT_EQ(DataDigest(10, 3, true, d),
+  DatasetDigests d;
+  d.features = "aa", d.labels = "bb", d.entity_ids = "cc", d.timestamps = "dd";
+  EXPECT_EQ(DataDigest(Untyped(true), d),
             Sha256::Hex("hpcml-featurecache-v1\nrows=10\nfeatures=3\nfeatures:aa\nlabels:"
                         "bb\nentity_ids:cc\ntimestamps:dd\n"));
-  EXPECT_EQ(DataDigest(10, 3, false, d),
+  EXPECT_EQ(DataDigest(Untyped(false), d),
             Sha256::Hex("hpcml-featurecache-v1\nrows=10\nfeatures=3\nfeatures:aa\nentity_ids:"
                         "cc\ntimestamps:dd\n"));
   d.entity_keys = "ee";  // string keys
-  EXPECT_EQ(DataDigest(10, 3, false, d),
+  EXPECT_EQ(DataDigest(Untyped(false), d),
             Sha256::Hex("hpcml-featurecache-v1\nrows=10\nfeatures=3\nfeatures:aa\nentity_ids:"
                         "cc\nentity_keys:ee\ntimestamps:dd\n"));
+}
+
+TEST(DataDigest, TypedVersionsCoverKindsClassesAndDictionaries) {
+  DatasetDigests d;
+  d.features = "aa", d.labels = "bb", d.entity_ids = "cc", d.timestamps = "dd";
+  d.int_values = "ff", d.categories = "gg";
+  VersionInfo v = Untyped(true);
+  v.typed = true;
+  v.feature_types = {"float", "int", "category"};
+  v.category_counts = {0, 0, 2};
+  v.label_classes = {"bad", "good"};
+  const std::string digest = DataDigest(v, d);
+  EXPECT_EQ(digest,
+            Sha256::Hex("hpcml-featurecache-v2\nrows=10\nfeatures=3\nfeatures:aa\nlabels:bb\n"
+                        "entity_ids:cc\ntimestamps:dd\nkinds=float,int,category\n"
+                        "label_classes=[\"bad\",\"good\"]\nint_values:ff\ncategories:gg\n"
+                        "category_counts=0,0,2\n"));
+  // Each of these is data: changing it changes the digest.
+  VersionInfo kinds = v;
+  kinds.feature_types[0] = "bool";
+  EXPECT_NE(DataDigest(kinds, d), digest);
+  VersionInfo classes = v;
+  classes.label_classes = {"good", "bad"};
+  EXPECT_NE(DataDigest(classes, d), digest);
+  VersionInfo counts = v;
+  counts.category_counts = {0, 0, 3};
+  EXPECT_NE(DataDigest(counts, d), digest);
+  DatasetDigests other = d;
+  other.categories = "hh";
+  EXPECT_NE(DataDigest(v, other), digest);
 }
 
 TEST(ChunkRows, AboutOneMiBAndPageMultiples) {

@@ -14,11 +14,11 @@ TEST(RowTally, EntityRangeOverEveryBlock) {
   EXPECT_FALSE(tally.has_statistics());
   const float x[] = {1, 2, 3};
   const int64_t e[] = {4, -2, 9}, t[] = {0, 0, 0};
-  RowBlock block(1, 2, false);
-  block.Take(x, nullptr, e, t, 0, 2);
+  RowBlock block(1, 0, 2, false);
+  block.Take(x, nullptr, e, t, nullptr, 0, 2);
   tally.Add(block);
   block.Clear();
-  block.Take(x, nullptr, e, t, 2, 1);
+  block.Take(x, nullptr, e, t, nullptr, 2, 1);
   tally.Add(block);
   EXPECT_EQ(tally.min_entity(), -2);
   EXPECT_EQ(tally.max_entity(), 9);
@@ -30,8 +30,8 @@ TEST(RowTally, StatisticsWhenAsked) {
   const float x[] = {1, 3};
   const float y[] = {0, 1};
   const int64_t e[] = {0, 1}, t[] = {0, 0};
-  RowBlock block(1, 4, true);
-  block.Take(x, y, e, t, 0, 2);
+  RowBlock block(1, 0, 4, true);
+  block.Take(x, y, e, t, nullptr, 0, 2);
   tally.Add(block);
   VersionStats s = tally.Statistics();
   EXPECT_EQ(s.rows, 2u);

@@ -42,7 +42,8 @@ TEST(Writer, CreatesAndNumbersVersions) {
   EXPECT_EQ(v1.name, "v1");
   EXPECT_EQ(v2.name, "v2");
   EXPECT_EQ(v1.rows, 100u);
-  EXPECT_EQ(v1.data_sha256, DataDigest(v1.rows, v1.features(), true, v1.digests));
+  EXPECT_EQ(v1.data_sha256, DataDigest(v1, v1.digests));
+  EXPECT_TRUE(v1.typed);
   EXPECT_NE(v1.created_by.find('@'), std::string::npos);
   EXPECT_EQ(v1.tool.rfind("hpcml-fcache ", 0), 0u);
   EXPECT_TRUE(Leftovers(dir).empty());

@@ -91,6 +91,7 @@ bool HasAttr(hid_t obj, const char* name);
 Result<std::string> ReadStringAttr(hid_t obj, const char* name);
 Result<std::vector<std::string>> ReadStringListAttr(hid_t obj, const char* name);
 Result<int64_t> ReadIntAttr(hid_t obj, const char* name);
+Result<std::vector<int64_t>> ReadIntListAttr(hid_t obj, const char* name);
 Result<std::vector<double>> ReadDoubleListAttr(hid_t obj, const char* name);
 
 // Extent of a dataset (rank and dims); errors name `what`.

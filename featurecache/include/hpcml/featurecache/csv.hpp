@@ -135,6 +135,15 @@ class NaValues {
 Result<float> ParseFloatCell(std::string_view text, bool* integral = nullptr,
                              const NaValues* na = nullptr, bool* missing = nullptr);
 Result<int64_t> ParseIntCell(std::string_view text);
+// A boolean cell: true/false, TRUE/FALSE (R), True/False (pandas), or 1/0.
+Result<bool> ParseBoolCell(std::string_view text);
+
+// What a cell could be, for inferring a column's kind from all its cells
+// (ingest): missing (empty or an `na` word), an integer int64 holds, another
+// number (including nan and inf, which the float parser then judges), a
+// true/false word, or text. Surrounding spaces are ignored.
+enum class CellShape : uint8_t { kMissing, kInt, kFloat, kBool, kText };
+CellShape ClassifyCell(std::string_view text, const NaValues& na);
 
 // Quotes a CSV field when it holds a comma, quote or line break.
 std::string CsvQuote(const std::string& field);

@@ -1,4 +1,5 @@
-// String entity keys (account numbers, UUIDs), dictionary-encoded so that
+// String entity keys (account numbers, UUIDs), and the values of categorical
+// columns (format.hpp), dictionary-encoded: for entities so that
 // every join, sort and reader keeps working on int64 entities: a version with
 // entity_type "string" stores in entity_ids the code of each row's key (0 to
 // K-1, in order of first appearance) and the K keys in entity_keys, fixed-
@@ -16,14 +17,16 @@
 
 namespace hpcml::featurecache {
 
-// A key: 1 to kMaxEntityKeyBytes bytes, no NUL (the padding).
+// A key or category: 1 to kMaxEntityKeyBytes bytes, no NUL (the padding).
 inline constexpr size_t kMaxEntityKeyBytes = 256;
 Status ValidateEntityKey(std::string_view key);
 
-class EntityDictionary {
+// Strings <-> codes 0..K-1 in order of first appearance: entity keys, and
+// each categorical column's categories.
+class StringDictionary {
  public:
-  EntityDictionary() = default;
-  explicit EntityDictionary(std::vector<std::string> keys);  // codes 0..K-1 as given
+  StringDictionary() = default;
+  explicit StringDictionary(std::vector<std::string> keys);  // codes 0..K-1 as given
 
   // The code of `key`, which is added when new; InvalidArgument when it is
   // not a valid key.

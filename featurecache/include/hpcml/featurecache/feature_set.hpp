@@ -35,9 +35,17 @@ class VersionReader {
   Status Read(uint64_t first, uint64_t count, float* x, float* y, int64_t* entity_ids,
               int64_t* timestamps) const;
 
+  // Rows [first, first + count) of int_values (count * int features,
+  // row-major; kIntMissing where missing): the exact values of the int
+  // features of a typed version. InvalidArgument when it has none.
+  Status ReadInts(uint64_t first, uint64_t count, int64_t* ints) const;
+
   // The keys of a string-keyed version (entity_keys.hpp), in code order;
   // empty for integer entities.
   Result<std::vector<std::string>> EntityKeys() const;
+  // Per feature, its categories in code order (empty for features that are
+  // not category features).
+  Result<std::vector<std::vector<std::string>>> Categories() const;
 
   // For the loader's direct reads.
   hid_t features_dataset() const { return features_.get(); }
@@ -53,7 +61,8 @@ class VersionReader {
   std::shared_ptr<h5::File> file_;
   std::string path_;
   VersionInfo info_;
-  h5::Dataset features_, labels_, entity_ids_, timestamps_, entity_keys_;
+  h5::Dataset features_, labels_, entity_ids_, timestamps_, entity_keys_, int_values_,
+      categories_;
 };
 
 class FeatureSet {

@@ -13,7 +13,25 @@
 //                                              the code of its key in entity_keys
 //       entity_keys  fixed-length UTF-8 (keys) string-keyed versions only (entity_keys.hpp)
 //       timestamps   int64   (rows)            microseconds since 1970-01-01T00:00:00Z
+//       int_values   int64   (rows, int features)  typed versions with "int"
+//                                              features: their exact values,
+//                                              kIntMissing where missing
+//       categories   fixed-length UTF-8        typed versions with "category"
+//                                              features: each one's dictionary,
+//                                              in feature order (category_counts)
 //     attrs: see VersionInfo
+//
+// Column kinds (feature_types): every feature has a float32 column in
+// `features`, the matrix models read; what it holds depends on the kind:
+//   float     the value; NaN where missing
+//   int       float32 of the value (rounded beyond 2^24); NaN where missing;
+//             typed versions also keep the exact int64 in int_values
+//   bool      1 or 0; NaN where missing
+//   category  the code of the value in the column's dictionary (0..K-1, in
+//             order of first appearance; exact, K <= 2^24); NaN where missing
+// A version is "typed" (attribute typed_columns = 1) when written by a build
+// that knows kinds; older versions read as before: all columns float32, their
+// feature_types ("int"/"float") only how the cells looked.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +51,19 @@ inline constexpr const char* kLabels = "labels";
 inline constexpr const char* kEntityIds = "entity_ids";
 inline constexpr const char* kEntityKeys = "entity_keys";
 inline constexpr const char* kTimestamps = "timestamps";
+inline constexpr const char* kIntValues = "int_values";
+inline constexpr const char* kCategories = "categories";
+
+// The kinds of a feature column (see the top of this file).
+inline constexpr std::string_view kKinds[] = {"float", "int", "bool", "category"};
+// "float", ... or InvalidArgument naming the kinds.
+Status ValidateKind(std::string_view kind);
+// The int_values cell of a missing value (R's NA_integer_ is the same idea).
+inline constexpr int64_t kIntMissing = INT64_MIN;
+// Categories per column, at most: codes stay exact in float32.
+inline constexpr uint64_t kMaxCategories = uint64_t{1} << 24;
+// Classes of a string label, at most.
+inline constexpr uint64_t kMaxLabelClasses = 65536;
 
 // The external link target of version `version` of the set file named
 // `set_base` (its file name, no directory): "<set_base>.d/<version>.h5",
@@ -90,6 +121,8 @@ struct ParentRef {
 struct DatasetDigests {
   std::string features, labels, entity_ids, timestamps;
   std::string entity_keys;  // string-keyed versions only
+  std::string int_values;   // typed versions with int features only
+  std::string categories;   // typed versions with category features only
 };
 
 // Everything a version records about itself (its group's attributes).
@@ -98,9 +131,18 @@ struct VersionInfo {
   int64_t number = 0;
   uint64_t rows = 0;
   std::vector<std::string> feature_names;
-  std::vector<std::string>
-      feature_types;       // per feature: "float" or "int" (as read); stored as float32
+  // Per feature, its kind (kKinds); in versions that are not typed, "float"
+  // or "int" as the cells looked, every column stored as float32 only.
+  std::vector<std::string> feature_types;
+  bool typed = false;  // see the top of this file
+  // Typed versions: per feature, how many categories its dictionary holds
+  // (0 unless a category feature).
+  std::vector<uint64_t> category_counts;
   std::string label_name;  // empty: no labels dataset
+  // A class label's names, in sorted byte order (as scikit-learn's
+  // LabelEncoder): label value i means label_classes[i]. Empty: the label is
+  // a number.
+  std::vector<std::string> label_classes;
   std::string entity_name;
   std::string entity_type = "int";  // "int", or "string" (entity_keys.hpp)
   std::string timestamp_name;
@@ -122,6 +164,13 @@ struct VersionInfo {
   size_t features() const { return feature_names.size(); }
   bool has_labels() const { return !label_name.empty(); }
   bool string_keys() const { return entity_type == "string"; }
+  // Feature j's kind, "float" for every column of a version that is not
+  // typed (its values are float32 only).
+  std::string_view kind(size_t j) const { return typed ? feature_types[j] : "float"; }
+  // Features of kind "int" in a typed version (columns of int_values) and
+  // the total size of the category dictionaries.
+  size_t int_features() const;
+  uint64_t total_categories() const;
 };
 
 // One column's standardisation as a derive recorded it in its transform:
@@ -140,7 +189,12 @@ Result<std::vector<ColumnScaling>> RecordedStandardization(const VersionInfo& in
 // entity_keys line only with string keys):
 //   hpcml-featurecache-v1\nrows=<N>\nfeatures=<F>\nfeatures:<hex>\n
 //   labels:<hex>\nentity_ids:<hex>\nentity_keys:<hex>\ntimestamps:<hex>\n
-std::string DataDigest(uint64_t rows, uint64_t features, bool has_labels, const DatasetDigests& d);
+// and for a typed version, "hpcml-featurecache-v2" on its first line, then
+// the same lines, then kinds=<k1,k2,...>\n, label_classes=<JSON list>\n
+// (with labels), and, when the version has them, int_values:<hex>\n,
+// categories:<hex>\ncategory_counts=<c1,c2,...>\n: kinds, class names and
+// dictionaries are data, so they are covered.
+std::string DataDigest(const VersionInfo& info, const DatasetDigests& d);
 
 // Version attributes <-> VersionInfo. Reading checks that every attribute is
 // present and well-formed (Corrupt names the missing one).

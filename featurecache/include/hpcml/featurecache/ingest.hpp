@@ -1,8 +1,14 @@
 // CSV -> a new version (`hpcml-fcache ingest`). Streams: memory is bounded by
-// one write block, whatever the size of the CSV.
+// one write block and the category dictionaries, whatever the size of the
+// CSV. A table goes in as R's write.csv or pandas' to_csv wrote it: each
+// feature column's kind (format.hpp) is given, or inferred from all its
+// cells in a first pass over the file (only integers: int; other numbers:
+// float; only true/false words: bool; any other text: category; quoted
+// numbers are numbers); a string label becomes classes.
 #pragma once
 
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -20,7 +26,9 @@ struct IngestOptions {
   // first row decides (an integer: int; a later non-integer is an error).
   std::string entity_type = "auto";
   std::string timestamp_column;              // required: ISO 8601 or epoch seconds
-  std::string label_column;                  // optional: float label
+  // Optional: a number (int, float, bool as 0/1), or class names, each row's
+  // label then the index of its class among the sorted names.
+  std::string label_column;
   std::vector<std::string> feature_columns;  // empty: every other column, in file order
   std::string zone;                          // required for a new file; must match an existing one
   std::string classification;                // required
@@ -31,6 +39,12 @@ struct IngestOptions {
   // Feature cells that are missing (stored as NaN): empty ones and these
   // words. A label cell must hold a value.
   NaValues na_values = NaValues::Default();
+  // Per column name: its missing words instead of na_values (a column where
+  // "NA" is a real category, say).
+  std::map<std::string, NaValues> column_na_values;
+  // Per column name (features, label): its kind, as kKinds; a cell that
+  // breaks it is an error naming it. The other columns' kinds are inferred.
+  std::map<std::string, std::string> column_kinds;
   double lock_timeout_s = 600;
   bool statistics = true;  // per-column statistics while writing (stats.hpp)
   // Called with the new version's statistics before it is published; an
@@ -38,9 +52,16 @@ struct IngestOptions {
   std::function<Status(const VersionStats&)> before_publish;
 };
 
+// "a=int,b=category" -> {a: int, b: category}; errors name the bad entry.
+Result<std::map<std::string, std::string>> ParseColumnKinds(std::string_view list);
+// A schema file: TOML, one `column = "kind"` per line (a [columns] table,
+// or top level); errors name the file and line.
+Result<std::map<std::string, std::string>> LoadColumnKinds(const std::string& path);
+// "col=NA,null" -> (col, its words); "col=" means empty cells only.
+Result<std::pair<std::string, NaValues>> ParseColumnNaValues(std::string_view entry);
+
 // Errors name the CSV, line and column of the first bad cell. `warnings`
-// (optional) receives notes such as integer columns that float32 cannot hold
-// exactly.
+// (optional) receives notes such as columns with no value at all.
 Result<VersionInfo> Ingest(const std::string& feature_set_path, const IngestOptions& options,
                            std::vector<std::string>* warnings = nullptr);
 

@@ -8,6 +8,10 @@
 //       min, max, mean, std     float64 [columns]  over the non-missing values
 //                                                  (std: population); NaN when
 //                                                  a column has no values
+//       frequencies             uint64 [sum of codes]: for each coded column
+//                               (category feature, class label), the rows
+//                               of each code, in code order; attr
+//                               codes: per column, how many (0: not coded)
 //       sample                  float32 [sample_rows, columns]: a uniform
 //                               sample of whole rows (reservoir sampling,
 //                               seeded, so the same rows give the same sample)
@@ -32,6 +36,9 @@ struct ColumnStats {
   std::string name;
   uint64_t count = 0, missing = 0;
   double min = 0, max = 0, mean = 0, std = 0;
+  // A coded column (category feature, class label): the rows of each code,
+  // index = code. Empty for other columns.
+  std::vector<uint64_t> frequencies;
 };
 
 struct VersionStats {
@@ -52,6 +59,10 @@ class StatsAccumulator {
   // `columns`: feature names, then the label's name when there is one.
   StatsAccumulator(std::vector<std::string> columns, bool has_label, uint64_t seed = 0);
 
+  // Counts the codes of the columns marked (same length as the columns):
+  // category features and a class label. Before the first Add.
+  void CountCodes(std::vector<bool> coded);
+
   // x: rows x features (row-major); y: rows labels, or null without a label.
   void Add(const float* x, const float* y, uint64_t rows);
   VersionStats Finish() const;
@@ -65,6 +76,8 @@ class StatsAccumulator {
   uint64_t seed_, rows_ = 0, rng_;
   std::vector<uint64_t> count_;
   std::vector<double> shift_, s1_, s2_, min_, max_;
+  std::vector<bool> coded_;
+  std::vector<std::vector<uint64_t>> frequencies_;  // by column
   std::vector<float> sample_;
 };
 

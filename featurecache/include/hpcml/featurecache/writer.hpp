@@ -42,8 +42,15 @@ struct WriterOptions {
 
 struct NewVersion {
   std::vector<std::string> feature_names;
-  std::vector<std::string> feature_types;  // same length; "float" or "int"
-  std::string label_name;                  // empty: no labels dataset
+  std::vector<std::string> feature_types;  // same length; kinds (format.hpp)
+  // Per feature, a category feature's dictionary, in code order (empty for
+  // the others; an empty vector: no category features). May be completed
+  // until Commit, which checks every code against it.
+  std::vector<std::vector<std::string>> categories;
+  std::string label_name;  // empty: no labels dataset
+  // A class label's names (format.hpp's VersionInfo::label_classes); the
+  // labels must be their indices. Empty: a numeric label.
+  std::vector<std::string> label_classes;
   std::string entity_name = "entity";
   // "int", or "string": entity ids are codes into entity_keys, which must be
   // complete at Commit (entity_keys.hpp).
@@ -69,6 +76,12 @@ void InheritCodec(const VersionInfo& parent, const std::string& codec, int level
 // A version whose rows keep `parent`'s entities: its entity type and keys.
 Status InheritEntities(const VersionReader& parent, NewVersion* spec);
 
+// Appends feature `j` of `parent` to spec's features as it is: its name,
+// kind (legacy columns are float) and dictionary (`categories`: the
+// parent's, from VersionReader::Categories).
+void InheritFeature(const VersionInfo& parent, size_t j,
+                    const std::vector<std::vector<std::string>>& categories, NewVersion* spec);
+
 class FeatureSetWriter {
  public:
   static Result<FeatureSetWriter> Begin(const std::string& path, const WriterOptions& options);
@@ -89,9 +102,11 @@ class FeatureSetWriter {
   NewVersion* mutable_spec();
 
   // Appends rows: x is rows * features (row-major); y is null iff the
-  // version has no labels.
+  // version has no labels; ints (rows * int features, row-major: the exact
+  // values of the "int" features, kIntMissing where missing) is null iff it
+  // has no int features.
   Status Append(const float* x, const float* y, const int64_t* entity_ids,
-                const int64_t* timestamps, uint64_t rows);
+                const int64_t* timestamps, uint64_t rows, const int64_t* ints = nullptr);
   uint64_t rows() const;
   // The statistics of the rows appended so far (stats.hpp), before Commit:
   // for checks that decide whether the version is published at all.
