@@ -30,7 +30,7 @@ packages=(
   # small libraries
   libtomlplusplus-dev libcli11-dev libfmt-dev nlohmann-json3-dev libpugixml-dev libxxhash-dev nettle-dev
   # tests and benchmarks (numpy/h5py are used through /usr/bin/python3)
-  libgtest-dev libgmock-dev libbenchmark-dev python3-numpy python3-h5py
+  libgtest-dev libgmock-dev libbenchmark-dev python3-numpy python3-h5py python3-pandas
   # ONNX export (protobuf and the checker) and its tests
   libonnx-dev libprotobuf-dev python3-onnx
   # misc tools used by scripts

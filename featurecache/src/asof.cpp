@@ -1,5 +1,6 @@
 #include "asof.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -8,6 +9,7 @@
 #include "derive.hpp"
 #include "external_sort.hpp"
 #include "hpcml/common/json.hpp"
+#include "hpcml/common/strings.hpp"
 #include "hpcml/featurecache/access.hpp"
 #include "hpcml/featurecache/csv.hpp"
 #include "hpcml/featurecache/entity_keys.hpp"
@@ -31,15 +33,68 @@ std::string_view Name(AsofMissing m) {
 
 namespace {
 
-// Payload of a request on its way through the join.
+// Payload of a request on its way through the join. `label_code`: the
+// label text's code in order of first appearance (RequestLabels), used
+// when the labels turn out to be classes.
 struct RequestInfo {
   int64_t entity;
   int64_t time;
   uint64_t line;
   float label;
   uint32_t missing;
+  uint32_t label_code;
+  uint32_t unused;
 };
-static_assert(sizeof(RequestInfo) == 32);
+static_assert(sizeof(RequestInfo) == 40);
+
+// The requests' labels: numbers (or true/false as 1/0) while every label
+// is one; else classes, whose sorted names are known once all are read.
+class RequestLabels {
+ public:
+  // The label cell `text` into `*r`; InvalidArgument for a missing label
+  // or too many distinct texts to be classes.
+  Status Parse(std::string_view text, RequestInfo* r) {
+    std::string_view s = TrimBlanks(text);
+    if (s.empty() || NaValues::Default().Contains(s))
+      return InvalidArgument("missing label \"{}\" (every request needs its label)", s);
+    auto v = ParseFloatCell(s);
+    auto b = ParseBoolCell(s);
+    if (v.ok()) {
+      r->label = *v;
+    } else if (b.ok()) {
+      r->label = *b ? 1.0f : 0.0f;
+    } else {
+      numeric_ = false;
+    }
+    if (texts_.size() <= kMaxLabelClasses) {
+      HPCML_ASSIGN_OR_RETURN(int64_t code, texts_.Encode(s));
+      r->label_code = static_cast<uint32_t>(code);
+    }
+    if (!numeric_ && texts_.size() > kMaxLabelClasses)
+      return InvalidArgument("more than {} distinct labels, not all numbers", kMaxLabelClasses);
+    return Status::Ok();
+  }
+  // After the last request: the sorted class names (empty: numbers).
+  void Finish() {
+    if (numeric_) return;
+    classes_ = texts_.keys();
+    std::sort(classes_.begin(), classes_.end());
+    index_.resize(classes_.size());
+    for (size_t i = 0; i < texts_.size(); ++i) {
+      const auto pos = std::lower_bound(classes_.begin(), classes_.end(), texts_.keys()[i]);
+      index_[i] = static_cast<float>(pos - classes_.begin());
+    }
+  }
+  const std::vector<std::string>& classes() const { return classes_; }
+  // The stored label of request `r`.
+  float Label(const RequestInfo& r) const { return numeric_ ? r.label : index_[r.label_code]; }
+
+ private:
+  bool numeric_ = true;
+  StringDictionary texts_;
+  std::vector<std::string> classes_;
+  std::vector<float> index_;  // first-appearance code -> class index
+};
 
 // Step 1: every feature row's key (entity, timestamp, row) into `fkeys`,
 // which is finished.
@@ -82,7 +137,8 @@ Result<RequestColumns> FindRequestColumns(CsvReader& csv, const AsofOptions& o) 
 // With string keys (`keys` not null) the entity is its code in `keys`, which
 // gains the keys the feature version lacks (they match no row).
 Result<RequestInfo> ParseRequest(const CsvReader& csv, const RequestColumns& c,
-                                 const AsofOptions& o, StringDictionary* keys) {
+                                 const AsofOptions& o, StringDictionary* keys,
+                                 RequestLabels* labels) {
   if (csv.size() != c.fields) {
     return csv.ErrorAtLine(
         fmt::format("expected {} fields as in the header, found {}", c.fields, csv.size()));
@@ -101,11 +157,10 @@ Result<RequestInfo> ParseRequest(const CsvReader& csv, const RequestColumns& c,
   r.line = csv.line();
   r.label = 0;
   if (c.has_label) {
-    auto v = ParseFloatCell(csv.field(c.label));
-    if (!v.ok())
-      return csv.ErrorAt(
-          c.label, fmt::format("{} (label column \"{}\")", v.status().message(), o.label_column));
-    r.label = *v;
+    Status st = labels->Parse(csv.field(c.label), &r);
+    if (!st.ok())
+      return csv.ErrorAt(c.label,
+                         fmt::format("{} (label column \"{}\")", st.message(), o.label_column));
   }
   return r;
 }
@@ -114,6 +169,7 @@ Result<RequestInfo> ParseRequest(const CsvReader& csv, const RequestColumns& c,
 struct RequestsRead {
   std::string sha256;
   bool has_label = false;
+  RequestLabels labels;
 };
 
 // Step 2: the requests keyed by (entity, time, request index) into `reqs`,
@@ -122,48 +178,61 @@ Result<RequestsRead> SortRequests(const AsofOptions& o, ExternalSorter& reqs, As
                                   StringDictionary* keys) {
   HPCML_ASSIGN_OR_RETURN(CsvReader csv, CsvReader::Open(o.requests_csv, o.delimiter));
   HPCML_ASSIGN_OR_RETURN(RequestColumns cols, FindRequestColumns(csv, o));
+  RequestsRead read;
   for (;;) {
     HPCML_ASSIGN_OR_RETURN(bool more, csv.Next());
     if (!more) break;
-    HPCML_ASSIGN_OR_RETURN(RequestInfo r, ParseRequest(csv, cols, o, keys));
+    HPCML_ASSIGN_OR_RETURN(RequestInfo r, ParseRequest(csv, cols, o, keys, &read.labels));
     uint64_t key[3] = {OrderedKey(r.entity), OrderedKey(r.time), stats->requests++};
     HPCML_RETURN_IF_ERROR(reqs.Add(key, &r));
   }
   if (stats->requests == 0)
     return InvalidArgument("{}: no requests after the header", o.requests_csv);
-  RequestsRead read;
+  read.labels.Finish();
   HPCML_ASSIGN_OR_RETURN(read.sha256, csv.Sha256Hex());
   HPCML_RETURN_IF_ERROR(reqs.Finish());
   read.has_label = cols.has_label;
   return read;
 }
 
-// The output record of one request: its RequestInfo then its nf features,
-// keyed by request index in `result`.
+// The output record of one request: its RequestInfo, its nf features, then
+// its ni exact int values, keyed by request index in `result`.
 class ResultRows {
  public:
-  ResultRows(uint64_t nf, uint64_t memory_bytes, const std::string& tmpdir)
+  ResultRows(uint64_t nf, uint64_t ni, uint64_t memory_bytes, const std::string& tmpdir)
       : nf_(nf),
-        sorter_(1, sizeof(RequestInfo) + nf * sizeof(float), memory_bytes, tmpdir),
-        rec_(sizeof(RequestInfo) + nf * sizeof(float)),
-        nan_row_(nf, std::numeric_limits<float>::quiet_NaN()) {}
+        ni_(ni),
+        sorter_(1, RecordBytes(nf, ni), memory_bytes, tmpdir),
+        rec_(RecordBytes(nf, ni)),
+        nan_row_(nf, std::numeric_limits<float>::quiet_NaN()),
+        missing_ints_(ni, kIntMissing) {}
 
-  // Adds request `req` with the nf floats at `features`.
-  Status Add(uint64_t req, const void* info, const float* features) {
+  static uint64_t RecordBytes(uint64_t nf, uint64_t ni) {
+    return sizeof(RequestInfo) + nf * sizeof(float) + ni * sizeof(int64_t);
+  }
+  // Adds request `req` with the nf floats at `features` and ni ints at `ints`.
+  Status Add(uint64_t req, const void* info, const float* features, const int64_t* ints) {
     std::memcpy(rec_.data(), info, sizeof(RequestInfo));
     std::memcpy(rec_.data() + sizeof(RequestInfo), features, nf_ * sizeof(float));
+    if (ni_ > 0) {
+      std::memcpy(rec_.data() + sizeof(RequestInfo) + nf_ * sizeof(float), ints,
+                  ni_ * sizeof(int64_t));
+    }
     uint64_t key[1] = {req};
     return sorter_.Add(key, rec_.data());
   }
-  // Adds request `req` with nan features.
-  Status AddNan(uint64_t req, const void* info) { return Add(req, info, nan_row_.data()); }
+  // Adds request `req` with missing features.
+  Status AddNan(uint64_t req, const void* info) {
+    return Add(req, info, nan_row_.data(), missing_ints_.data());
+  }
   ExternalSorter& sorter() { return sorter_; }
 
  private:
-  uint64_t nf_;
+  uint64_t nf_, ni_;
   ExternalSorter sorter_;
   std::vector<uint8_t> rec_;
   std::vector<float> nan_row_;
+  std::vector<int64_t> missing_ints_;
 };
 
 // A request without a feature row: counted, then dropped, refused or kept
@@ -230,10 +299,12 @@ Status MergeJoin(const AsofOptions& o, const VersionInfo& si, const StringDictio
 // rows at a time, into `result`, which is finished.
 Status GatherFeatures(const AsofOptions& o, VersionReader& src, ExternalSorter& by_row,
                       ResultRows& result) {
-  const uint64_t nf = src.info().features(), rows = src.info().rows;
-  const uint64_t row_bytes = std::max<uint64_t>(4, nf * 4);
+  const uint64_t nf = src.info().features(), ni = src.info().int_features();
+  const uint64_t rows = src.info().rows;
+  const uint64_t row_bytes = std::max<uint64_t>(4, nf * 4 + ni * 8);
   const uint64_t block = std::clamp<uint64_t>(o.memory_bytes / 16 / row_bytes, 1, 1u << 20);
   std::vector<float> x(block * nf);
+  std::vector<int64_t> ints(block * ni);
   uint64_t loaded_first = 0, loaded_n = 0;
   const uint64_t* k = nullptr;
   const uint8_t* p = nullptr;
@@ -245,8 +316,10 @@ Status GatherFeatures(const AsofOptions& o, VersionReader& src, ExternalSorter& 
       loaded_first = row;
       loaded_n = std::min(block, rows - row);
       HPCML_RETURN_IF_ERROR(src.Read(loaded_first, loaded_n, x.data(), nullptr, nullptr, nullptr));
+      if (ni > 0) HPCML_RETURN_IF_ERROR(src.ReadInts(loaded_first, loaded_n, ints.data()));
     }
-    HPCML_RETURN_IF_ERROR(result.Add(req, p, x.data() + (row - loaded_first) * nf));
+    HPCML_RETURN_IF_ERROR(result.Add(req, p, x.data() + (row - loaded_first) * nf,
+                                     ints.data() + (row - loaded_first) * ni));
   }
   return result.sorter().Finish();
 }
@@ -254,11 +327,12 @@ Status GatherFeatures(const AsofOptions& o, VersionReader& src, ExternalSorter& 
 // The new version's description and its recorded transform.
 NewVersion AsofSpec(const AsofOptions& o, const VersionInfo& si, const std::string& classification,
                     const std::string& req_canonical, const RequestsRead& req,
-                    uint64_t expected_rows, const AsofStats& stats) {
+                    uint64_t expected_rows, const AsofStats& stats,
+                    const std::vector<std::vector<std::string>>& categories) {
   NewVersion spec;
-  spec.feature_names = si.feature_names;
-  spec.feature_types = si.feature_types;
+  for (size_t j = 0; j < si.features(); ++j) InheritFeature(si, j, categories, &spec);
   spec.label_name = req.has_label ? o.label_column : "";
+  spec.label_classes = req.labels.classes();
   spec.entity_name = si.entity_name;
   spec.timestamp_name = si.timestamp_name;
   spec.operation = "asof";
@@ -285,11 +359,12 @@ NewVersion AsofSpec(const AsofOptions& o, const VersionInfo& si, const std::stri
 
 // Step 5: the result rows, in request order, appended to the started version;
 // counts them in stats->written.
-Status WriteResult(ExternalSorter& result, uint64_t nf, bool has_label, FeatureSetWriter& writer,
-                   AsofStats* stats) {
+Status WriteResult(ExternalSorter& result, uint64_t nf, uint64_t ni, const RequestsRead& req,
+                   FeatureSetWriter& writer, AsofStats* stats) {
   const uint64_t block = 4096;
+  const bool has_label = req.has_label;
   std::vector<float> x(block * nf), y(has_label ? block : 0);
-  std::vector<int64_t> e(block), t(block);
+  std::vector<int64_t> e(block), t(block), ints(block * ni);
   uint64_t n = 0;
   const uint64_t* k = nullptr;
   const uint8_t* p = nullptr;
@@ -299,14 +374,17 @@ Status WriteResult(ExternalSorter& result, uint64_t nf, bool has_label, FeatureS
       RequestInfo r;
       std::memcpy(&r, p, sizeof r);
       std::memcpy(x.data() + n * nf, p + sizeof r, nf * sizeof(float));
-      if (has_label) y[n] = r.label;
+      if (ni > 0) {
+        std::memcpy(ints.data() + n * ni, p + sizeof r + nf * sizeof(float), ni * sizeof(int64_t));
+      }
+      if (has_label) y[n] = req.labels.Label(r);
       e[n] = r.entity;
       t[n] = r.time;
       ++n;
     }
     if (n == block || (!valid && n > 0)) {
-      HPCML_RETURN_IF_ERROR(
-          writer.Append(x.data(), has_label ? y.data() : nullptr, e.data(), t.data(), n));
+      HPCML_RETURN_IF_ERROR(writer.Append(x.data(), has_label ? y.data() : nullptr, e.data(),
+                                          t.data(), n, ni > 0 ? ints.data() : nullptr));
       stats->written += n;
       n = 0;
     }
@@ -346,7 +424,7 @@ Result<VersionInfo> Asof(const std::string& path, const AsofOptions& o, AsofStat
   HPCML_ASSIGN_OR_RETURN(RequestsRead req,
                          SortRequests(o, reqs, &stats, si.string_keys() ? &keys : nullptr));
   ExternalSorter by_row(2, sizeof(RequestInfo), third, o.tmpdir);
-  ResultRows result(si.features(), o.memory_bytes / 2, o.tmpdir);
+  ResultRows result(si.features(), si.int_features(), o.memory_bytes / 2, o.tmpdir);
   HPCML_RETURN_IF_ERROR(MergeJoin(o, si, keys, fkeys, reqs, by_row, result, &stats));
   HPCML_RETURN_IF_ERROR(GatherFeatures(o, src, by_row, result));
   const uint64_t count = result.sorter().count();
@@ -354,11 +432,14 @@ Result<VersionInfo> Asof(const std::string& path, const AsofOptions& o, AsofStat
     return InvalidArgument("{}: none of the {} requests has a feature row at or before its time",
                            o.requests_csv, stats.requests);
   }
-  NewVersion spec = AsofSpec(o, si, classification, req_canonical, req, count, stats);
+  HPCML_ASSIGN_OR_RETURN(auto categories, src.Categories());
+  NewVersion spec =
+      AsofSpec(o, si, classification, req_canonical, req, count, stats, categories);
   spec.entity_type = si.entity_type;
   spec.entity_keys = keys.keys();
   HPCML_RETURN_IF_ERROR(writer.StartVersion(spec).status());
-  HPCML_RETURN_IF_ERROR(WriteResult(result.sorter(), si.features(), req.has_label, writer, &stats));
+  HPCML_RETURN_IF_ERROR(
+      WriteResult(result.sorter(), si.features(), si.int_features(), req, writer, &stats));
   HPCML_ASSIGN_OR_RETURN(VersionInfo info, writer.Commit());
   if (stats_out != nullptr) *stats_out = stats;
   return info;

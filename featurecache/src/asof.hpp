@@ -12,8 +12,10 @@
 //
 // The result is a new version of the same feature set: one row per request in
 // request order, with the request's entity and time, its label (when a label
-// column is named) and the matched features; parent = the feature version,
-// source = the request file.
+// column is named) and the matched features, with their kinds, dictionaries
+// and exact integers; parent = the feature version, source = the request
+// file. A label of numbers (or true/false) is a number; any other label
+// text makes classes, as ingest does (sorted names, the label their index).
 #pragma once
 
 #include <cstdint>

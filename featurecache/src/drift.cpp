@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "hpcml/common/json.hpp"
@@ -92,6 +93,29 @@ double PopulationStabilityIndex(const std::vector<float>& a, const std::vector<f
   return psi;
 }
 
+double CategoryPsi(const std::vector<std::string>& names_a, const std::vector<uint64_t>& a,
+                   const std::vector<std::string>& names_b, const std::vector<uint64_t>& b,
+                   double* unseen) {
+  std::map<std::string_view, std::pair<uint64_t, uint64_t>> counts;
+  uint64_t total_a = 0, total_b = 0;
+  for (size_t i = 0; i < a.size(); ++i) counts[names_a[i]].first += a[i], total_a += a[i];
+  for (size_t i = 0; i < b.size(); ++i) counts[names_b[i]].second += b[i], total_b += b[i];
+  *unseen = NAN;
+  if (total_a == 0 || total_b == 0) return NAN;
+  double psi = 0;
+  uint64_t new_rows = 0;
+  for (const auto& [name, ab] : counts) {
+    if (ab.first == 0) new_rows += ab.second;
+    const double sa =
+        std::max(kFloor, static_cast<double>(ab.first) / static_cast<double>(total_a));
+    const double sb =
+        std::max(kFloor, static_cast<double>(ab.second) / static_cast<double>(total_b));
+    psi += (sb - sa) * std::log(sb / sa);
+  }
+  *unseen = static_cast<double>(new_rows) / static_cast<double>(total_b);
+  return psi;
+}
+
 double KolmogorovSmirnov(const std::vector<float>& a, const std::vector<float>& b) {
   if (a.empty() || b.empty()) return NAN;
   size_t i = 0, j = 0;
@@ -112,16 +136,39 @@ Result<DriftReport> Drift(const FeatureSet& fs, std::string_view a, std::string_
   HPCML_ASSIGN_OR_RETURN(VersionInfo vb, fs.Info(b));
   HPCML_ASSIGN_OR_RETURN(auto xa, Values(fs, va, o.exact));
   HPCML_ASSIGN_OR_RETURN(auto xb, Values(fs, vb, o.exact));
+  // The exact counts of categorical columns, from the recorded statistics.
+  HPCML_ASSIGN_OR_RETURN(VersionStats sa, fs.Stats(va.name));
+  HPCML_ASSIGN_OR_RETURN(VersionStats sb, fs.Stats(vb.name));
   DriftReport r{va.name, vb.name, o.exact ? "data" : "sample", {}};
   const std::vector<std::string> ca = Columns(va), cb = Columns(vb);
   for (size_t i = 0; i < ca.size(); ++i) {
     auto it = std::find(cb.begin(), cb.end(), ca[i]);
     if (it == cb.end()) continue;
-    const auto& x = xa[i];
-    const auto& y = xb[static_cast<size_t>(it - cb.begin())];
-    ColumnDrift d{
-        ca[i], PopulationStabilityIndex(x, y), KolmogorovSmirnov(x, y), x.size(), y.size(), false};
-    d.drifted = d.psi > o.psi_threshold || d.ks > o.ks_threshold;
+    const size_t j = static_cast<size_t>(it - cb.begin());
+    const ColumnStats &ka = sa.columns[i], &kb = sb.columns[j];
+    ColumnDrift d;
+    d.name = ca[i];
+    if (ka.coded != kb.coded) {
+      d.note = fmt::format("kind changed: {} -> {}", ka.coded ? "category" : "number",
+                           kb.coded ? "category" : "number");
+      d.psi = d.ks = NAN;
+      d.drifted = true;
+    } else if (ka.coded) {
+      d.categorical = true;
+      d.psi = CategoryPsi(ka.categories, ka.frequencies, kb.categories, kb.frequencies, &d.unseen);
+      d.ks = NAN;
+      d.count_a = ka.count;
+      d.count_b = kb.count;
+      d.drifted = d.psi > o.psi_threshold;
+    } else {
+      const auto& x = xa[i];
+      const auto& y = xb[j];
+      d.psi = PopulationStabilityIndex(x, y);
+      d.ks = KolmogorovSmirnov(x, y);
+      d.count_a = x.size();
+      d.count_b = y.size();
+      d.drifted = d.psi > o.psi_threshold || d.ks > o.ks_threshold;
+    }
     r.columns.push_back(d);
   }
   if (r.columns.empty()) {
@@ -135,11 +182,14 @@ std::string FormatDrift(const std::string& path, const DriftReport& r, const Dri
       "{}: {} -> {}, from the {} (PSI over deciles of {}; drift: PSI > {} or KS > {})\n", path, r.a,
       r.b, r.source == "data" ? "full data" : "stored samples", r.a, o.psi_threshold,
       o.ks_threshold);
-  s += fmt::format("{:<24} {:>10} {:>10} {:>10} {:>10}  {}\n", "column", "PSI", "KS", "n " + r.a,
-                   "n " + r.b, "");
+  s += fmt::format("{:<24} {:>10} {:>10} {:>10} {:>10} {:>8}  {}\n", "column", "PSI", "KS",
+                   "n " + r.a, "n " + r.b, "unseen", "");
   for (const ColumnDrift& c : r.columns) {
-    s += fmt::format("{:<24} {:>10.4f} {:>10.4f} {:>10} {:>10}  {}\n", c.name, c.psi, c.ks,
-                     c.count_a, c.count_b, c.drifted ? "DRIFT" : "");
+    const std::string ks = std::isnan(c.ks) ? "-" : fmt::format("{:.4f}", c.ks);
+    const std::string unseen = c.categorical ? fmt::format("{:.2f}%", 100 * c.unseen) : "-";
+    s += fmt::format("{:<24} {:>10.4f} {:>10} {:>10} {:>10} {:>8}  {}{}\n", c.name, c.psi, ks,
+                     c.count_a, c.count_b, unseen, c.drifted ? "DRIFT" : "",
+                     c.note.empty() ? "" : " (" + c.note + ")");
   }
   return s;
 }
@@ -154,12 +204,18 @@ std::string FormatDriftJson(const std::string& path, const DriftReport& r, const
                               {"drift", r.any_drift()}};
   nlohmann::ordered_json cols = nlohmann::ordered_json::array();
   for (const ColumnDrift& c : r.columns) {
+    auto num = [](double v) {
+      return std::isnan(v) ? nlohmann::ordered_json() : nlohmann::ordered_json(v);
+    };
     cols.push_back({{"name", c.name},
-                    {"psi", c.psi},
-                    {"ks", c.ks},
+                    {"kind", c.categorical ? "category" : "number"},
+                    {"psi", num(c.psi)},
+                    {"ks", num(c.ks)},
+                    {"unseen", c.categorical ? num(c.unseen) : nlohmann::ordered_json()},
                     {"n_a", c.count_a},
                     {"n_b", c.count_b},
-                    {"drift", c.drifted}});
+                    {"drift", c.drifted},
+                    {"note", c.note}});
   }
   j["columns"] = cols;
   return JsonText(j, 2) + "\n";

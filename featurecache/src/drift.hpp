@@ -6,7 +6,12 @@
 //    the reference version A: sum over bins of (b - a) * ln(b / a), with the
 //    shares a and b floored at 1e-4 so an empty bin stays finite;
 //  - KS, the two-sample Kolmogorov-Smirnov statistic: max |F_A(x) - F_B(x)|.
-// Missing values are left out of both. By default both come from the
+// A categorical column (category feature, class label) is compared by its
+// categories' names, from the exact counts every version records: PSI over
+// the categories of either version (shares floored as above), and the
+// share of B's rows whose category A never had ("unseen"); KS does not
+// apply. A column whose kind changed (number <-> category) is drift.
+// Missing values are left out of both. By default numbers come from the
 // versions' stored samples (4096 rows each: KS is then within about 0.03 of
 // the full-data value, PSI noisier on small bins); `exact` reads the full
 // columns instead. Each result says which it used.
@@ -28,10 +33,18 @@ struct DriftOptions {
 
 struct ColumnDrift {
   std::string name;
-  double psi = 0, ks = 0;
+  double psi = 0, ks = 0;             // ks: NaN for a categorical column
   uint64_t count_a = 0, count_b = 0;  // values compared
-  bool drifted = false;               // psi or ks above its threshold
+  bool categorical = false;
+  double unseen = 0;   // categorical: share of B's values not among A's categories
+  std::string note;    // "kind changed: category -> float"
+  bool drifted = false;  // psi or ks above its threshold, or the kind changed
 };
+
+// PSI over categories: counts by category name in A and B.
+double CategoryPsi(const std::vector<std::string>& names_a, const std::vector<uint64_t>& a,
+                   const std::vector<std::string>& names_b, const std::vector<uint64_t>& b,
+                   double* unseen);
 
 struct DriftReport {
   std::string a, b;

@@ -1,7 +1,9 @@
 // A version as CSV (`hpcml-fcache export`): header entity, timestamp
-// (ISO 8601 UTC), label (when present), then the features. Floats are written
-// in the shortest form that reads back to the same float32, so
-// export -> ingest round-trips the data exactly. Streams; memory bounded.
+// (ISO 8601 UTC), label (when present), then the features, each as its kind
+// says: floats in the shortest form that reads back to the same float32
+// ("nan" when missing), integers exactly, true/false, category and class
+// names (an empty field when missing), so export -> ingest round-trips the
+// data exactly. Streams; memory bounded.
 #pragma once
 
 #include <cstdint>

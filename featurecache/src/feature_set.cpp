@@ -241,6 +241,9 @@ Result<VersionStats> FeatureSet::Stats(std::string_view spec) const {
   HPCML_ASSIGN_OR_RETURN(VersionGroup vg, OpenVersionGroup(name));
   auto stats = ReadStats(vg.group.get(), name);
   if (!stats.ok()) return stats.status().WithContext(path_);
+  HPCML_ASSIGN_OR_RETURN(VersionReader version, OpenVersion(name));
+  HPCML_ASSIGN_OR_RETURN(auto categories, version.Categories());
+  NameCodes(categories, version.info().label_classes, &*stats);
   return stats;
 }
 

@@ -1,7 +1,9 @@
 #include "report.hpp"
 
+#include <algorithm>
 #include <cmath>
 
+#include <fmt/ranges.h>
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -58,9 +60,13 @@ std::string FormatInfo(const std::string& path, const VersionInfo& v) {
   out += fmt::format("rows:            {}\n", v.rows);
   out += fmt::format("features:        {}\n", v.features());
   for (size_t i = 0; i < v.features(); ++i) {
-    out += fmt::format("  {:>4}  {:<32} {}\n", i, v.feature_names[i], v.feature_types[i]);
+    std::string kind = v.typed ? v.feature_types[i] : v.feature_types[i] + " (as read; float32)";
+    if (v.kind(i) == "category") kind += fmt::format(" ({} categories)", v.category_counts[i]);
+    out += fmt::format("  {:>4}  {:<32} {}\n", i, v.feature_names[i], kind);
   }
   out += fmt::format("label:           {}\n", v.has_labels() ? v.label_name : "(none)");
+  if (!v.label_classes.empty())
+    out += fmt::format("label classes:   {}\n", fmt::join(v.label_classes, ", "));
   out += fmt::format("entity:          {} ({})\n", v.entity_name,
                      v.string_keys() ? "string keys" : "integers");
   out += fmt::format("timestamp:       {}\n", v.timestamp_name);
@@ -91,7 +97,10 @@ std::string FormatInfoJson(const std::string& path, const VersionInfo& v) {
                       {"rows", v.rows},
                       {"feature_names", v.feature_names},
                       {"feature_types", v.feature_types},
+                      {"typed", v.typed},
+                      {"category_counts", v.category_counts},
                       {"label", v.label_name},
+                      {"label_classes", v.label_classes},
                       {"entity", v.entity_name},
                       {"entity_type", v.entity_type},
                       {"timestamp", v.timestamp_name},
@@ -112,9 +121,28 @@ std::string FormatInfoJson(const std::string& path, const VersionInfo& v) {
                         {"labels", v.digests.labels},
                         {"entity_ids", v.digests.entity_ids},
                         {"entity_keys", v.digests.entity_keys},
-                        {"timestamps", v.digests.timestamps}}}};
+                        {"timestamps", v.digests.timestamps},
+                        {"int_values", v.digests.int_values},
+                        {"categories", v.digests.categories}}}};
   return JsonText(j, 2) + "\n";
 }
+
+namespace {
+
+// "B 1714 (57.1%), A 857 (28.6%), ..." for a coded column's top `n`.
+std::string TopCategories(const ColumnStats& x, size_t n) {
+  std::vector<std::string> parts;
+  for (size_t code : x.Top(n)) {
+    const double share = x.count > 0 ? 100.0 * static_cast<double>(x.frequencies[code]) /
+                                           static_cast<double>(x.count)
+                                     : 0.0;
+    parts.push_back(fmt::format("{} {} ({:.1f}%)", x.categories[code], x.frequencies[code], share));
+  }
+  if (x.categories.size() > n) parts.push_back("...");
+  return fmt::format("{}", fmt::join(parts, ", "));
+}
+
+}  // namespace
 
 std::string FormatStats(const std::string& path, const std::string& version,
                         const VersionStats& s) {
@@ -123,13 +151,28 @@ std::string FormatStats(const std::string& path, const std::string& version,
   out +=
       fmt::format("{:<24} {:>10} {:>8} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12}\n",
                   "column", "count", "missing", "min", "max", "mean", "std", "p01", "p50", "p99");
+  bool any_coded = false;
   for (size_t c = 0; c < s.columns.size(); ++c) {
     const ColumnStats& x = s.columns[c];
+    if (x.coded) {
+      any_coded = true;
+      continue;
+    }
     out += fmt::format(
         "{:<24} {:>10} {:>8} {:>12.6g} {:>12.6g} {:>12.6g} {:>12.6g} {:>12.6g} {:>12.6g} "
         "{:>12.6g}\n",
         x.name, x.count, x.missing, x.min, x.max, x.mean, x.std, s.Quantile(c, 0.01),
         s.Quantile(c, 0.5), s.Quantile(c, 0.99));
+  }
+  if (!any_coded) return out;
+  out += fmt::format("\n{:<24} {:>10} {:>8} {:>8} {:>8}  {}\n", "categorical column", "count",
+                     "missing", "distinct", "in dict", "most frequent");
+  for (const ColumnStats& x : s.columns) {
+    if (!x.coded) continue;
+    const auto seen = std::count_if(x.frequencies.begin(), x.frequencies.end(),
+                                    [](uint64_t f) { return f > 0; });
+    out += fmt::format("{:<24} {:>10} {:>8} {:>8} {:>8}  {}\n", x.name, x.count, x.missing, seen,
+                       x.categories.size(), TopCategories(x, 5));
   }
   return out;
 }
@@ -145,6 +188,20 @@ std::string FormatStatsJson(const std::string& path, const std::string& version,
   nlohmann::ordered_json cols = nlohmann::ordered_json::array();
   for (size_t c = 0; c < s.columns.size(); ++c) {
     const ColumnStats& x = s.columns[c];
+    if (x.coded) {
+      nlohmann::ordered_json top = nlohmann::ordered_json::array();
+      for (size_t code : x.Top(10))
+        top.push_back({{"value", x.categories[code]}, {"rows", x.frequencies[code]}});
+      cols.push_back({{"name", x.name},
+                      {"kind", "category"},
+                      {"count", x.count},
+                      {"missing", x.missing},
+                      {"categories", x.categories.size()},
+                      {"seen", std::count_if(x.frequencies.begin(), x.frequencies.end(),
+                                             [](uint64_t f) { return f > 0; })},
+                      {"top", top}});
+      continue;
+    }
     cols.push_back({{"name", x.name},
                     {"count", x.count},
                     {"missing", x.missing},

@@ -4,7 +4,9 @@
 
 #include "hpcml/common/toml.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <fmt/ranges.h>
 
 #include "hpcml/common/fs.hpp"
 
@@ -51,9 +53,29 @@ Status ParseFeatures(const toml::table& t, const std::string& source, Rules* r) 
     if (ft == nullptr) return st;
     ColumnRule c;
     c.line = LineOf(key);
-    HPCML_RETURN_IF_ERROR(
-        ReadNumbers(*ft, source, "features." + std::string(key.str()),
-                    {{"min", &c.min}, {"max", &c.max}, {"max_missing", &c.max_missing}}));
+    toml::table numbers = *ft;
+    if (const toml::node* allowed = ft->get("allowed"); allowed != nullptr) {
+      const toml::array* list = allowed->as_array();
+      c.allowed.emplace();
+      for (size_t i = 0; list != nullptr && i < list->size(); ++i) {
+        const auto* v = list->get(i)->as_string();
+        if (v == nullptr) {
+          list = nullptr;
+          break;
+        }
+        c.allowed->push_back(v->get());
+      }
+      if (list == nullptr) {
+        return InvalidArgument("{}:{}: features.{}.allowed must be a list of strings", source,
+                               allowed->source().begin.line, key.str());
+      }
+      numbers.erase("allowed");
+    }
+    HPCML_RETURN_IF_ERROR(ReadNumbers(numbers, source, "features." + std::string(key.str()),
+                                      {{"min", &c.min},
+                                       {"max", &c.max},
+                                       {"max_missing", &c.max_missing},
+                                       {"max_categories", &c.max_categories}}));
     r->features[std::string(key.str())] = c;
   }
   return Status::Ok();
@@ -64,8 +86,45 @@ void Broken(std::vector<std::string>* out, const std::string& source, int64_t li
   out->push_back(fmt::format("{} ({}:{})", what, source, line));
 }
 
-void CheckColumn(const ColumnStats& c, const ColumnRule& rule, const std::string& source,
-                 std::vector<std::string>* out) {
+// The categories present in a coded column, and the rules on them.
+void CheckCategories(const ColumnStats& c, const ColumnRule& rule, const std::string& source,
+                     std::vector<std::string>* out) {
+  std::vector<std::string> outside;
+  uint64_t present = 0;
+  for (size_t code = 0; code < c.frequencies.size(); ++code) {
+    if (c.frequencies[code] == 0) continue;
+    ++present;
+    if (rule.allowed && std::find(rule.allowed->begin(), rule.allowed->end(),
+                                  c.categories[code]) == rule.allowed->end())
+      outside.push_back(fmt::format("\"{}\" ({} rows)", c.categories[code], c.frequencies[code]));
+  }
+  if (!outside.empty()) {
+    const size_t shown = std::min<size_t>(outside.size(), 5);
+    Broken(out, source, rule.line,
+           fmt::format("{}: {} categor{} not allowed: {}{}", c.name, outside.size(),
+                       outside.size() == 1 ? "y" : "ies",
+                       fmt::join(outside.begin(), outside.begin() + shown, ", "),
+                       shown < outside.size() ? ", ..." : ""));
+  }
+  if (rule.max_categories && static_cast<double>(present) > *rule.max_categories) {
+    Broken(out, source, rule.line,
+           fmt::format("{}: {} distinct categories, the rule allows {:g}", c.name, present,
+                       *rule.max_categories));
+  }
+}
+
+Status CheckColumn(const ColumnStats& c, const ColumnRule& rule, const std::string& source,
+                   std::vector<std::string>* out) {
+  if (c.coded && (rule.min || rule.max)) {
+    return InvalidArgument("{}:{}: min and max do not apply to \"{}\", a category column",
+                           source, rule.line, c.name);
+  }
+  if (!c.coded && (rule.allowed || rule.max_categories)) {
+    return InvalidArgument("{}:{}: allowed and max_categories apply to category columns; \"{}\" "
+                           "is a number",
+                           source, rule.line, c.name);
+  }
+  if (c.coded) CheckCategories(c, rule, source, out);
   const double total = static_cast<double>(c.count + c.missing);
   const double missing = total > 0 ? static_cast<double>(c.missing) / total : 0.0;
   if (rule.max_missing && missing > *rule.max_missing) {
@@ -82,11 +141,27 @@ void CheckColumn(const ColumnStats& c, const ColumnRule& rule, const std::string
     Broken(out, source, rule.line,
            fmt::format("{}: max is {:.9g}, the rule allows {:.9g}", c.name, c.max, *rule.max));
   }
+  return Status::Ok();
 }
 
-// Class shares of the label from the sample.
+// Class shares of the label: exact for named classes, else from the sample.
 void CheckBalance(const VersionStats& s, size_t col, const ColumnRule& rule,
                   const std::string& source, std::vector<std::string>* out) {
+  const ColumnStats& label = s.columns[col];
+  if (label.coded) {
+    for (size_t k = 0; k < label.frequencies.size(); ++k) {
+      const double share = label.count > 0 ? static_cast<double>(label.frequencies[k]) /
+                                                 static_cast<double>(label.count)
+                                           : 0.0;
+      if (share < *rule.min_share) {
+        Broken(out, source, rule.line,
+               fmt::format("{}: class \"{}\" is {:.4g} of the labelled rows, the rule asks for "
+                           "at least {:.4g}",
+                           label.name, label.categories[k], share, *rule.min_share));
+      }
+    }
+    return;
+  }
   std::map<float, uint64_t> classes;
   uint64_t n = 0;
   const size_t cols = s.columns.size();
@@ -160,14 +235,14 @@ Result<std::vector<std::string>> CheckRules(const Rules& rules, const VersionSta
       return InvalidArgument("{}:{}: the version has no feature \"{}\"", rules.source, rule.line,
                              name);
     }
-    CheckColumn(s.columns[c], rule, rules.source, &out);
+    HPCML_RETURN_IF_ERROR(CheckColumn(s.columns[c], rule, rules.source, &out));
   }
   if (rules.label) {
     if (!has_label) {
       return InvalidArgument("{}:{}: a [label] rule, but the version has no labels", rules.source,
                              rules.label->line);
     }
-    CheckColumn(s.columns.back(), *rules.label, rules.source, &out);
+    HPCML_RETURN_IF_ERROR(CheckColumn(s.columns.back(), *rules.label, rules.source, &out));
     if (rules.label->min_share)
       CheckBalance(s, s.columns.size() - 1, *rules.label, rules.source, &out);
   }

@@ -9,13 +9,19 @@
 //   min = 0.0                   # every value within [min, max]
 //   max = 130.0
 //   max_missing = 0.01          # at most this share of NaN cells
+//   [features.grade]            # a category column
+//   allowed = ["A", "B", "C"]   # every category present is one of these
+//   max_categories = 20         # at most this many distinct categories present
+//   max_missing = 0.05
 //   [label]
 //   min_share = 0.05            # each class at least this share of the labelled rows
 //   max_missing = 0.0
 //
 // Checked against the version's statistics (stats.hpp), not its rows: the
-// counts, missing values and ranges are exact; class shares come from the
-// 4096-row sample (within about 1.5 points). Unknown tables or keys, wrong
+// counts, missing values, ranges and categories are exact; class shares are
+// exact for class labels (named) and come from the 4096-row sample for
+// numeric labels (within about 1.5 points). min and max do not apply to a
+// category column, nor allowed and max_categories to a number. Unknown tables or keys, wrong
 // types, a feature the version lacks: errors naming the file and line.
 #pragma once
 
@@ -31,7 +37,8 @@
 namespace hpcml::featurecache {
 
 struct ColumnRule {
-  std::optional<double> min, max, max_missing, min_share;
+  std::optional<double> min, max, max_missing, min_share, max_categories;
+  std::optional<std::vector<std::string>> allowed;
   int64_t line = 0;
 };
 

@@ -260,12 +260,40 @@ Result<VersionStats> ReadStats(hid_t version_group, std::string_view version) {
     return Corrupt("{}/stats: a sample of {} values for {} columns", version, s.sample.size(), n);
   }
   for (size_t c = 0; c < n; ++c) {
-    s.columns.push_back({names[c], count[c], missing[c], mn[c], mx[c], mean[c], sd[c], {}});
+    s.columns.push_back({names[c], count[c], missing[c], mn[c], mx[c], mean[c], sd[c], false, {}, {}});
   }
   if (H5Lexists(group.get(), "frequencies", H5P_DEFAULT) > 0) {
     HPCML_RETURN_IF_ERROR(ReadFrequencies(group.get(), version, &s));
   }
   return s;
+}
+
+std::vector<size_t> ColumnStats::Top(size_t n) const {
+  std::vector<size_t> order(frequencies.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  n = std::min(n, order.size());
+  std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(n), order.end(),
+                    [&](size_t a, size_t b) {
+                      return frequencies[a] != frequencies[b] ? frequencies[a] > frequencies[b]
+                                                              : a < b;
+                    });
+  order.resize(n);
+  return order;
+}
+
+void NameCodes(const std::vector<std::vector<std::string>>& categories,
+               const std::vector<std::string>& label_classes, VersionStats* stats) {
+  const size_t nf = categories.size();
+  for (size_t c = 0; c < stats->columns.size(); ++c) {
+    ColumnStats& col = stats->columns[c];
+    const std::vector<std::string>* names = nullptr;
+    if (c < nf && !categories[c].empty()) names = &categories[c];
+    if (c == nf && !label_classes.empty()) names = &label_classes;
+    if (names == nullptr) continue;
+    col.coded = true;
+    col.categories = *names;
+    col.frequencies.resize(names->size(), 0);  // codes never seen count 0
+  }
 }
 
 Status MissingCellsError(std::string_view subject, std::string_view needs,

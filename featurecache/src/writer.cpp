@@ -480,7 +480,11 @@ Result<VersionStats> FeatureSetWriter::Statistics() {
     return FailedPrecondition("{}: the new version is written without statistics", w.paths.path);
   }
   HPCML_RETURN_IF_ERROR(w.Flush());
-  return w.tally.Statistics();
+  VersionStats stats = w.tally.Statistics();
+  std::vector<std::vector<std::string>> categories = w.spec.categories;
+  categories.resize(w.spec.feature_names.size());
+  NameCodes(categories, w.spec.label_classes, &stats);
+  return stats;
 }
 
 // String keys: every code has its key; entity_keys written (fixed-length,

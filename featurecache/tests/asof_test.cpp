@@ -8,6 +8,7 @@
 #include <random>
 
 #include "hpcml/featurecache/feature_set.hpp"
+#include "hpcml/featurecache/ingest.hpp"
 #include "hpcml/featurecache/writer.hpp"
 #include "test_util.hpp"
 
@@ -229,6 +230,50 @@ TEST(Asof, MatchesBruteForceWithSpills) {
     ASSERT_EQ(out.entity[i], e);
     ASSERT_EQ(out.time[i], t * kS);
   }
+}
+
+// A typed version joined: the features keep their kinds, dictionaries and
+// exact integers (missing where no row matched), and string request labels
+// become sorted classes.
+TEST(Asof, KeepsKindsAndMakesClassesOfStringLabels) {
+  TempDir dir;
+  WriteText(dir / "f.csv",
+            "id,ts,grade,cents\n1,2024-01-01,A,16777217\n2,2024-01-01,B,NA\n"
+            "1,2024-02-01,C,16777219\n");
+  IngestOptions io;
+  io.csv_path = dir / "f.csv";
+  io.entity_column = "id";
+  io.timestamp_column = "ts";
+  io.zone = "ae";
+  io.classification = "internal";
+  std::string path = dir / "fs.h5";
+  ASSERT_TRUE(Ingest(path, io).ok());
+  WriteText(dir / "req.csv",
+            "id,at,outcome\n1,2024-01-15,good\n1,2024-03-01,bad\n3,2024-03-01,good\n"
+            "2,2024-01-02,bad\n");
+  AsofOptions o;
+  o.requests_csv = dir / "req.csv";
+  o.entity_column = "id";
+  o.time_column = "at";
+  o.label_column = "outcome";
+  auto v = Asof(path, o);
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  EXPECT_EQ(v->feature_types, (std::vector<std::string>{"category", "int"}));
+  EXPECT_EQ(v->label_classes, (std::vector<std::string>{"bad", "good"}));
+  auto r = FeatureSet::Open(path)->OpenVersion("v2");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(VerifyVersion(*r).ok());
+  EXPECT_EQ((*r->Categories())[0], (std::vector<std::string>{"A", "B", "C"}));
+  std::vector<float> x(8), y(4);
+  std::vector<int64_t> ints(4);
+  ASSERT_TRUE(r->Read(0, 4, x.data(), y.data(), nullptr, nullptr).ok());
+  ASSERT_TRUE(r->ReadInts(0, 4, ints.data()).ok());
+  EXPECT_EQ(ints, (std::vector<int64_t>{16777217, 16777219, kIntMissing, kIntMissing}));
+  EXPECT_EQ(x[0], 0.0f);  // A
+  EXPECT_EQ(x[2], 2.0f);  // C
+  EXPECT_TRUE(std::isnan(x[4]));  // entity 3: no row
+  EXPECT_EQ(x[6], 1.0f);  // B
+  EXPECT_EQ(y, (std::vector<float>{1, 0, 1, 0}));
 }
 
 }  // namespace

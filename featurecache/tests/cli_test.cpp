@@ -95,12 +95,19 @@ TEST_F(CliTest, BadInputGivesClearErrorsAndNonZeroExit) {
   WriteText(dir / "bad.csv",
             "id,ts,y,age,score\n1,2024-01-01,1,30,0.5\n2,2024-01-02,0,forty,1.5\n");
   auto bad = Fc("ingest " + h5 + " --csv " + (dir / "bad.csv") +
-                " --entity id --timestamp ts --classification public");
+                " --entity id --timestamp ts --classification public --types age=int");
   EXPECT_EQ(bad.status, 1);
   EXPECT_NE(bad.output.find("hpcml-fcache: " + (dir / "bad.csv") +
-                            ": line 3, column 4: \"forty\" is not a number"),
+                            ": line 3, column 4: \"forty\" is not an integer (column \"age\" is "
+                            "int, as --types says)"),
             std::string::npos)
       << bad.output;
+  auto kind = Fc("ingest " + h5 + " --csv " + (dir / "bad.csv") +
+                 " --entity id --timestamp ts --classification public --types age=number");
+  EXPECT_EQ(kind.status, 2);
+  EXPECT_NE(kind.output.find("--types: \"age=number\": unknown column kind \"number\""),
+            std::string::npos)
+      << kind.output;
   auto missing = Fc("ls " + (dir / "nope.h5"));
   EXPECT_EQ(missing.status, 1);
   EXPECT_NE(

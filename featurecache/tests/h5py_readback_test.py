@@ -6,6 +6,7 @@ docs/featurecache.md and recomputes every digest from its definition.
 
 usage: h5py_readback_test.py <hpcml-fcache binary> <small.csv>"""
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -35,20 +36,79 @@ def check_digests(g, name):
     """Every dataset's sha256 and the version's data_sha256, from their definitions."""
     rows = int(g.attrs["rows"])
     digests = {}
-    for ds in ("features", "labels", "entity_ids", "entity_keys", "timestamps"):
+    for ds in ("features", "labels", "entity_ids", "entity_keys", "timestamps", "int_values",
+               "categories"):
         if ds not in g:
             continue
         raw = np.ascontiguousarray(g[ds][()]).tobytes()
         digests[ds] = hashlib.sha256(raw).hexdigest()
         check(digests[ds] == g[ds].attrs["sha256"], f"{name}/{ds} sha256")
-    text = f"hpcml-featurecache-v1\nrows={rows}\nfeatures={g['features'].shape[1]}\nfeatures:{digests['features']}\n"
+    typed = "typed_columns" in g.attrs
+    text = (f"hpcml-featurecache-v{2 if typed else 1}\nrows={rows}\nfeatures={g['features'].shape[1]}\n"
+            f"features:{digests['features']}\n")
     if "labels" in digests:
         text += f"labels:{digests['labels']}\n"
     text += f"entity_ids:{digests['entity_ids']}\n"
     if "entity_keys" in digests:
         text += f"entity_keys:{digests['entity_keys']}\n"
     text += f"timestamps:{digests['timestamps']}\n"
+    if typed:
+        text += "kinds=" + ",".join(g.attrs["feature_types"]) + "\n"
+        if "labels" in digests:
+            text += "label_classes=" + json.dumps(list(g.attrs["label_classes"]), separators=(",", ":")) + "\n"
+        if "int_values" in digests:
+            text += f"int_values:{digests['int_values']}\n"
+        if "categories" in digests:
+            text += f"categories:{digests['categories']}\n"
+            text += "category_counts=" + ",".join(str(c) for c in g.attrs["category_counts"]) + "\n"
     check(hashlib.sha256(text.encode()).hexdigest() == g.attrs["data_sha256"], f"{name} data_sha256")
+
+
+def doc_version_frame():
+    """The version_frame function of docs/featurecache.md, run as written there."""
+    doc = os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../docs/featurecache.md")
+    text = open(doc).read()
+    code = text.split("<!-- pandas-begin -->")[1].split("<!-- pandas-end -->")[0]
+    code = code.split("```python")[1].split("```")[0]
+    scope = {}
+    exec(code, scope)
+    return scope["version_frame"]
+
+
+def check_typed(fcache, tmp):
+    """A table as R's write.csv writes it (row names, quoted strings and numbers, NA, an empty
+    cell, TRUE/FALSE, an integer beyond 2^24, a string label) goes in unedited, and the
+    documented pandas reader gives what pandas.read_csv gives from the file itself."""
+    import pandas as pd
+    csv = os.path.join(tmp, "credit.csv")
+    with open(csv, "w") as out:
+        out.write('"","id","ts","term","grade","cents","owner","rate","y"\n')
+        rows = [("term_36", '"B"', "12345678901", "TRUE", '"0.5"', "good"),
+                ("term_60", "NA", "", "FALSE", "1.25", "bad"),
+                ("term_36", '"A"', "-7", "NA", "NA", "good"),
+                ("term_60", '"B"', "16777217", "TRUE", "", "bad")]
+        for i, (term, grade, cents, owner, rate, y) in enumerate(rows):
+            out.write(f'"{i + 1}",{i + 1},"2024-01-0{i + 1}","{term}",{grade},{cents},{owner},{rate},"{y}"\n')
+    path = os.path.join(tmp, "credit.h5")
+    out = run(fcache, "ingest", path, "--csv", csv, "--entity", "id", "--timestamp", "ts",
+              "--label", "y", "--zone", "ae", "--classification", "internal")
+    check("kinds: 1 float, 1 int, 1 bool, 2 category (term 2, grade 2); label classes (2): bad, good"
+          in out, "ingest prints the kinds: " + out)
+    with h5py.File(path, "r") as f:
+        check_digests(f["versions/v1"], "typed v1")
+    got = doc_version_frame()(path)
+    want = pd.read_csv(csv, index_col=0)
+    check(list(got["term"].astype(str)) == list(want["term"]), "term")
+    check(list(got["term"].cat.categories) == ["term_36", "term_60"], "term categories")
+    check(got["grade"].isna().tolist() == want["grade"].isna().tolist(), "grade missing")
+    check(list(got["grade"].dropna().astype(str)) == list(want["grade"].dropna()), "grade")
+    check(str(got["cents"].dtype) == "Int64", "cents dtype")
+    check(list(got["cents"].dropna()) == [12345678901, -7, 16777217], "cents exact")
+    check(got["cents"].isna().tolist() == want["cents"].isna().tolist(), "cents missing")
+    check(got["owner"].isna().tolist() == want["owner"].isna().tolist(), "owner missing")
+    check([bool(v) for v in got["owner"].dropna()] == [bool(v) for v in want["owner"].dropna()], "owner")
+    check(np.allclose(got["rate"], want["rate"].astype(float), equal_nan=True), "rate")
+    check(list(got["y"].astype(str)) == list(want["y"]), "label classes")
 
 
 def main():
@@ -79,6 +139,9 @@ def main():
             v1 = f["versions"]["v1"]
             check(list(v1.attrs["feature_names"]) == ["tenure_months", "monthly_spend", "support_calls"], "names")
             check(list(v1.attrs["feature_types"]) == ["int", "float", "int"], "types")
+            check(int(v1.attrs["typed_columns"]) == 1, "typed")
+            check(v1["int_values"].dtype == np.dtype("<i8") and v1["int_values"].shape == (6, 2),
+                  "int_values: the two int features")
             check(v1.attrs["label_name"] == "churned", "label name")
             x = v1["features"][()]
             check(x[2, 1] == np.float32(52.25) and np.isnan(x[5, 1]), "values")
@@ -132,8 +195,10 @@ def main():
             keys = g["entity_keys"][()][g["entity_ids"][()]]
             check([k.decode() for k in keys] == ["DE44-0001", "c-9", "DE44-0001"], "keys[ids]")
             check_digests(g, "keyed v1")
+        check_typed(fcache, tmp)
     # h5dump (hdf5-tools) reads it too, when installed.
-    print("ok: h5py reads both versions; every digest matches its definition")
+    print("ok: h5py reads both versions; every digest matches its definition; the documented pandas "
+          "reader of a typed version agrees with pandas.read_csv")
 
 
 if __name__ == "__main__":

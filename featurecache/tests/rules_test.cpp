@@ -82,5 +82,56 @@ TEST(Rules, StrictParsing) {
             std::string::npos);
 }
 
+// A category feature (grade: A 600, B 300, Z 100, with 50 missing) and a
+// class label (bad 100, good 900): categories and class shares are exact.
+VersionStats Categorical() {
+  StatsAccumulator acc({"grade", "y"}, true, 0);
+  acc.CountCodes({true, true});
+  std::vector<float> x, y;
+  for (int r = 0; r < 1050; ++r) {
+    x.push_back(r >= 1000 ? NAN : r < 600 ? 0.0f : r < 900 ? 1.0f : 2.0f);
+    y.push_back(r % 10 == 0 ? 0.0f : 1.0f);
+  }
+  acc.Add(x.data(), y.data(), 1050);
+  VersionStats s = acc.Finish();
+  NameCodes({{"A", "B", "Z"}}, {"bad", "good"}, &s);
+  return s;
+}
+
+TEST(Rules, CategoriesAllowedCountedAndClassSharesNamed) {
+  auto r = Rules::Parse(R"([features.grade]
+allowed = ["A", "B"]
+max_categories = 2
+max_missing = 0.01
+[label]
+min_share = 0.2
+)",
+                        "rules.toml");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  auto broken = CheckRules(*r, Categorical(), true);
+  ASSERT_TRUE(broken.ok()) << broken.status().ToString();
+  const std::string text = Joined(*broken);
+  EXPECT_NE(text.find("grade: 1 category not allowed: \"Z\" (100 rows) (rules.toml:1)"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("grade: 3 distinct categories, the rule allows 2"), std::string::npos);
+  EXPECT_NE(text.find("grade: 0.04762 of the values are missing"), std::string::npos) << text;
+  EXPECT_NE(text.find("y: class \"bad\" is 0.1 of the labelled rows"), std::string::npos) << text;
+  EXPECT_EQ(broken->size(), 4u) << text;
+
+  auto kinds = Rules::Parse("[features.grade]\nmax = 3\n", "k.toml");
+  ASSERT_TRUE(kinds.ok());
+  EXPECT_NE(CheckRules(*kinds, Categorical(), true)
+                .status()
+                .message()
+                .find("k.toml:1: min and max do not apply to \"grade\", a category column"),
+            std::string::npos);
+  auto list = Rules::Parse("[features.grade]\nallowed = [1, 2]\n", "l.toml");
+  ASSERT_FALSE(list.ok());
+  EXPECT_NE(list.status().message().find("l.toml:2: features.grade.allowed must be a list"),
+            std::string::npos)
+      << list.status().message();
+}
+
 }  // namespace
 }  // namespace hpcml::featurecache

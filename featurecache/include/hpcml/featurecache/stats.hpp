@@ -37,8 +37,14 @@ struct ColumnStats {
   uint64_t count = 0, missing = 0;
   double min = 0, max = 0, mean = 0, std = 0;
   // A coded column (category feature, class label): the rows of each code,
-  // index = code. Empty for other columns.
+  // index = code, and the names of the codes (its dictionary, or the
+  // classes). Empty for other columns. min, max, mean and std are then of
+  // the codes, which mean nothing.
+  bool coded = false;
   std::vector<uint64_t> frequencies;
+  std::vector<std::string> categories;
+  // The `n` most frequent codes, most frequent first (ties: lower code).
+  std::vector<size_t> Top(size_t n) const;
 };
 
 struct VersionStats {
@@ -80,6 +86,12 @@ class StatsAccumulator {
   std::vector<std::vector<uint64_t>> frequencies_;  // by column
   std::vector<float> sample_;
 };
+
+// Marks the coded columns of `stats` and names their codes: `categories`
+// per feature (VersionReader::Categories; empty for other features), and
+// the label's classes.
+void NameCodes(const std::vector<std::vector<std::string>>& categories,
+               const std::vector<std::string>& label_classes, VersionStats* stats);
 
 // Missing (NaN) cells of one column.
 struct MissingCells {
