@@ -1,5 +1,7 @@
 // libFuzzer target: the streaming CSV reader over arbitrary bytes, and the
-// cell parsers (float, int, time) over every field it returns. The first
+// cell parsers (float, int, bool, time) and the kind inference over every
+// field it returns: a cell inference calls an integer, a boolean or missing
+// must parse as one, since ingest's second pass relies on it. The first
 // byte picks the delimiter. Any crash, sanitizer report or exception escaping
 // is a bug; so is a returned field that is not valid UTF-8, a digest missing
 // after the end, or a record line that goes backwards.
@@ -40,6 +42,22 @@ void ParseCells(const CsvReader& csv) {
     bool missing = false;
     (void)hpcml::featurecache::ParseFloatCell(f, &integral, &na, &missing);
     (void)hpcml::featurecache::ParseIntCell(f);
+    (void)hpcml::featurecache::ParseBoolCell(f);
+    using hpcml::featurecache::CellShape;
+    switch (hpcml::featurecache::ClassifyCell(f, na)) {
+      case CellShape::kInt:
+        if (!hpcml::featurecache::ParseIntCell(f).ok()) std::abort();
+        break;
+      case CellShape::kBool:
+        if (!hpcml::featurecache::ParseBoolCell(f).ok()) std::abort();
+        break;
+      case CellShape::kMissing:
+        if (!hpcml::featurecache::ParseFloatCell(f, nullptr, &na, &missing).ok() || !missing)
+          std::abort();
+        break;
+      default:
+        break;
+    }
     (void)hpcml::featurecache::ParseTimestamp(f);
     (void)hpcml::ParseDurationMicros(f);
   }
