@@ -174,6 +174,30 @@ Status RefuseMissing(const std::string& option, const FeatureCacheConfig& c,
   return fc::MissingCellsError(fmt::format("{} {} {}", option, c.path, v.name), "training", gaps);
 }
 
+// Until the trainer encodes them, category features (codes, not amounts)
+// are refused; a class label must have as many classes as the model.
+Status RefuseKinds(const std::string& option, const FeatureCacheConfig& c,
+                   const fc::VersionInfo& v) {
+  std::vector<std::string> coded;
+  for (size_t j = 0; j < v.features(); ++j)
+    if (v.kind(j) == "category") coded.push_back(v.feature_names[j]);
+  if (!coded.empty()) {
+    return InvalidArgument(
+        "{} {} {}: categorical feature(s) {}: their stored values are category codes, not "
+        "amounts, and the MLP trains on numbers; leave them out (hpcml-fcache derive {} "
+        "--select ...) or train trees",
+        option, c.path, v.name, fmt::join(coded, ", "), c.path);
+  }
+  const auto classes = static_cast<std::int64_t>(v.label_classes.size());
+  if (classes > 0 && c.num_classes != classes) {
+    return InvalidArgument("{} {} {}: the label \"{}\" has {} classes ({}), so train with "
+                           "--classes {}",
+                           option, c.path, v.name, v.label_name, classes,
+                           fmt::join(v.label_classes, ", "), classes);
+  }
+  return Status::Ok();
+}
+
 // The version as the model file's lineage records it (from the loader's
 // info: the version that was opened and checked, not a fresh lookup).
 Status DescribeInput(const FeatureCacheConfig& config, const fc::Loader& loader,
@@ -273,6 +297,7 @@ Result<std::unique_ptr<BatchSource>> OpenFeatureCache(const FeatureCacheConfig& 
         config.path, loader.info().name, loader.rows(), rows, replicas);
   }
   const std::optional<fc::VersionStats> stats = StoredStats(config.path, loader.info());
+  HPCML_RETURN_IF_ERROR(RefuseKinds("--data", config, loader.info()));
   HPCML_RETURN_IF_ERROR(RefuseMissing("--data", config, loader.info(), stats));
   if (lineage != nullptr) HPCML_RETURN_IF_ERROR(DescribeInput(config, loader, stats, lineage));
   return std::unique_ptr<BatchSource>(
@@ -305,6 +330,7 @@ Result<std::unique_ptr<EvalSource>> OpenFeatureCacheEval(const FeatureCacheConfi
                            config.path, loader->info().name);
   }
   const std::optional<fc::VersionStats> stats = StoredStats(config.path, loader->info());
+  HPCML_RETURN_IF_ERROR(RefuseKinds("--val-data", config, loader->info()));
   HPCML_RETURN_IF_ERROR(RefuseMissing("--val-data", config, loader->info(), stats));
   ModelLineage val;
   HPCML_RETURN_IF_ERROR(DescribeInput(config, *loader, stats, &val));

@@ -36,8 +36,10 @@ class FeatureCacheSourceTest : public ::testing::Test {
     ASSERT_TRUE(w.ok()) << w.status().ToString();
     fc::NewVersion spec;
     spec.feature_names = {"f0", "f1", "f2"};
-    spec.feature_types = {"float", "float", "float"};
+    spec.feature_types = kinds_;
+    if (kinds_[2] == "category") spec.categories = {{}, {}, {"only"}};
     spec.label_name = labels ? "y" : "";
+    spec.label_classes = classes_;
     spec.operation = "ingest";
     spec.transform = "{\"op\":\"test\"}";
     spec.classification = "internal";
@@ -46,7 +48,8 @@ class FeatureCacheSourceTest : public ::testing::Test {
     std::vector<float> x, y;
     std::vector<std::int64_t> e, t;
     for (std::uint64_t r = 0; r < rows; ++r) {
-      x.insert(x.end(), {static_cast<float>(r), -static_cast<float>(r), 0.5f});
+      x.insert(x.end(), {static_cast<float>(r), -static_cast<float>(r),
+                         kinds_[2] == "category" ? 0.0f : 0.5f});
       y.push_back(static_cast<float>(r % static_cast<std::uint64_t>(classes)));
       e.push_back(static_cast<std::int64_t>(r));
       t.push_back(1700000000 + static_cast<std::int64_t>(r));
@@ -61,6 +64,8 @@ class FeatureCacheSourceTest : public ::testing::Test {
   std::string path_;
   // Cells Write() replaces: (row, column, value); column 3 is the label.
   std::vector<std::tuple<std::uint64_t, int, float>> poison_;
+  std::vector<std::string> kinds_ = {"float", "float", "float"};  // f2 may be a category
+  std::vector<std::string> classes_;                               // the label's names
 };
 
 TEST_F(FeatureCacheSourceTest, ReplicasReadDisjointShardsWithMatchingLabels) {
@@ -144,6 +149,31 @@ TEST_F(FeatureCacheSourceTest, MissingCellsAreRefusedWhenOpened) {
       std::string::npos)
       << s.status().message();
   EXPECT_NE(s.status().message().find("derive FILE --drop-missing"), std::string::npos);
+}
+
+// Category codes are not amounts: a categorical feature is refused; a class
+// label's number of classes must be the model's.
+TEST_F(FeatureCacheSourceTest, CategoricalFeaturesAndClassCountsAreChecked) {
+  kinds_ = {"float", "float", "category"};
+  Write(64, 2);
+  auto s = OpenFeatureCache({path_, "", 2, 1, true}, 16, 0, 1);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("v1: categorical feature(s) f2: their stored values are "
+                                      "category codes"),
+            std::string::npos)
+      << s.status().message();
+  std::filesystem::remove_all(dir_);
+  std::filesystem::create_directories(dir_);
+  kinds_ = {"float", "float", "float"};
+  classes_ = {"bad", "good"};
+  Write(64, 2);
+  EXPECT_TRUE(OpenFeatureCache({path_, "", 2, 1, true}, 16, 0, 1).ok());
+  auto three = OpenFeatureCache({path_, "", 3, 1, true}, 16, 0, 1);
+  ASSERT_FALSE(three.ok());
+  EXPECT_NE(three.status().message().find(
+                "the label \"y\" has 2 classes (bad, good), so train with --classes 2"),
+            std::string::npos)
+      << three.status().message();
 }
 
 // An infinity (which the statistics do not count as missing) stops the batch
