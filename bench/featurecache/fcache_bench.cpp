@@ -7,6 +7,8 @@
 //   fcache_bench quality [--rows 10000000]   stats, validate, drift on a large set (CLI)
 //   fcache_bench ingest [--rows 1000000]      CSV ingest MB/s, cost of a copy
 //   fcache_bench asof   [--rows 10000000]     point-in-time join: time, peak RSS
+//   fcache_bench typed  [--rows 10000000]     ingest of 10 categorical + 20 numeric columns
+//                                             vs the same table all numeric: time, size
 //   fcache_bench all                          all of them (default sizes)
 //   fcache_bench smoke                        all of them, tiny (ctest)
 // Files go to --dir (default /tmp/hpcml-fcache-bench) and are deleted at the end.
@@ -23,6 +25,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -521,6 +524,107 @@ void BenchIngest(const std::string& dir, uint64_t rows) {
   RemoveSet(h5);
 }
 
+// A table of 10 categorical columns (cardinalities 2 to 5000, quoted as R
+// writes them, 1% NA) and 20 numeric ones, or, with `categorical` false,
+// the same table with each categorical cell a number of similar width.
+std::string MakeTypedCsv(const std::string& path, uint64_t rows, bool categorical) {
+  static constexpr uint64_t kCard[10] = {2, 3, 5, 12, 50, 100, 400, 1000, 2500, 5000};
+  FILE* f = std::fopen(path.c_str(), "w");
+  std::fprintf(f, "id,ts,y");
+  for (int j = 0; j < 10; ++j) std::fprintf(f, ",c%d", j);
+  for (int j = 0; j < 20; ++j) std::fprintf(f, ",n%d", j);
+  std::fprintf(f, "\n");
+  uint64_t state = 42;
+  auto next = [&state] {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return state >> 33;
+  };
+  for (uint64_t r = 0; r < rows; ++r) {
+    std::fprintf(f, "%llu,%llu,%llu", static_cast<unsigned long long>(r % 100000),
+                 static_cast<unsigned long long>(1700000000 + r),
+                 static_cast<unsigned long long>(r % 2));
+    for (int j = 0; j < 10; ++j) {
+      const uint64_t v = next() % kCard[j];
+      if (next() % 100 == 0) {
+        std::fprintf(f, ",NA");
+      } else if (categorical) {
+        std::fprintf(f, ",\"k%llu\"", static_cast<unsigned long long>(v));
+      } else {
+        std::fprintf(f, ",%llu.5", static_cast<unsigned long long>(v));
+      }
+    }
+    for (int j = 0; j < 20; ++j)
+      std::fprintf(f, ",%.4f",
+                   static_cast<double>((r * 31 + static_cast<uint64_t>(j) * 7) % 10000) * 0.0137);
+    std::fprintf(f, "\n");
+  }
+  std::fclose(f);
+  return path;
+}
+
+// The bytes of a set: its file and its version files.
+uint64_t SetBytes(const std::string& h5) {
+  uint64_t total = FileSize(h5);
+  for (const auto& e : std::filesystem::directory_iterator(h5 + ".d")) total += e.file_size();
+  return total;
+}
+
+void BenchTyped(const std::string& dir, uint64_t rows) {
+  struct Result {
+    double secs = 1e30;
+    uint64_t csv_bytes = 0, set_bytes = 0;
+    std::string kinds;
+  };
+  Result res[2];  // [0] all numeric, [1] with categorical columns
+  for (int categorical = 0; categorical < 2; ++categorical) {
+    const std::string csv =
+        MakeTypedCsv(dir + fmt::format("/typed{}.csv", categorical), rows, categorical == 1);
+    res[categorical].csv_bytes = FileSize(csv);
+  }
+  IngestOptions o;
+  o.entity_column = "id";
+  o.timestamp_column = "ts";
+  o.label_column = "y";
+  o.zone = "bench";
+  o.classification = "internal";
+  const std::string h5 = dir + "/typed.h5";
+  // Alternating, best of two each, the CSV in the page cache.
+  for (int round = 0; round < 2; ++round) {
+    for (int categorical = 0; categorical < 2; ++categorical) {
+      o.csv_path = dir + fmt::format("/typed{}.csv", categorical);
+      WarmCache(o.csv_path);
+      RemoveSet(h5);
+      auto t0 = Clock::now();
+      VersionInfo v = Must(Ingest(h5, o));
+      Result& r = res[categorical];
+      r.secs = std::min(r.secs, Since(t0));
+      r.set_bytes = SetBytes(h5);
+      std::map<std::string, int> kinds;
+      for (const auto& k : v.feature_types) ++kinds[k];
+      r.kinds.clear();
+      for (const auto& [k, n] : kinds)
+        r.kinds += fmt::format("{}{} {}", r.kinds.empty() ? "" : ", ", n, k);
+    }
+  }
+  std::printf(
+      "\n== typed ingest: %llu rows, 10 categorical + 20 numeric columns vs the same table "
+      "all numeric (uncompressed)\n",
+      static_cast<unsigned long long>(rows));
+  for (int categorical = 0; categorical < 2; ++categorical) {
+    const Result& r = res[categorical];
+    std::printf("  %-18s CSV %7.1f MB  ingest %6.2f s (%5.1f MB/s)  on disk %7.1f MB  kinds: %s\n",
+                categorical ? "categorical" : "all numeric", static_cast<double>(r.csv_bytes) / 1e6,
+                r.secs, static_cast<double>(r.csv_bytes) / r.secs / 1e6,
+                static_cast<double>(r.set_bytes) / 1e6, r.kinds.c_str());
+  }
+  std::printf("  time ratio categorical / all numeric: %.3f (goal <= 1.30); size ratio %.3f\n",
+              res[1].secs / res[0].secs,
+              static_cast<double>(res[1].set_bytes) / static_cast<double>(res[0].set_bytes));
+  for (int categorical = 0; categorical < 2; ++categorical)
+    std::filesystem::remove(dir + fmt::format("/typed{}.csv", categorical));
+  RemoveSet(h5);
+}
+
 void BenchAsof(const std::string& dir, uint64_t rows) {
   const uint64_t nf = 8;
   std::string h5 = dir + "/asof.h5";
@@ -616,6 +720,7 @@ int main(int argc, char** argv) {
   if (mode == "quality" || mode == "all" || mode == "smoke") BenchQuality(dir, quality_rows);
   if (mode == "ingest" || mode == "all" || mode == "smoke") BenchIngest(dir, ingest_rows);
   if (mode == "asof" || mode == "all" || mode == "smoke") BenchAsof(dir, asof_rows);
+  if (mode == "typed" || mode == "all" || mode == "smoke") BenchTyped(dir, asof_rows);
   std::filesystem::remove_all(dir);
   return 0;
 }

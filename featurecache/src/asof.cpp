@@ -433,8 +433,7 @@ Result<VersionInfo> Asof(const std::string& path, const AsofOptions& o, AsofStat
                            o.requests_csv, stats.requests);
   }
   HPCML_ASSIGN_OR_RETURN(auto categories, src.Categories());
-  NewVersion spec =
-      AsofSpec(o, si, classification, req_canonical, req, count, stats, categories);
+  NewVersion spec = AsofSpec(o, si, classification, req_canonical, req, count, stats, categories);
   spec.entity_type = si.entity_type;
   spec.entity_keys = keys.keys();
   HPCML_RETURN_IF_ERROR(writer.StartVersion(spec).status());

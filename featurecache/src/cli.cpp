@@ -135,9 +135,11 @@ std::string KindsLine(const VersionInfo& v) {
 std::string MissingCellsLine(const VersionInfo& v) {
   auto tr = nlohmann::json::parse(v.transform, nullptr, false);
   if (tr.is_discarded() || !tr.contains("missing_cells") || tr["missing_cells"].empty()) return "";
-  std::vector<std::string> parts;
-  for (auto& [name, n] : tr["missing_cells"].items())
-    parts.push_back(fmt::format("{} {}", name, n.get<uint64_t>()));
+  std::vector<std::string> parts;  // in column order
+  for (const auto& name : v.feature_names) {
+    if (tr["missing_cells"].contains(name))
+      parts.push_back(fmt::format("{} {}", name, tr["missing_cells"][name].get<uint64_t>()));
+  }
   std::vector<std::string> words = {"empty"};
   for (auto& w : tr["na_values"]) words.push_back(w.get<std::string>());
   return fmt::format("  missing cells ({}; stored as NaN): {}\n", fmt::join(words, ", "),

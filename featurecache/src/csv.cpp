@@ -1,5 +1,7 @@
 #include "hpcml/featurecache/csv.hpp"
 
+#include <sys/stat.h>
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -15,15 +17,22 @@
 
 namespace hpcml::featurecache {
 
-CsvReader::CsvReader(std::string path, UniqueFd fd, char delimiter)
-    : path_(std::move(path)), fd_(std::move(fd)), delim_(delimiter), buf_(4 << 20) {}
+CsvReader::CsvReader(std::string path, UniqueFd fd, char delimiter, Mode mode)
+    : path_(std::move(path)), fd_(std::move(fd)), delim_(delimiter), mode_(mode), buf_(4 << 20) {}
 
-Result<CsvReader> CsvReader::Open(const std::string& path, char delimiter) {
+Result<CsvReader> CsvReader::Open(const std::string& path, char delimiter, Mode mode) {
   if (delimiter == '"' || delimiter == '\n' || delimiter == '\r') {
     return InvalidArgument("{}: unusable CSV delimiter", path);
   }
   HPCML_ASSIGN_OR_RETURN(UniqueFd fd, OpenFd(path, O_RDONLY));
-  return CsvReader(path, std::move(fd), delimiter);
+  return CsvReader(path, std::move(fd), delimiter, mode);
+}
+
+Result<std::string> CsvReader::Identity() const {
+  struct stat st;
+  if (::fstat(fd_.get(), &st) != 0) return ErrnoError(path_, errno);
+  return fmt::format("{}:{}:{}:{}.{}:{}.{}", st.st_dev, st.st_ino, st.st_size, st.st_mtim.tv_sec,
+                     st.st_mtim.tv_nsec, st.st_ctim.tv_sec, st.st_ctim.tv_nsec);
 }
 
 Status CsvReader::Fill() {
@@ -43,7 +52,7 @@ Status CsvReader::Fill() {
     if (n == 0) {
       eof_ = true;
     } else {
-      sha_.Update(buf_.data() + end_, static_cast<size_t>(n));
+      if (mode_ == Mode::kFull) sha_.Update(buf_.data() + end_, static_cast<size_t>(n));
       bytes_read_ += static_cast<uint64_t>(n);
       end_ += static_cast<size_t>(n);
     }
@@ -187,13 +196,13 @@ Result<bool> CsvReader::Next() {
     for (const Span& s : spans_) {
       fields_.emplace_back(s.arena ? arena_.data() + s.offset : buf_.data() + s.offset, s.length);
     }
-    HPCML_RETURN_IF_ERROR(CheckUtf8());
+    if (mode_ == Mode::kFull) HPCML_RETURN_IF_ERROR(CheckUtf8());
     return true;
   }
 }
 
 Result<std::string> CsvReader::Sha256Hex() {
-  if (!finished_)
+  if (!finished_ || mode_ != Mode::kFull)
     return FailedPrecondition("{}: digest requested before the end of the file", path_);
   if (digest_.empty()) digest_ = sha_.FinishHex();
   return digest_;

@@ -36,8 +36,8 @@ struct ColumnDrift {
   double psi = 0, ks = 0;             // ks: NaN for a categorical column
   uint64_t count_a = 0, count_b = 0;  // values compared
   bool categorical = false;
-  double unseen = 0;   // categorical: share of B's values not among A's categories
-  std::string note;    // "kind changed: category -> float"
+  double unseen = 0;     // categorical: share of B's values not among A's categories
+  std::string note;      // "kind changed: category -> float"
   bool drifted = false;  // psi or ks above its threshold, or the kind changed
 };
 

@@ -7,7 +7,8 @@ namespace hpcml::featurecache {
 Status ValidateEntityKey(std::string_view key) {
   if (key.empty()) return InvalidArgument("empty key");
   if (key.size() > kMaxEntityKeyBytes)
-    return InvalidArgument("\"{}...\" is {} bytes (keys and categories: at most {})", key.substr(0, 32), key.size(), kMaxEntityKeyBytes);
+    return InvalidArgument("\"{}...\" is {} bytes (keys and categories: at most {})",
+                           key.substr(0, 32), key.size(), kMaxEntityKeyBytes);
   if (key.find('\0') != std::string_view::npos)
     return InvalidArgument("a NUL byte in a key or category");
   return Status::Ok();

@@ -54,8 +54,10 @@ class CellWriter {
     w.classes_ = info.label_classes;
     return w;
   }
-  uint64_t int_features() const { return static_cast<uint64_t>(std::count_if(
-      int_slot_.begin(), int_slot_.end(), [](int s) { return s >= 0; })); }
+  uint64_t int_features() const {
+    return static_cast<uint64_t>(
+        std::count_if(int_slot_.begin(), int_slot_.end(), [](int s) { return s >= 0; }));
+  }
 
   void Feature(std::string* out, size_t j, float x, const int64_t* ints) const {
     const std::string& kind = kinds_[j];

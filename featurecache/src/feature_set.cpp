@@ -8,8 +8,8 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
-#include <optional>
 #include <filesystem>
+#include <optional>
 #include <vector>
 
 #include "hpcml/common/sha256.hpp"
@@ -487,9 +487,9 @@ Status VerifyVersion(const VersionReader& v) {
   if (!ints.empty()) got.int_values = hi.FinishHex();
   if (info.total_categories() > 0) {
     size_t width = 0, count = 0;
-    HPCML_ASSIGN_OR_RETURN(std::vector<char> raw,
-                           ReadKeyBytes(v.categories_.get(),
-                                        Where(v.path(), info.name, kCategories), &width, &count));
+    HPCML_ASSIGN_OR_RETURN(
+        std::vector<char> raw,
+        ReadKeyBytes(v.categories_.get(), Where(v.path(), info.name, kCategories), &width, &count));
     got.categories = Sha256::Hex(std::string_view(raw.data(), raw.size()));
   }
   if (info.string_keys()) {

@@ -70,9 +70,8 @@ uint64_t VersionInfo::total_categories() const {
 }
 
 std::string DataDigest(const VersionInfo& info, const DatasetDigests& d) {
-  std::string text =
-      fmt::format("hpcml-featurecache-v{}\nrows={}\nfeatures={}\nfeatures:{}\n",
-                  info.typed ? 2 : 1, info.rows, info.features(), d.features);
+  std::string text = fmt::format("hpcml-featurecache-v{}\nrows={}\nfeatures={}\nfeatures:{}\n",
+                                 info.typed ? 2 : 1, info.rows, info.features(), d.features);
   if (info.has_labels()) text += fmt::format("labels:{}\n", d.labels);
   text += fmt::format("entity_ids:{}\n", d.entity_ids);
   if (!d.entity_keys.empty()) text += fmt::format("entity_keys:{}\n", d.entity_keys);

@@ -9,8 +9,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "hpcml/common/json.hpp"
 #include "hpcml/common/fs.hpp"
+#include "hpcml/common/json.hpp"
 #include "hpcml/common/strings.hpp"
 #include "hpcml/common/toml.hpp"
 #include "hpcml/featurecache/access.hpp"
@@ -81,12 +81,12 @@ Result<IngestColumns> FindIngestColumns(CsvReader& csv, const IngestOptions& o) 
 
 // Each feature column's kind and missing words, and the label's kind.
 struct ColumnPlan {
-  std::vector<std::string> kinds;       // per feature (kKinds)
-  std::vector<const NaValues*> na;      // per feature
-  const NaValues* label_na = nullptr;   // the label's
-  bool label_classes = false;           // a string label: classes
-  std::vector<std::string> classes;     // sorted, when label_classes
-  std::vector<std::string> inferred;    // the columns whose kind was inferred
+  std::vector<std::string> kinds;      // per feature (kKinds)
+  std::vector<const NaValues*> na;     // per feature
+  const NaValues* label_na = nullptr;  // the label's
+  bool label_classes = false;          // a string label: classes
+  std::vector<std::string> classes;    // sorted, when label_classes
+  std::vector<std::string> inferred;   // the columns whose kind was inferred
 };
 
 // The shapes a column's cells took in the first pass, and the kind they
@@ -118,10 +118,12 @@ Status CheckFieldCount(const CsvReader& csv, size_t header) {
 }
 
 // The first pass: the kind of every feature column whose kind was not
-// given, and the sorted class names of a string label. Returns the file's
-// SHA-256, so the second pass can tell whether the file changed meanwhile.
+// given, and the sorted class names of a string label. A scan: no UTF-8
+// check and no digest (the second pass does both). Returns the file's
+// identity at its end, so the second pass can tell whether it changed.
 Result<std::string> InferKinds(const IngestOptions& o, const IngestColumns& c, ColumnPlan* plan) {
-  HPCML_ASSIGN_OR_RETURN(CsvReader csv, CsvReader::Open(o.csv_path, o.delimiter));
+  HPCML_ASSIGN_OR_RETURN(CsvReader csv,
+                         CsvReader::Open(o.csv_path, o.delimiter, CsvReader::Mode::kScan));
   HPCML_RETURN_IF_ERROR(CsvHeader::Read(csv).status());
   const size_t nf = c.features.size();
   std::vector<KindVotes> votes(nf);
@@ -166,12 +168,13 @@ Result<std::string> InferKinds(const IngestOptions& o, const IngestColumns& c, C
   if (label_open) plan->label_classes = label_votes.Kind() == "category";
   if (plan->label_classes) {
     if (classes.size() > kMaxLabelClasses) {
-      return InvalidArgument("{}: label column \"{}\" has more than {} distinct values (not classes)",
-                             o.csv_path, o.label_column, kMaxLabelClasses);
+      return InvalidArgument(
+          "{}: label column \"{}\" has more than {} distinct values (not classes)", o.csv_path,
+          o.label_column, kMaxLabelClasses);
     }
     plan->classes.assign(classes.begin(), classes.end());
   }
-  return csv.Sha256Hex();
+  return csv.Identity();
 }
 
 // The kinds and missing words of the columns: given, or left empty to infer.
@@ -310,7 +313,10 @@ class ParsedRows {
  private:
   enum class K { kFloat, kInt, kBool, kCategory };
   static K KindOf(const std::string& k) {
-    return k == "int" ? K::kInt : k == "bool" ? K::kBool : k == "category" ? K::kCategory : K::kFloat;
+    return k == "int"        ? K::kInt
+           : k == "bool"     ? K::kBool
+           : k == "category" ? K::kCategory
+                             : K::kFloat;
   }
   // One feature cell into `*x` (and its int slot); `*absent` when missing.
   Status ParseFeature(size_t j, std::string_view text, float* x, bool* absent);
@@ -323,8 +329,8 @@ class ParsedRows {
   }
   Status FeatureError(const CsvReader& csv, size_t j, const Status& status) const {
     const std::string& name = c_.header[c_.features[j]];
-    const bool inferred = std::find(plan_.inferred.begin(), plan_.inferred.end(), name) !=
-                          plan_.inferred.end();
+    const bool inferred =
+        std::find(plan_.inferred.begin(), plan_.inferred.end(), name) != plan_.inferred.end();
     return csv.ErrorAt(c_.features[j],
                        fmt::format("{} (column \"{}\" is {}{})", status.message(), name,
                                    plan_.kinds[j], inferred ? "" : ", as --types says"));
@@ -454,8 +460,8 @@ void WarnEmptyColumns(const IngestOptions& o, const NewVersion& s, uint64_t rows
   if (warnings == nullptr) return;
   for (size_t j = 0; j < s.feature_names.size(); ++j) {
     if (parsed.missing(j) == rows) {
-      warnings->push_back(fmt::format("{}: column \"{}\" has no value in any row", o.csv_path,
-                                      s.feature_names[j]));
+      warnings->push_back(
+          fmt::format("{}: column \"{}\" has no value in any row", o.csv_path, s.feature_names[j]));
     }
   }
 }
@@ -502,8 +508,8 @@ Result<std::map<std::string, std::string>> LoadColumnKinds(const std::string& pa
     const auto* kind = node.as_string();
     Status st = kind == nullptr ? InvalidArgument("not a string") : ValidateKind(kind->get());
     if (!st.ok()) {
-      return InvalidArgument("{}:{}: column \"{}\": {}", path, key.source().begin.line,
-                             key.str(), st.message());
+      return InvalidArgument("{}:{}: column \"{}\": {}", path, key.source().begin.line, key.str(),
+                             st.message());
     }
     out.emplace(std::string(key.str()), kind->get());
   }
@@ -526,12 +532,12 @@ Result<VersionInfo> Ingest(const std::string& path, const IngestOptions& o,
   HPCML_ASSIGN_OR_RETURN(CsvReader csv, CsvReader::Open(o.csv_path, o.delimiter));
   HPCML_ASSIGN_OR_RETURN(IngestColumns cols, FindIngestColumns(csv, o));
   HPCML_ASSIGN_OR_RETURN(ColumnPlan plan, PlanColumns(o, cols, *cols.header_index));
-  const bool infer = std::find(plan.kinds.begin(), plan.kinds.end(), "") != plan.kinds.end() ||
-                     (cols.has_label && (!o.column_kinds.contains(o.label_column) ||
-                                         plan.label_classes));
-  std::string first_pass_sha;
+  const bool infer =
+      std::find(plan.kinds.begin(), plan.kinds.end(), "") != plan.kinds.end() ||
+      (cols.has_label && (!o.column_kinds.contains(o.label_column) || plan.label_classes));
+  std::string first_pass;
   if (infer) {
-    HPCML_ASSIGN_OR_RETURN(first_pass_sha, InferKinds(o, cols, &plan));
+    HPCML_ASSIGN_OR_RETURN(first_pass, InferKinds(o, cols, &plan));
   }
   NewVersion spec = IngestSpec(o, cols, plan);
   HPCML_ASSIGN_OR_RETURN(FeatureSetWriter writer,
@@ -549,7 +555,8 @@ Result<VersionInfo> Ingest(const std::string& path, const IngestOptions& o,
   HPCML_RETURN_IF_ERROR(rows.Flush(writer));
   if (writer.rows() == 0) return InvalidArgument("{}: no data rows after the header", o.csv_path);
   HPCML_ASSIGN_OR_RETURN(std::string sha, csv.Sha256Hex());
-  if (infer && sha != first_pass_sha)
+  HPCML_ASSIGN_OR_RETURN(std::string identity, csv.Identity());
+  if (infer && identity != first_pass)
     return FailedPrecondition("{}: the file changed while it was read; nothing added", o.csv_path);
 
   NewVersion* s = writer.mutable_spec();

@@ -169,8 +169,8 @@ std::string FormatStats(const std::string& path, const std::string& version,
                      "missing", "distinct", "in dict", "most frequent");
   for (const ColumnStats& x : s.columns) {
     if (!x.coded) continue;
-    const auto seen = std::count_if(x.frequencies.begin(), x.frequencies.end(),
-                                    [](uint64_t f) { return f > 0; });
+    const auto seen =
+        std::count_if(x.frequencies.begin(), x.frequencies.end(), [](uint64_t f) { return f > 0; });
     out += fmt::format("{:<24} {:>10} {:>8} {:>8} {:>8}  {}\n", x.name, x.count, x.missing, seen,
                        x.categories.size(), TopCategories(x, 5));
   }

@@ -17,8 +17,7 @@ RowBlock::RowBlock(uint64_t features, uint64_t int_features, uint64_t chunk_rows
 }
 
 uint64_t RowBlock::Take(const float* x, const float* y, const int64_t* entity_ids,
-                        const int64_t* timestamps, const int64_t* ints, uint64_t from,
-                        uint64_t n) {
+                        const int64_t* timestamps, const int64_t* ints, uint64_t from, uint64_t n) {
   const uint64_t take = std::min(n, block_rows_ - rows_);
   std::memcpy(x_.data() + rows_ * features_, x + from * features_,
               take * features_ * sizeof(float));

@@ -4,9 +4,9 @@
 
 #include "hpcml/common/toml.hpp"
 
+#include <fmt/ranges.h>
 #include <algorithm>
 #include <cmath>
-#include <fmt/ranges.h>
 
 #include "hpcml/common/fs.hpp"
 
@@ -94,8 +94,8 @@ void CheckCategories(const ColumnStats& c, const ColumnRule& rule, const std::st
   for (size_t code = 0; code < c.frequencies.size(); ++code) {
     if (c.frequencies[code] == 0) continue;
     ++present;
-    if (rule.allowed && std::find(rule.allowed->begin(), rule.allowed->end(),
-                                  c.categories[code]) == rule.allowed->end())
+    if (rule.allowed && std::find(rule.allowed->begin(), rule.allowed->end(), c.categories[code]) ==
+                            rule.allowed->end())
       outside.push_back(fmt::format("\"{}\" ({} rows)", c.categories[code], c.frequencies[code]));
   }
   if (!outside.empty()) {
@@ -116,13 +116,14 @@ void CheckCategories(const ColumnStats& c, const ColumnRule& rule, const std::st
 Status CheckColumn(const ColumnStats& c, const ColumnRule& rule, const std::string& source,
                    std::vector<std::string>* out) {
   if (c.coded && (rule.min || rule.max)) {
-    return InvalidArgument("{}:{}: min and max do not apply to \"{}\", a category column",
-                           source, rule.line, c.name);
+    return InvalidArgument("{}:{}: min and max do not apply to \"{}\", a category column", source,
+                           rule.line, c.name);
   }
   if (!c.coded && (rule.allowed || rule.max_categories)) {
-    return InvalidArgument("{}:{}: allowed and max_categories apply to category columns; \"{}\" "
-                           "is a number",
-                           source, rule.line, c.name);
+    return InvalidArgument(
+        "{}:{}: allowed and max_categories apply to category columns; \"{}\" "
+        "is a number",
+        source, rule.line, c.name);
   }
   if (c.coded) CheckCategories(c, rule, source, out);
   const double total = static_cast<double>(c.count + c.missing);

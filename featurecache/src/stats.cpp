@@ -57,8 +57,8 @@ Result<std::vector<T>> ReadVector(hid_t group, const char* name, hid_t mem_type,
 Status ReadFrequencies(hid_t group, std::string_view version, VersionStats* s) {
   HPCML_ASSIGN_OR_RETURN(auto all,
                          ReadVector<uint64_t>(group, "frequencies", H5T_NATIVE_UINT64, 0));
-  HPCML_ASSIGN_OR_RETURN(hid_t f, h5::Check(H5Dopen2(group, "frequencies", H5P_DEFAULT),
-                                            "stats/frequencies"));
+  HPCML_ASSIGN_OR_RETURN(
+      hid_t f, h5::Check(H5Dopen2(group, "frequencies", H5P_DEFAULT), "stats/frequencies"));
   h5::Dataset ds(f);
   HPCML_ASSIGN_OR_RETURN(std::vector<int64_t> codes, h5::ReadIntListAttr(ds.get(), "codes"));
   if (codes.size() != s->columns.size())
@@ -223,8 +223,8 @@ Status WriteStats(hid_t version_group, const VersionStats& s) {
   if (!frequencies.empty()) {
     HPCML_RETURN_IF_ERROR(WriteVector(group.get(), "frequencies", u64, H5T_NATIVE_UINT64,
                                       frequencies, {frequencies.size()}));
-    HPCML_ASSIGN_OR_RETURN(hid_t f, h5::Check(H5Dopen2(group.get(), "frequencies", H5P_DEFAULT),
-                                              "stats/frequencies"));
+    HPCML_ASSIGN_OR_RETURN(
+        hid_t f, h5::Check(H5Dopen2(group.get(), "frequencies", H5P_DEFAULT), "stats/frequencies"));
     h5::Dataset ds(f);
     HPCML_RETURN_IF_ERROR(h5::WriteAttr(ds.get(), "codes", codes));
   }
@@ -260,7 +260,8 @@ Result<VersionStats> ReadStats(hid_t version_group, std::string_view version) {
     return Corrupt("{}/stats: a sample of {} values for {} columns", version, s.sample.size(), n);
   }
   for (size_t c = 0; c < n; ++c) {
-    s.columns.push_back({names[c], count[c], missing[c], mn[c], mx[c], mean[c], sd[c], false, {}, {}});
+    s.columns.push_back(
+        {names[c], count[c], missing[c], mn[c], mx[c], mean[c], sd[c], false, {}, {}});
   }
   if (H5Lexists(group.get(), "frequencies", H5P_DEFAULT) > 0) {
     HPCML_RETURN_IF_ERROR(ReadFrequencies(group.get(), version, &s));

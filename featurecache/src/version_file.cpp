@@ -13,7 +13,7 @@ namespace hpcml::featurecache {
 namespace {
 
 constexpr Column kColumns[] = {Column::kX, Column::kY, Column::kEntity, Column::kTime,
-                              Column::kInt};
+                               Column::kInt};
 
 // How a column is stored: its dataset's name, file and memory types, and
 // whether it is a matrix (rows x features, or rows x int features), else
@@ -157,8 +157,8 @@ Status VersionFile::Write(Column c, const RowBlock& block, uint64_t first) {
   return Status::Ok();
 }
 
-Result<std::string> VersionFile::WriteStrings(const char* name, const std::vector<std::string>& keys,
-                                             size_t width) {
+Result<std::string> VersionFile::WriteStrings(const char* name,
+                                              const std::vector<std::string>& keys, size_t width) {
   HPCML_ASSIGN_OR_RETURN(h5::Datatype type,
                          h5::Own<h5::Datatype>(H5Tcopy(H5T_C_S1), StatusCode::kInternal, "type"));
   if (H5Tset_size(type.get(), width) < 0 || H5Tset_strpad(type.get(), H5T_STR_NULLPAD) < 0 ||
@@ -208,8 +208,7 @@ Status VersionFile::WriteDigests(const DatasetDigests& digests) {
   HPCML_RETURN_IF_ERROR(
       h5::WriteAttr(dataset(Column::kEntity).get(), "sha256", digests.entity_ids));
   if (dataset(Column::kInt).valid()) {
-    HPCML_RETURN_IF_ERROR(
-        h5::WriteAttr(dataset(Column::kInt).get(), "sha256", digests.int_values));
+    HPCML_RETURN_IF_ERROR(h5::WriteAttr(dataset(Column::kInt).get(), "sha256", digests.int_values));
   }
   return h5::WriteAttr(dataset(Column::kTime).get(), "sha256", digests.timestamps);
 }

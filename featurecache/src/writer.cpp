@@ -311,11 +311,10 @@ Result<std::string> FeatureSetWriter::StartVersion(const NewVersion& spec) {
     return InvalidArgument("{}: {} feature names but {} types", path, spec.feature_names.size(),
                            spec.feature_types.size());
   }
-  for (const auto& k : spec.feature_types)
-    HPCML_RETURN_IF_ERROR(ValidateKind(k).WithContext(path));
+  for (const auto& k : spec.feature_types) HPCML_RETURN_IF_ERROR(ValidateKind(k).WithContext(path));
   if (!spec.categories.empty() && spec.categories.size() != spec.feature_names.size()) {
-    return InvalidArgument("{}: {} features but {} category lists", path,
-                           spec.feature_names.size(), spec.categories.size());
+    return InvalidArgument("{}: {} features but {} category lists", path, spec.feature_names.size(),
+                           spec.categories.size());
   }
   if (!spec.label_classes.empty() && spec.label_name.empty())
     return InvalidArgument("{}: label classes without a label", path);

@@ -269,10 +269,10 @@ TEST(Asof, KeepsKindsAndMakesClassesOfStringLabels) {
   ASSERT_TRUE(r->Read(0, 4, x.data(), y.data(), nullptr, nullptr).ok());
   ASSERT_TRUE(r->ReadInts(0, 4, ints.data()).ok());
   EXPECT_EQ(ints, (std::vector<int64_t>{16777217, 16777219, kIntMissing, kIntMissing}));
-  EXPECT_EQ(x[0], 0.0f);  // A
-  EXPECT_EQ(x[2], 2.0f);  // C
+  EXPECT_EQ(x[0], 0.0f);          // A
+  EXPECT_EQ(x[2], 2.0f);          // C
   EXPECT_TRUE(std::isnan(x[4]));  // entity 3: no row
-  EXPECT_EQ(x[6], 1.0f);  // B
+  EXPECT_EQ(x[6], 1.0f);          // B
   EXPECT_EQ(y, (std::vector<float>{1, 0, 1, 0}));
 }
 

@@ -196,5 +196,76 @@ TEST_F(CliTest, GuardedJobIsCheckedWithNoWayAround) {
   EXPECT_FALSE(std::filesystem::exists(dir / "leak.csv"));
 }
 
+// A real table as R's write.csv wrote it, unedited: mlbench's HouseVotes84
+// (435 rows, 16 y/n votes with NA, the party as a string label) with an id
+// and a timestamp column added in R (tests/data/house_votes84.csv). It goes
+// through ingest, stats, derive, drift, validate, asof and export with no
+// hand editing; the counts below are R's own (table(), colSums(is.na())).
+TEST_F(CliTest, RealTableFromRThroughEveryCommand) {
+  const std::string csv = std::string(HPCML_FCACHE_TEST_DATA) + "/house_votes84.csv";
+  const std::string votes = dir / "votes.h5";
+  auto in = Fc("ingest " + votes + " --csv " + csv +
+               " --entity id --timestamp ts --label Class --zone ae --classification internal");
+  ASSERT_EQ(in.status, 0) << in.output;
+  EXPECT_NE(in.output.find("added v1 (435 rows, 16 features"), std::string::npos) << in.output;
+  EXPECT_NE(in.output.find("kinds: 16 category (V1 2, V2 2,"), std::string::npos) << in.output;
+  EXPECT_NE(in.output.find("label classes (2): democrat, republican"), std::string::npos);
+  EXPECT_NE(in.output.find("V1 12, V2 48,"), std::string::npos) << in.output;
+  EXPECT_NE(in.output.find("V16 104"), std::string::npos) << in.output;
+
+  auto stats = Fc("stats " + votes + " --json");
+  ASSERT_EQ(stats.status, 0) << stats.output;
+  auto js = nlohmann::json::parse(stats.output);
+  EXPECT_EQ(js["columns"][0]["name"], "V1");
+  EXPECT_EQ(js["columns"][0]["missing"], 12);
+  EXPECT_EQ(js["columns"][0]["top"][0], (nlohmann::json{{"value", "n"}, {"rows", 236}}));
+  EXPECT_EQ(js["columns"][0]["top"][1], (nlohmann::json{{"value", "y"}, {"rows", 187}}));
+  EXPECT_EQ(js["columns"][16]["name"], "Class");
+  EXPECT_EQ(js["columns"][16]["top"][0], (nlohmann::json{{"value", "democrat"}, {"rows", 267}}));
+
+  auto imputed = Fc("derive " + votes + " --impute");
+  ASSERT_EQ(imputed.status, 0) << imputed.output;
+  auto info = nlohmann::json::parse(Fc("info " + votes + " v2 --json").output);
+  EXPECT_EQ(info["transform"]["impute"]["V1"], 0.0) << "V1's most frequent value, n, is code 0";
+  auto st2 = nlohmann::json::parse(Fc("stats " + votes + " v2 --json").output);
+  for (const auto& c : st2["columns"]) EXPECT_EQ(c["missing"], 0) << c["name"];
+
+  // Two time splits of the same votes: the categories move little.
+  ASSERT_EQ(Fc("derive " + votes + " --from v1 --until 2024-01-31").status, 0);
+  ASSERT_EQ(Fc("derive " + votes + " --from v1 --since 2024-01-31").status, 0);
+  auto drift = Fc("drift " + votes + " v3 v4 --json");
+  ASSERT_TRUE(drift.status == 0 || drift.status == 3) << drift.output;
+  auto jd = nlohmann::json::parse(drift.output);
+  EXPECT_EQ(jd["columns"][0]["kind"], "category");
+  EXPECT_EQ(jd["columns"][0]["unseen"], 0.0);
+
+  WriteText(dir / "votes_rules.toml", "[features.V1]\nallowed = [\"y\", \"n\"]\n");
+  EXPECT_EQ(Fc("validate " + votes + " v1 --rules " + (dir / "votes_rules.toml")).status, 0);
+  WriteText(dir / "yes_only.toml", "[features.V1]\nallowed = [\"y\"]\n");
+  auto broken = Fc("validate " + votes + " v1 --rules " + (dir / "yes_only.toml"));
+  EXPECT_EQ(broken.status, 3) << broken.output;
+  EXPECT_NE(broken.output.find("V1: 1 category not allowed: \"n\" (236 rows)"), std::string::npos)
+      << broken.output;
+
+  WriteText(dir / "req.csv",
+            "\"id\",\"at\",\"outcome\"\n1,\"2024-03-01\",\"kept\"\n"
+            "2,\"2024-03-01\",\"lost\"\n9999,\"2024-03-01\",\"kept\"\n");
+  auto asof = Fc("asof " + votes + " --from v1 --requests " + (dir / "req.csv") +
+                 " --entity id --time at --label outcome");
+  ASSERT_EQ(asof.status, 0) << asof.output;
+  auto ja = nlohmann::json::parse(Fc("info " + votes + " v5 --json").output);
+  EXPECT_EQ(ja["label_classes"], (nlohmann::json{"kept", "lost"}));
+  EXPECT_EQ(ja["feature_types"][0], "category");
+
+  auto out = Fc("export " + votes + " v1 -o " + (dir / "votes_out.csv"));
+  ASSERT_EQ(out.status, 0) << out.output;
+  auto again = Fc("ingest " + votes + " --csv " + (dir / "votes_out.csv") +
+                  " --entity id --timestamp ts --label Class --classification internal");
+  ASSERT_EQ(again.status, 0) << again.output;
+  auto v1 = nlohmann::json::parse(Fc("info " + votes + " v1 --json").output);
+  auto v6 = nlohmann::json::parse(Fc("info " + votes + " v6 --json").output);
+  EXPECT_EQ(v6["data_sha256"], v1["data_sha256"]) << "export -> ingest is lossless";
+}
+
 }  // namespace
 }  // namespace hpcml::featurecache

@@ -163,8 +163,10 @@ TEST(Derive, MissingCellsStandardisedImputedOrDropped) {
   EXPECT_EQ(nlohmann::json::parse(filled->transform)["impute"],
             (nlohmann::json{{"f0", 0.0}, {"f1", 0.0}}));
   std::vector<float> x(200);
-  ASSERT_TRUE(FeatureSet::Open(path)->OpenVersion("v3")->Read(0, 100, x.data(), nullptr, nullptr,
-                                                               nullptr).ok());
+  ASSERT_TRUE(FeatureSet::Open(path)
+                  ->OpenVersion("v3")
+                  ->Read(0, 100, x.data(), nullptr, nullptr, nullptr)
+                  .ok());
   EXPECT_EQ(x[3 * 2 + 0], 0.0f);
   EXPECT_EQ(x[7 * 2 + 1], 0.0f);
   o.impute = false;

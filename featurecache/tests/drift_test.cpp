@@ -19,7 +19,8 @@ TEST(CategoryPsi, ByNameWithUnseenShare) {
   EXPECT_EQ(unseen, 0.0);
   // A: 50/50; B: 25% A, 25% B, 50% C (new): the documented sum.
   const double psi = CategoryPsi({"A", "B"}, {50, 50}, {"A", "B", "C"}, {25, 25, 50}, &unseen);
-  const double expect = 2 * (0.25 - 0.5) * std::log(0.25 / 0.5) + (0.5 - 1e-4) * std::log(0.5 / 1e-4);
+  const double expect =
+      2 * (0.25 - 0.5) * std::log(0.25 / 0.5) + (0.5 - 1e-4) * std::log(0.5 / 1e-4);
   EXPECT_NEAR(psi, expect, 1e-12);
   EXPECT_DOUBLE_EQ(unseen, 0.5);
 }
@@ -33,7 +34,10 @@ TEST(Drift, CategoricalColumnsByExactCounts) {
   for (int r = 0; r < 2000; ++r) {
     a += fmt::format("{},0,{},{},{}\n", r, r % 2 ? "web" : "branch", r % 3 ? "x" : "y",
                      r % 4 ? "good" : "bad");
-    b += fmt::format("{},0,{},{},{}\n", r, r % 5 == 0 ? "app" : r % 5 < 3 ? "web" : "branch",
+    b += fmt::format("{},0,{},{},{}\n", r,
+                     r % 5 == 0  ? "app"
+                     : r % 5 < 3 ? "web"
+                                 : "branch",
                      r % 3 ? "x" : "y", r % 4 ? "good" : "bad");
   }
   WriteText(dir / "a.csv", a);

@@ -112,8 +112,9 @@ TEST(Ingest, MissingCellsAsRAndPandasWriteThem) {
 // string first appearing on the last line makes its column a category.
 TEST(Ingest, TypedColumnsAsRWritesThem) {
   TempDir dir;
-  std::string csv = "\"\",\"id\",\"ts\",\"term\",\"grade\",\"cents\",\"owner\",\"rate\",\"zip\","
-                    "\"y\"\n";
+  std::string csv =
+      "\"\",\"id\",\"ts\",\"term\",\"grade\",\"cents\",\"owner\",\"rate\",\"zip\","
+      "\"y\"\n";
   const int rows = 3000;
   for (int r = 1; r <= rows; ++r) {
     const char* term = r % 2 ? "term_36" : "term_60";
@@ -130,8 +131,8 @@ TEST(Ingest, TypedColumnsAsRWritesThem) {
   EXPECT_TRUE(v->typed);
   EXPECT_EQ(v->feature_names,
             (std::vector<std::string>{"term", "grade", "cents", "owner", "rate", "zip"}));
-  EXPECT_EQ(v->feature_types, (std::vector<std::string>{"category", "category", "int", "bool",
-                                                        "float", "category"}));
+  EXPECT_EQ(v->feature_types,
+            (std::vector<std::string>{"category", "category", "int", "bool", "float", "category"}));
   EXPECT_EQ(v->label_classes, (std::vector<std::string>{"bad", "good"}));
   auto fs = FeatureSet::Open(dir / "fs.h5");
   auto r = fs->OpenVersion("v1");
@@ -147,8 +148,8 @@ TEST(Ingest, TypedColumnsAsRWritesThem) {
   std::vector<int64_t> ints(rows);
   ASSERT_TRUE(r->Read(0, rows, x.data(), y.data(), nullptr, nullptr).ok());
   ASSERT_TRUE(r->ReadInts(0, rows, ints.data()).ok());
-  EXPECT_EQ(x[0 * 6 + 0], 0.0f);  // row 1: term_36
-  EXPECT_EQ(x[1 * 6 + 0], 1.0f);  // row 2: term_60
+  EXPECT_EQ(x[0 * 6 + 0], 0.0f);          // row 1: term_36
+  EXPECT_EQ(x[1 * 6 + 0], 1.0f);          // row 2: term_60
   EXPECT_TRUE(std::isnan(x[6 * 6 + 1]));  // row 7: grade NA
   EXPECT_EQ(ints[0], 12345678902);        // exact, beyond float32's 2^24
   EXPECT_EQ(ints[4], kIntMissing);        // row 5: empty

@@ -190,10 +190,10 @@ Status RefuseKinds(const std::string& option, const FeatureCacheConfig& c,
   }
   const auto classes = static_cast<std::int64_t>(v.label_classes.size());
   if (classes > 0 && c.num_classes != classes) {
-    return InvalidArgument("{} {} {}: the label \"{}\" has {} classes ({}), so train with "
-                           "--classes {}",
-                           option, c.path, v.name, v.label_name, classes,
-                           fmt::join(v.label_classes, ", "), classes);
+    return InvalidArgument(
+        "{} {} {}: the label \"{}\" has {} classes ({}), so train with "
+        "--classes {}",
+        option, c.path, v.name, v.label_name, classes, fmt::join(v.label_classes, ", "), classes);
   }
   return Status::Ok();
 }

@@ -65,7 +65,7 @@ class FeatureCacheSourceTest : public ::testing::Test {
   // Cells Write() replaces: (row, column, value); column 3 is the label.
   std::vector<std::tuple<std::uint64_t, int, float>> poison_;
   std::vector<std::string> kinds_ = {"float", "float", "float"};  // f2 may be a category
-  std::vector<std::string> classes_;                               // the label's names
+  std::vector<std::string> classes_;                              // the label's names
 };
 
 TEST_F(FeatureCacheSourceTest, ReplicasReadDisjointShardsWithMatchingLabels) {

@@ -24,7 +24,11 @@ namespace hpcml::featurecache {
 
 class CsvReader {
  public:
-  static Result<CsvReader> Open(const std::string& path, char delimiter = ',');
+  // kFull checks UTF-8 and digests every byte; kScan does neither (a first
+  // look at a file that a kFull pass reads again: ingest's kind inference).
+  enum class Mode { kFull, kScan };
+  static Result<CsvReader> Open(const std::string& path, char delimiter = ',',
+                                Mode mode = Mode::kFull);
 
   // Reads the next record: true when one was read, false at the end.
   Result<bool> Next();
@@ -39,8 +43,11 @@ class CsvReader {
   uint64_t bytes_read() const { return bytes_read_; }
 
   // SHA-256 of every byte of the file. Only complete once Next() returned
-  // false; an error before that.
+  // false (in kFull mode); an error before that.
   Result<std::string> Sha256Hex();
+  // The open file's identity: device, inode, size, modification and change
+  // times. Two reads of a file with the same identity read the same bytes.
+  Result<std::string> Identity() const;
 
   // "<path>: line N, column C: <message>" (column is 1-based: index + 1).
   Status ErrorAt(size_t index, std::string_view message) const;
@@ -48,7 +55,7 @@ class CsvReader {
   Status ErrorAtLine(std::string_view message) const;
 
  private:
-  CsvReader(std::string path, UniqueFd fd, char delimiter);
+  CsvReader(std::string path, UniqueFd fd, char delimiter, Mode mode);
 
   struct Span {
     bool arena;
@@ -73,6 +80,7 @@ class CsvReader {
   std::string path_;
   UniqueFd fd_;
   char delim_;
+  Mode mode_;
   std::vector<char> buf_;
   size_t begin_ = 0;
   size_t end_ = 0;

@@ -61,8 +61,7 @@ class VersionReader {
   std::shared_ptr<h5::File> file_;
   std::string path_;
   VersionInfo info_;
-  h5::Dataset features_, labels_, entity_ids_, timestamps_, entity_keys_, int_values_,
-      categories_;
+  h5::Dataset features_, labels_, entity_ids_, timestamps_, entity_keys_, int_values_, categories_;
 };
 
 class FeatureSet {

@@ -25,7 +25,7 @@ struct IngestOptions {
   // "int" (int64 ids), "string" (any text: entity_keys.hpp) or "auto": the
   // first row decides (an integer: int; a later non-integer is an error).
   std::string entity_type = "auto";
-  std::string timestamp_column;              // required: ISO 8601 or epoch seconds
+  std::string timestamp_column;  // required: ISO 8601 or epoch seconds
   // Optional: a number (int, float, bool as 0/1), or class names, each row's
   // label then the index of its class among the sorted names.
   std::string label_column;
