@@ -218,22 +218,6 @@ Result<std::string> ReadStringAttr(hid_t obj, const char* name) {
   return std::move(list.front());
 }
 
-Result<int64_t> ReadIntAttr(hid_t obj, const char* name) {
-  HPCML_ASSIGN_OR_RETURN(Attribute attr, OpenAttr(obj, name));
-  HPCML_ASSIGN_OR_RETURN(Datatype ftype,
-                         Own<Datatype>(H5Aget_type(attr.get()), StatusCode::kCorrupt,
-                                       fmt::format("attribute {}", name)));
-  if (H5Tget_class(ftype.get()) != H5T_INTEGER)
-    return Corrupt("attribute {} is not an integer", name);
-  HPCML_ASSIGN_OR_RETURN(hssize_t n, AttrPoints(attr.get(), name));
-  if (n != 1) return Corrupt("attribute {} holds {} values, expected one", name, n);
-  int64_t v = 0;
-  if (H5Aread(attr.get(), H5T_NATIVE_INT64, &v) < 0) {
-    return Error(StatusCode::kCorrupt, fmt::format("read attribute {}", name));
-  }
-  return v;
-}
-
 Result<std::vector<int64_t>> ReadIntListAttr(hid_t obj, const char* name) {
   HPCML_ASSIGN_OR_RETURN(Attribute attr, OpenAttr(obj, name));
   HPCML_ASSIGN_OR_RETURN(Datatype ftype,
@@ -247,6 +231,13 @@ Result<std::vector<int64_t>> ReadIntListAttr(hid_t obj, const char* name) {
     return Error(StatusCode::kCorrupt, fmt::format("read attribute {}", name));
   }
   return out;
+}
+
+Result<int64_t> ReadIntAttr(hid_t obj, const char* name) {
+  HPCML_ASSIGN_OR_RETURN(std::vector<int64_t> list, ReadIntListAttr(obj, name));
+  if (list.size() != 1)
+    return Corrupt("attribute {} holds {} values, expected one", name, list.size());
+  return list.front();
 }
 
 Result<std::vector<double>> ReadDoubleListAttr(hid_t obj, const char* name) {

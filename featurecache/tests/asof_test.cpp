@@ -240,12 +240,7 @@ TEST(Asof, KeepsKindsAndMakesClassesOfStringLabels) {
   WriteText(dir / "f.csv",
             "id,ts,grade,cents\n1,2024-01-01,A,16777217\n2,2024-01-01,B,NA\n"
             "1,2024-02-01,C,16777219\n");
-  IngestOptions io;
-  io.csv_path = dir / "f.csv";
-  io.entity_column = "id";
-  io.timestamp_column = "ts";
-  io.zone = "ae";
-  io.classification = "internal";
+  IngestOptions io = CsvIngest(dir / "f.csv", "");
   std::string path = dir / "fs.h5";
   ASSERT_TRUE(Ingest(path, io).ok());
   WriteText(dir / "req.csv",

@@ -235,13 +235,7 @@ TEST(Derive, KeepsKindsDictionariesAndExactInts) {
   WriteText(dir / "in.csv",
             "id,ts,grade,cents,score,y\n1,0,A,16777217,1.5,good\n2,0,B,,2.5,bad\n"
             "3,0,B,16777219,NA,good\n4,0,NA,16777221,3.5,bad\n");
-  IngestOptions io;
-  io.csv_path = dir / "in.csv";
-  io.entity_column = "id";
-  io.timestamp_column = "ts";
-  io.label_column = "y";
-  io.zone = "ae";
-  io.classification = "internal";
+  IngestOptions io = CsvIngest(dir / "in.csv");
   std::string path = dir / "fs.h5";
   ASSERT_TRUE(Ingest(path, io).ok());
   DeriveOptions o;

@@ -42,14 +42,8 @@ TEST(Drift, CategoricalColumnsByExactCounts) {
   }
   WriteText(dir / "a.csv", a);
   WriteText(dir / "b.csv", b);
-  IngestOptions o;
-  o.entity_column = "id";
-  o.timestamp_column = "ts";
-  o.label_column = "y";
-  o.zone = "ae";
-  o.classification = "internal";
+  IngestOptions o = CsvIngest(dir / "a.csv");
   std::string path = dir / "fs.h5";
-  o.csv_path = dir / "a.csv";
   ASSERT_TRUE(Ingest(path, o).ok());
   o.csv_path = dir / "b.csv";
   ASSERT_TRUE(Ingest(path, o).ok());

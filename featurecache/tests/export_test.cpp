@@ -67,13 +67,7 @@ TEST(Export, TypedColumnsRoundTrip) {
             "1,0,A,\"x,1\",9007199254740993,TRUE,0.1,good\n"
             "2,0,NA,\"say \"\"hi\"\"\",,FALSE,NA,bad\n"
             "3,0,B,\"x,1\",-5,,2.5,good\n");
-  IngestOptions o;
-  o.csv_path = dir / "in.csv";
-  o.entity_column = "id";
-  o.timestamp_column = "ts";
-  o.label_column = "y";
-  o.zone = "ae";
-  o.classification = "public";
+  IngestOptions o = CsvIngest(dir / "in.csv");
   auto v1 = Ingest(dir / "fs.h5", o);
   ASSERT_TRUE(v1.ok()) << v1.status().ToString();
   auto fs = FeatureSet::Open(dir / "fs.h5");

@@ -17,14 +17,7 @@ namespace {
 using namespace testing;
 
 IngestOptions Opts(const std::string& csv) {
-  IngestOptions o;
-  o.csv_path = csv;
-  o.entity_column = "id";
-  o.timestamp_column = "ts";
-  o.label_column = "y";
-  o.zone = "ae";
-  o.classification = "internal";
-  return o;
+  return CsvIngest(csv);
 }
 
 TEST(Ingest, StreamsACsvIntoAVersion) {

@@ -18,6 +18,7 @@
 
 #include "hpcml/featurecache/access.hpp"
 #include "hpcml/featurecache/feature_set.hpp"
+#include "hpcml/featurecache/ingest.hpp"
 #include "hpcml/featurecache/writer.hpp"
 
 namespace hpcml::featurecache::testing {
@@ -166,6 +167,19 @@ inline CommandResult RunCommand(const std::string& cmd) {
   int st = ::pclose(p);
   r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
   return r;
+}
+
+// Ingest options for a test CSV with columns id (entity), ts (time) and,
+// unless `label` is empty, a label; zone ae, classification internal.
+inline IngestOptions CsvIngest(const std::string& csv, const std::string& label = "y") {
+  IngestOptions o;
+  o.csv_path = csv;
+  o.entity_column = "id";
+  o.timestamp_column = "ts";
+  o.label_column = label;
+  o.zone = "ae";
+  o.classification = "internal";
+  return o;
 }
 
 }  // namespace hpcml::featurecache::testing
