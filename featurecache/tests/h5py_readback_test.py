@@ -174,13 +174,27 @@ def main():
                 g.attrs[k] = v
             for k in v1:
                 src.copy(v1[k], g, k)
+            # As the builds before column kinds wrote it: no typed attributes, no
+            # int_values, the v1 digest text.
+            for k in ("typed_columns", "category_counts", "label_classes"):
+                del g.attrs[k]
+            del g["int_values"]
+            digests = {ds: g[ds].attrs["sha256"] for ds in ("features", "labels", "entity_ids", "timestamps")}
+            text = (f"hpcml-featurecache-v1\nrows={g.attrs['rows']}\nfeatures={g['features'].shape[1]}\n"
+                    f"features:{digests['features']}\nlabels:{digests['labels']}\n"
+                    f"entity_ids:{digests['entity_ids']}\ntimestamps:{digests['timestamps']}\n")
+            g.attrs["data_sha256"] = hashlib.sha256(text.encode()).hexdigest()
         run(fcache, "verify", old)
+        info = run(fcache, "info", old, "v1")
+        check("tenure_months                    int (as read; float32)" in info, "old kinds shown: " + info)
         run(fcache, "derive", old, "--select", "monthly_spend")
         run(fcache, "verify", old)
         with h5py.File(old, "r") as f:
             check(int(f.attrs["format_version"]) == 2, "format 1 file upgraded when a version is added")
             check(isinstance(f["versions"].get("v1", getlink=True), h5py.HardLink), "v1 stays inside")
             check(isinstance(f["versions"].get("v2", getlink=True), h5py.ExternalLink), "v2 beside")
+            check(int(f["versions/v2"].attrs["typed_columns"]) == 1 and
+                  list(f["versions/v2"].attrs["feature_types"]) == ["float"], "a derive of an old version is typed, float")
             check(np.array_equal(f["versions/v2/features"][()][:, 0], x[:, 1], equal_nan=True), "v2 data")
         # String entity keys: entity_keys[entity_ids] is each row's key.
         keyed_csv = os.path.join(tmp, "keyed.csv")

@@ -166,7 +166,9 @@ struct VersionInfo {
   bool string_keys() const { return entity_type == "string"; }
   // Feature j's kind, "float" for every column of a version that is not
   // typed (its values are float32 only).
-  std::string_view kind(size_t j) const { return typed ? feature_types[j] : "float"; }
+  std::string_view kind(size_t j) const {
+    return typed ? std::string_view(feature_types[j]) : std::string_view("float");
+  }
   // Features of kind "int" in a typed version (columns of int_values) and
   // the total size of the category dictionaries.
   size_t int_features() const;
