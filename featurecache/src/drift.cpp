@@ -179,8 +179,9 @@ Result<DriftReport> Drift(const FeatureSet& fs, std::string_view a, std::string_
 
 std::string FormatDrift(const std::string& path, const DriftReport& r, const DriftOptions& o) {
   std::string s = fmt::format(
-      "{}: {} -> {}, from the {} (PSI over deciles of {}; drift: PSI > {} or KS > {})\n", path, r.a,
-      r.b, r.source == "data" ? "full data" : "stored samples", r.a, o.psi_threshold,
+      "{}: {} -> {}, from the {} (PSI over deciles of {}; categorical columns: over categories, "
+      "exact counts; drift: PSI > {} or KS > {})\n",
+      path, r.a, r.b, r.source == "data" ? "full data" : "stored samples", r.a, o.psi_threshold,
       o.ks_threshold);
   s += fmt::format("{:<24} {:>10} {:>10} {:>10} {:>10} {:>8}  {}\n", "column", "PSI", "KS",
                    "n " + r.a, "n " + r.b, "unseen", "");

@@ -181,7 +181,13 @@ Result<std::string> InferKinds(const IngestOptions& o, const IngestColumns& c, C
 Result<ColumnPlan> PlanColumns(const IngestOptions& o, const IngestColumns& c,
                                const CsvHeader& header) {
   for (const auto& [name, kind] : o.column_kinds) {
-    HPCML_RETURN_IF_ERROR(header.Find(name, "typed").status());
+    HPCML_ASSIGN_OR_RETURN(size_t i, header.Find(name, "typed"));
+    if (i == c.entity || i == c.timestamp) {
+      return InvalidArgument(
+          "--types: \"{}\" is the {} column, which has no kind (entities: "
+          "--entity-type)",
+          name, i == c.entity ? "entity" : "timestamp");
+    }
     HPCML_RETURN_IF_ERROR(ValidateKind(kind).WithContext(fmt::format("column \"{}\"", name)));
   }
   for (const auto& [name, na] : o.column_na_values)

@@ -180,6 +180,9 @@ TEST(Ingest, DeclaredKindsAreKeptAndBrokenCellsNamed) {
   o.column_kinds = {{"nope", "int"}};
   EXPECT_NE(Ingest(dir / "fs.h5", o).status().message().find("no typed column named \"nope\""),
             std::string::npos);
+  o.column_kinds = {{"id", "category"}};
+  EXPECT_NE(Ingest(dir / "fs.h5", o).status().message().find("\"id\" is the entity column"),
+            std::string::npos);
   o.column_kinds = {{"n", "text"}};
   EXPECT_NE(Ingest(dir / "fs.h5", o).status().message().find("unknown column kind \"text\""),
             std::string::npos);
