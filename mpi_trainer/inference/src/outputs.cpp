@@ -67,8 +67,9 @@ class VersionOutput final : public Output {
     fc::NewVersion spec;
     spec.feature_names = OutputNames(m_);
     spec.feature_types.assign(spec.feature_names.size(), "float");
-    if (Classifier(m_)) spec.feature_types.back() = "int";
+    if (Classifier(m_)) spec.feature_types.back() = "int";  // the class, exact in int_values
     spec.label_name = vi.label_name;
+    spec.label_classes = vi.label_classes;
     spec.entity_name = vi.entity_name;
     spec.timestamp_name = vi.timestamp_name;
     spec.operation = "infer";
@@ -88,7 +89,13 @@ class VersionOutput final : public Output {
     HPCML_RETURN_IF_ERROR(
         in_.Read(first, n, nullptr, y.empty() ? nullptr : y.data(), e.data(), t.data()));
     for (std::uint64_t r = 0; r < n; ++r) OutputRow(m_, p + r * k, x.data() + r * width);
-    return writer_.Append(x.data(), y.empty() ? nullptr : y.data(), e.data(), t.data(), n);
+    std::vector<std::int64_t> classes;
+    if (Classifier(m_)) {
+      for (std::uint64_t r = 0; r < n; ++r)
+        classes.push_back(static_cast<std::int64_t>(x[r * width + width - 1]));
+    }
+    return writer_.Append(x.data(), y.empty() ? nullptr : y.data(), e.data(), t.data(), n,
+                          classes.empty() ? nullptr : classes.data());
   }
 
   Result<std::string> Finish() override {
