@@ -340,9 +340,42 @@ Result<bool> ParseBoolCell(std::string_view text) {
   return InvalidArgument("\"{}\" is not a boolean (true/false, TRUE/FALSE, True/False, 1/0)", s);
 }
 
+namespace {
+
+// The common shapes of a number, without a parse: [-+]digits (up to 18, so
+// int64 holds it) is kInt; [-+]digits.digits[e[-+]digits] (at least one
+// digit before the exponent) is kFloat; anything else nullopt (the caller
+// parses).
+std::optional<CellShape> QuickNumberShape(std::string_view s) {
+  size_t i = 0, n = s.size();
+  if (i < n && (s[i] == '-' || s[i] == '+')) ++i;
+  auto digits = [&] {
+    const size_t from = i;
+    while (i < n && s[i] >= '0' && s[i] <= '9') ++i;
+    return i - from;
+  };
+  const size_t whole = digits();
+  if (i == n) return whole > 0 && whole <= 18 ? std::optional(CellShape::kInt) : std::nullopt;
+  size_t frac = 0;
+  if (s[i] == '.') {
+    ++i;
+    frac = digits();
+  }
+  if (whole + frac == 0) return std::nullopt;
+  if (i < n && (s[i] == 'e' || s[i] == 'E')) {
+    ++i;
+    if (i < n && (s[i] == '-' || s[i] == '+')) ++i;
+    if (digits() == 0) return std::nullopt;
+  }
+  return i == n ? std::optional(CellShape::kFloat) : std::nullopt;
+}
+
+}  // namespace
+
 CellShape ClassifyCell(std::string_view text, const NaValues& na) {
   std::string_view s = TrimBlanks(text);
   if (s.empty() || na.Contains(s)) return CellShape::kMissing;
+  if (auto quick = QuickNumberShape(s)) return *quick;
   if (s.front() == '+' && s.size() > 1 && s[1] != '-' && s[1] != '+') s.remove_prefix(1);
   const char* end = s.data() + s.size();
   int64_t i = 0;
