@@ -196,5 +196,47 @@ TEST(CsvCells, Ints) {
   EXPECT_FALSE(ParseIntCell("").ok());
 }
 
+// What kind inference sees in a cell: every integer shape parses as an
+// integer, every bool word as a boolean, and text is text.
+TEST(CsvCells, ShapesForKindInference) {
+  const NaValues na = NaValues::Default();
+  struct Case {
+    const char* cell;
+    CellShape shape;
+  };
+  for (const Case& c : std::vector<Case>{{"", CellShape::kMissing},
+                                         {" NA ", CellShape::kMissing},
+                                         {"None", CellShape::kMissing},
+                                         {"42", CellShape::kInt},
+                                         {"+42", CellShape::kInt},
+                                         {"-0", CellShape::kInt},
+                                         {"9223372036854775807", CellShape::kInt},
+                                         {"9223372036854775808", CellShape::kFloat},
+                                         {"1.", CellShape::kFloat},
+                                         {".5", CellShape::kFloat},
+                                         {"-2.5e-3", CellShape::kFloat},
+                                         {"1e5", CellShape::kFloat},
+                                         {"inf", CellShape::kFloat},
+                                         {"TRUE", CellShape::kBool},
+                                         {"False", CellShape::kBool},
+                                         {"yes", CellShape::kText},
+                                         {"+-5", CellShape::kText},
+                                         {"1e", CellShape::kText},
+                                         {"term_36", CellShape::kText},
+                                         {"-", CellShape::kText}}) {
+    EXPECT_EQ(ClassifyCell(c.cell, na), c.shape) << c.cell;
+    if (c.shape == CellShape::kInt) {
+      EXPECT_TRUE(ParseIntCell(c.cell).ok()) << c.cell;
+    }
+    if (c.shape == CellShape::kBool) {
+      EXPECT_TRUE(ParseBoolCell(c.cell).ok()) << c.cell;
+    }
+  }
+  EXPECT_EQ(*ParseBoolCell("1"), true);
+  EXPECT_EQ(*ParseBoolCell(" false "), false);
+  EXPECT_NE(ParseBoolCell("yes").status().message().find("\"yes\" is not a boolean"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace hpcml::featurecache
