@@ -471,13 +471,8 @@ void BenchQuality(const std::string& dir, uint64_t rows) {
   RemoveSet(h5);
 }
 
-void BenchIngest(const std::string& dir, uint64_t rows) {
-  const uint64_t nf = 16;
-  std::string csv = MakeCsv(dir + "/ingest.csv", rows, nf);
-  uint64_t size = FileSize(csv);
-  WarmCache(csv);
-  std::string h5 = dir + "/ingest.h5";
-  RemoveSet(h5);
+// Ingest of a bench CSV (id, ts, label y, then features) into zone "bench".
+IngestOptions BenchIngestOptions(const std::string& csv) {
   IngestOptions o;
   o.csv_path = csv;
   o.entity_column = "id";
@@ -485,6 +480,17 @@ void BenchIngest(const std::string& dir, uint64_t rows) {
   o.label_column = "y";
   o.zone = "bench";
   o.classification = "internal";
+  return o;
+}
+
+void BenchIngest(const std::string& dir, uint64_t rows) {
+  const uint64_t nf = 16;
+  std::string csv = MakeCsv(dir + "/ingest.csv", rows, nf);
+  uint64_t size = FileSize(csv);
+  WarmCache(csv);
+  std::string h5 = dir + "/ingest.h5";
+  RemoveSet(h5);
+  IngestOptions o = BenchIngestOptions(csv);
   // With and without the per-column statistics, alternating, best of two
   // each: what the statistics add to an ingest.
   double s = 1e30, bare = 1e30;
@@ -581,12 +587,7 @@ void BenchTyped(const std::string& dir, uint64_t rows) {
         MakeTypedCsv(dir + fmt::format("/typed{}.csv", categorical), rows, categorical == 1);
     res[categorical].csv_bytes = FileSize(csv);
   }
-  IngestOptions o;
-  o.entity_column = "id";
-  o.timestamp_column = "ts";
-  o.label_column = "y";
-  o.zone = "bench";
-  o.classification = "internal";
+  IngestOptions o = BenchIngestOptions("");
   const std::string h5 = dir + "/typed.h5";
   // Alternating, best of two each, the CSV in the page cache.
   for (int round = 0; round < 2; ++round) {
