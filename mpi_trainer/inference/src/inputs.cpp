@@ -29,8 +29,20 @@ class VersionInput final : public InputData {
   std::uint64_t rows() const override { return reader_.rows(); }
   const std::vector<std::string>& features() const override { return reader_.info().feature_names; }
   const std::vector<fc::ColumnScaling>& scaling() const override { return scaling_; }
+  // A missing (NaN) or infinite cell is an error naming its row and column,
+  // as in a CSV: a model given NaN can still print a finite, wrong score.
   Status Read(std::uint64_t first, std::uint64_t n, float* x) const override {
-    return reader_.Read(first, n, x, nullptr, nullptr, nullptr);
+    HPCML_RETURN_IF_ERROR(reader_.Read(first, n, x, nullptr, nullptr, nullptr));
+    const size_t f = reader_.features();
+    for (std::uint64_t i = 0; i < n * f; ++i) {
+      if (std::isfinite(x[i])) continue;
+      return InvalidArgument(
+          "{}: row {}, feature \"{}\": {} value; the model needs every cell (fill them with "
+          "hpcml-fcache derive --impute, or keep complete rows with --drop-missing)",
+          what_, first + i / f, reader_.info().feature_names[i % f],
+          std::isnan(x[i]) ? "a missing (NaN)" : "an infinite");
+    }
+    return Status::Ok();
   }
   std::vector<std::string> id_names() const override {
     return {reader_.info().entity_name, reader_.info().timestamp_name};

@@ -177,6 +177,14 @@ expect_error 'nope.h5: cannot open' "$infer" score --model nope.h5 --data set.h5
 expect_error 'a feature-set output needs a feature-set input' \
   "$infer" score --model model.h5 --csv score.csv --output x.h5
 expect_error 'exactly one of --data and --csv' "$infer" score --model model.h5 --output x.csv
+# A version with a missing cell: a model given NaN can print a finite, wrong
+# score, so the cell is refused by row and feature (v5).
+printf 'customer,event_time,churned,age,spend,calls\n1,1700000000,0,30,10,1\n2,1700000060,1,40,NA,2\n' >holes.csv
+run "$fcache" ingest set.h5 --csv holes.csv --entity customer --timestamp event_time \
+  --label churned --classification internal >/dev/null
+expect_error 'set.h5 v5: row 1, feature "spend": a missing (NaN) value; the model needs every cell' \
+  "$mpiexec" --oversubscribe -n 2 "$infer" score --model model.h5 --data set.h5 \
+  --data-version v5 --output x.csv
 expect_error 'training/serving skew beyond --max-skew 1: spend' \
   "$infer" score --model model.h5 --data set.h5 --data-version v4 --max-skew 1 --output x.csv
 echo "PASS: hpcml-infer end to end"
