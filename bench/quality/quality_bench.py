@@ -1,0 +1,321 @@
+#!/usr/bin/python3
+"""Test ROC AUC of the hpcml MLP against logistic regression and XGBoost.
+
+Usage:
+  /usr/bin/python3 bench/quality/quality_bench.py --tables DIR [--splits K]
+      [--build build/default] [--work DIR] [--quick] [--datasets a,b]
+
+DIR holds the CSVs of export_tables.R. For each table, K seeded, stratified
+70/15/15 train/validation/test splits are written once as three CSVs
+(WORK/<table>/split<k>/{train,val,test}.csv, pandas to_csv, missing cells
+empty) and every tool reads those files:
+
+  lr   scikit-learn LogisticRegression; numerics: median imputation and
+       standard scaling; text columns: one-hot, handle_unknown='ignore'.
+  lr-num  the same on the numeric columns only (what the MLP sees): it tells
+       the gap the missing category columns make from the MLP's own.
+  xgb  xgboost.XGBClassifier, text columns as pandas 'category'
+       (enable_categorical, tree_method='hist'), early stopping on val.
+  mlp  hpcml: hpcml-fcache ingest of each CSV as it is, derive --select (the
+       non-category columns, kinds from `info --json`: the trainer refuses
+       category features) --impute --standardize, hpcml-train with the
+       validation version and early stopping, hpcml-infer score of the test
+       version; the AUC from its per-row p_1.
+
+Each tool's test AUC is sklearn.metrics.roc_auc_score(test labels, its
+probability of the positive class, the second class name in byte order, as
+hpcml-fcache orders label classes). The report per table: mean AUC with a 95%
+t interval over the splits, mean train time, and the gaps MLP - LR and
+MLP - XGB against the goal (MLP >= LR - 0.01 and MLP >= XGB - 0.03).
+
+When hpcml-train refuses the validation version of the documented path (each
+version standardised with its own mean and std), the script says so and
+measures two ways round it instead: `mlp-std` (standardised, no validation,
+fixed steps) and `mlp-raw` (imputed but not standardised train and validation
+versions, early stopping).
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pandas as pd
+import scipy.stats
+import sklearn
+import xgboost
+from sklearn.compose import ColumnTransformer
+from sklearn.impute import SimpleImputer
+from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import roc_auc_score
+from sklearn.model_selection import train_test_split
+from sklearn.pipeline import Pipeline, make_pipeline
+from sklearn.preprocessing import OneHotEncoder, StandardScaler
+
+# Table name -> label column (as export_tables.R writes them).
+TABLES = {"hmda": "deny", "creditcard": "card", "diamonds": "expensive", "pima2": "diabetes"}
+ENTITY, TIME = "id", "ts"
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--tables", required=True, help="directory of export_tables.R's CSVs")
+    p.add_argument("--build", default="/work/main/build/default", help="hpcml build directory")
+    p.add_argument("--work", default="/tmp/hpcml-quality", help="scratch directory (emptied)")
+    p.add_argument("--splits", type=int, default=5, help="random splits per table")
+    p.add_argument("--seed", type=int, default=1, help="seed of split k is seed + k")
+    p.add_argument("--datasets", default=",".join(TABLES), help="comma-separated tables")
+    p.add_argument("--quick", action="store_true", help="smoke run: 2 splits, few steps")
+    a = p.parse_args()
+    if a.quick:
+        a.splits = 2
+    return a
+
+
+class Hpcml:
+    """Paths of the hpcml tools and the settings a newcomer would pass."""
+
+    def __init__(self, build, quick):
+        self.fcache = os.path.join(build, "featurecache/hpcml-fcache")
+        self.train = os.path.join(build, "mpi_trainer/trainer/hpcml-train")
+        self.infer = os.path.join(build, "mpi_trainer/inference/hpcml-infer")
+        for tool in (self.fcache, self.train, self.infer):
+            if not os.access(tool, os.X_OK):
+                sys.exit(f"quality_bench: {tool} is not an executable; pass --build")
+        steps, interval = (200, 20) if quick else (2000, 50)
+        # The docs' examples: the default MLP (64,64 relu), AdamW at 3e-3.
+        self.settings = ["--outputs", "2", "--hidden", "64,64", "--activation", "relu",
+                         "--batch", "128", "--lr", "3e-3", "--steps", str(steps)]
+        self.val_settings = ["--eval-interval", str(interval), "--early-stop-patience", "5"]
+
+    def run(self, argv, ok_fail=False):
+        """Runs argv; returns (returncode, output). Exits on failure unless ok_fail."""
+        r = subprocess.run(argv, capture_output=True, text=True)
+        out = r.stdout + r.stderr
+        if r.returncode != 0 and not ok_fail:
+            sys.exit(f"quality_bench: failed ({r.returncode}): {' '.join(argv)}\n{out}")
+        return r.returncode, out
+
+
+def write_splits(frame, label, k, seed, outdir):
+    """Writes split k (70/15/15, stratified on label) as train/val/test.csv in outdir."""
+    os.makedirs(outdir, exist_ok=True)
+    train, rest = train_test_split(frame, test_size=0.30, stratify=frame[label],
+                                   random_state=seed + k)
+    val, test = train_test_split(rest, test_size=0.50, stratify=rest[label],
+                                 random_state=seed + k)
+    for name, part in (("train", train), ("val", val), ("test", test)):
+        part.to_csv(os.path.join(outdir, name + ".csv"), index=False)
+
+
+def read_split(outdir, label, positive):
+    """Returns {part: (X, y)} read back from a split's CSVs; y is 1 for the positive class."""
+    parts = {}
+    for name in ("train", "val", "test"):
+        d = pd.read_csv(os.path.join(outdir, name + ".csv"))
+        y = (d[label] == positive).astype(int).to_numpy()
+        parts[name] = (d.drop(columns=[ENTITY, TIME, label]), y)
+    return parts
+
+
+def text_columns(x):
+    return [c for c in x.columns if x[c].dtype == object]
+
+
+def run_lr(parts, seed, numeric_only=False):
+    """The newcomer's scikit-learn pipeline (numeric_only: without the text columns,
+    what the MLP sees). Returns (test probabilities, fit seconds)."""
+    xtr, ytr = parts["train"]
+    if numeric_only:
+        xtr = xtr.drop(columns=text_columns(xtr))
+    cats = text_columns(xtr)
+    nums = [c for c in xtr.columns if c not in cats]
+    model = Pipeline([
+        ("prep", ColumnTransformer([
+            ("num", make_pipeline(SimpleImputer(strategy="median"), StandardScaler()), nums),
+            ("cat", OneHotEncoder(handle_unknown="ignore"), cats)])),
+        ("lr", LogisticRegression(max_iter=1000, random_state=seed))])
+    t0 = time.perf_counter()
+    model.fit(xtr, ytr)
+    seconds = time.perf_counter() - t0
+    return model.predict_proba(parts["test"][0])[:, 1], seconds
+
+
+def run_xgb(parts, seed):
+    """XGBoost with native categoricals and early stopping on the validation split."""
+    cats = text_columns(parts["train"][0])
+    levels = {c: sorted(parts["train"][0][c].dropna().unique()) for c in cats}
+
+    def typed(x):  # text columns as 'category' with the training split's levels
+        x = x.copy()
+        for c in cats:
+            x[c] = pd.Categorical(x[c], categories=levels[c])
+        return x
+
+    xtr, ytr = typed(parts["train"][0]), parts["train"][1]
+    xva, yva = typed(parts["val"][0]), parts["val"][1]
+    model = xgboost.XGBClassifier(tree_method="hist", enable_categorical=True,
+                                  n_estimators=1000, early_stopping_rounds=50,
+                                  n_jobs=2, random_state=seed)
+    t0 = time.perf_counter()
+    model.fit(xtr, ytr, eval_set=[(xva, yva)], verbose=False)
+    seconds = time.perf_counter() - t0
+    return model.predict_proba(typed(parts["test"][0]))[:, 1], seconds
+
+
+def info(h, fs, version):
+    """`hpcml-fcache info --json` of one version, parsed."""
+    return json.loads(h.run([h.fcache, "info", fs, version, "--json"])[1])
+
+
+def latest(h, fs):
+    """Name of the newest version of fs (from `ls`: its first line ends 'latest vN')."""
+    return h.run([h.fcache, "ls", fs])[1].splitlines()[0].split()[-1]
+
+
+def train_and_score(h, fs, work, tag, train_v, val_v, test_v, seed, ok_fail=False):
+    """hpcml-train on train_v (validated on val_v when given), hpcml-infer score of test_v.
+
+    Returns (p_1 per test row in file order, train seconds), or (None, message)
+    when ok_fail and the trainer refused.
+    """
+    model = os.path.join(work, tag + ".h5")
+    argv = [h.train, "--data", fs, "--data-version", train_v, *h.settings,
+            "--seed", str(seed), "--data-seed", str(seed), "--log-interval", "1000",
+            "--output", model, "--metrics", os.path.join(work, tag + ".jsonl")]
+    if val_v:
+        argv += ["--val-version", val_v, *h.val_settings]
+    t0 = time.perf_counter()
+    rc, out = h.run(argv, ok_fail=ok_fail)
+    seconds = time.perf_counter() - t0
+    if rc != 0:
+        return None, out.strip().splitlines()[-1]
+    scored = model.replace(".h5", ".best.h5") if val_v else model
+    scores = os.path.join(work, tag + "-scores.csv")
+    h.run([h.infer, "score", "--model", scored, "--data", fs, "--data-version", test_v,
+           "--output", scores])
+    scored_rows = pd.read_csv(scores)
+    test_ids = pd.read_csv(os.path.join(work, "test.csv"))[ENTITY].to_numpy()
+    if not np.array_equal(scored_rows[ENTITY].to_numpy(), test_ids):
+        sys.exit(f"quality_bench: {scores}: rows are not test.csv's, in its order")
+    return scored_rows["p_1"].to_numpy(), seconds
+
+
+def run_hpcml(h, split_dir, label, positive, seed, notes):
+    """The hpcml path on one split. Returns {method: (test p_1, train seconds)}."""
+    fs = os.path.join(split_dir, "set.h5")
+    t0 = time.perf_counter()
+    raw = {}
+    for part in ("train", "val", "test"):
+        h.run([h.fcache, "ingest", fs, "--csv", os.path.join(split_dir, part + ".csv"),
+               "--entity", ENTITY, "--timestamp", TIME, "--label", label,
+               "--zone", "bench", "--classification", "internal"])
+        raw[part] = latest(h, fs)
+    meta = info(h, fs, raw["train"])
+    if list(meta["label_classes"]) != sorted(meta["label_classes"]) or \
+            meta["label_classes"][1] != positive:
+        sys.exit(f"quality_bench: unexpected label classes {meta['label_classes']}")
+    cols = [n for n, k in zip(meta["feature_names"], meta["feature_types"]) if k != "category"]
+    notes.setdefault("numeric", cols)
+    notes.setdefault("category", [n for n in meta["feature_names"] if n not in cols])
+
+    def make(part, standardize):
+        argv = [h.fcache, "derive", fs, "--from", raw[part], "--select", ",".join(cols),
+                "--impute"] + (["--standardize"] if standardize else [])
+        h.run(argv)
+        return latest(h, fs)
+
+    # Test rows: imputed (with the test version's own means: derive has no way to
+    # apply the training version's), not standardised: the model applies its own.
+    test_v = make("test", False)
+    std = {p: make(p, True) for p in ("train", "val")}
+    prep = time.perf_counter() - t0
+    results = {}
+    p, t = train_and_score(h, fs, split_dir, "mlp", std["train"], std["val"], test_v, seed,
+                           ok_fail=True)
+    if p is not None:
+        results["mlp"] = (p, t)
+    else:  # the documented path was refused: say why, measure the two ways round it
+        notes.setdefault("refused", t)
+        results["mlp-std"] = train_and_score(h, fs, split_dir, "mlp-std", std["train"], None,
+                                             test_v, seed)
+        rawv = {p_: make(p_, False) for p_ in ("train", "val")}
+        results["mlp-raw"] = train_and_score(h, fs, split_dir, "mlp-raw", rawv["train"],
+                                             rawv["val"], test_v, seed)
+    notes.setdefault("prep_s", []).append(prep)
+    return results
+
+
+def interval(values):
+    """Mean and half-width of the 95% t interval over the splits."""
+    v = np.asarray(values, dtype=float)
+    if len(v) < 2:
+        return v.mean(), float("nan")
+    return v.mean(), scipy.stats.t.ppf(0.975, len(v) - 1) * v.std(ddof=1) / np.sqrt(len(v))
+
+
+def report(table, rows, aucs, times, notes):
+    print(f"\n== {table}: {rows} rows; the MLP sees {len(notes['numeric'])} numeric columns "
+          f"({', '.join(notes['numeric'])}), not the category ones "
+          f"({', '.join(notes['category']) or 'none'})")
+    if "refused" in notes:
+        print(f"   hpcml-train refused the standardised validation version: {notes['refused']}")
+    print(f"   {'method':<9} {'test AUC':>8} {'95% CI':>17} {'train s':>8}")
+    for m in aucs:
+        mean, half = interval(aucs[m])
+        print(f"   {m:<9} {mean:8.4f} [{mean - half:.4f}, {mean + half:.4f}] "
+              f"{np.mean(times[m]):8.2f}")
+    print(f"   hpcml-fcache ingest + derives per split: {np.mean(notes['prep_s']):.2f} s "
+          "(not in the MLP's train time)")
+    lr, xgb = np.mean(aucs["lr"]), np.mean(aucs["xgb"])
+    for m in [m for m in aucs if m.startswith("mlp")]:
+        a = np.mean(aucs[m])
+        ok = a >= lr - 0.01 and a >= xgb - 0.03
+        print(f"   {m}: MLP - LR {a - lr:+.4f} (goal >= -0.01), MLP - XGB {a - xgb:+.4f} "
+              f"(goal >= -0.03): {'met' if ok else 'NOT met'}")
+
+
+def main():
+    a = parse_args()
+    h = Hpcml(a.build, a.quick)
+    print(f"quality_bench: {a.splits} splits (70/15/15, stratified, seeds {a.seed}.."
+          f"{a.seed + a.splits - 1}); scikit-learn {sklearn.__version__}, "
+          f"xgboost {xgboost.__version__}, {os.cpu_count()} cores")
+    print("  lr : LogisticRegression(max_iter=1000); median impute + StandardScaler; "
+          "OneHotEncoder(handle_unknown='ignore'); lr-num: the same, numeric columns only")
+    print("  xgb: XGBClassifier(tree_method='hist', enable_categorical=True, "
+          "n_estimators=1000, early_stopping_rounds=50, n_jobs=2), other defaults")
+    print(f"  mlp: hpcml-train {' '.join(h.settings)} {' '.join(h.val_settings)} "
+          "(validation runs); hpcml-infer score of the best model")
+    shutil.rmtree(a.work, ignore_errors=True)
+    for table in a.datasets.split(","):
+        label = TABLES[table]
+        path = os.path.join(a.tables, table + ".csv")
+        if not os.path.exists(path):
+            print(f"\n== {table}: {path} missing (export_tables.R skipped it), not measured")
+            continue
+        frame = pd.read_csv(path, index_col=0)  # R's row names
+        positive = sorted(frame[label].astype(str).unique())[1]
+        aucs, times, notes = {}, {}, {}
+        for k in range(a.splits):
+            split_dir = os.path.join(a.work, table, f"split{k}")
+            write_splits(frame, label, k, a.seed, split_dir)
+            parts = read_split(split_dir, label, positive)
+            y = parts["test"][1]
+            found = {"lr": run_lr(parts, a.seed + k), "xgb": run_xgb(parts, a.seed + k),
+                     "lr-num": run_lr(parts, a.seed + k, numeric_only=True)}
+            found.update(run_hpcml(h, split_dir, label, positive, a.seed + k, notes))
+            for m, (p, t) in found.items():
+                aucs.setdefault(m, []).append(roc_auc_score(y, p))
+                times.setdefault(m, []).append(t)
+            print(f"   {table} split {k}: " +
+                  ", ".join(f"{m} {aucs[m][-1]:.4f}" for m in found), flush=True)
+        report(table, len(frame), aucs, times, notes)
+
+
+if __name__ == "__main__":
+    main()
