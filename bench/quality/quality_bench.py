@@ -64,7 +64,9 @@ ENTITY, TIME = "id", "ts"
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--tables", required=True, help="directory of export_tables.R's CSVs")
-    p.add_argument("--build", default="/work/main/build/default", help="hpcml build directory")
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    p.add_argument("--build", default=os.path.join(repo, "build/default"),
+                   help="hpcml build directory (default: build/default of this checkout)")
     p.add_argument("--work", default="/tmp/hpcml-quality", help="scratch directory (emptied)")
     p.add_argument("--splits", type=int, default=5, help="random splits per table")
     p.add_argument("--seed", type=int, default=1, help="seed of split k is seed + k")
