@@ -286,6 +286,10 @@ Subcommand AddDerive(CLI::App& app, Out& out) {
   c->add_flag("--standardize", a->standardize,
               "standardise every kept float and int column: (x - mean) / std over its present "
               "values (missing cells stay missing)");
+  c->add_option("--transform-from", o.transform_from,
+                "apply the standardisation and fill values another version's derive recorded "
+                "(the training split's), to its columns, instead of computing them here "
+                "(validation and test splits)");
   c->add_flag("--impute", o.impute,
               "fill missing cells: numbers with their mean (int columns rounded), bool and "
               "category columns with their most frequent value; the values are recorded");

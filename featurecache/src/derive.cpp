@@ -208,11 +208,11 @@ std::string DeriveTransform(const VersionInfo& pi, const DeriveOptions& o, const
     tr["filter_time"] = f;
   }
   if (o.drop_missing) tr["drop_missing"] = true;
-  if (o.impute) {
+  if (o.impute || !o.transform_from.empty()) {
     nlohmann::json imputed = nlohmann::json::object();
     for (size_t j = 0; j < sel.cols.size(); ++j)
       if (!std::isnan(s.fill[j])) imputed[names[j]] = s.fill[j];
-    tr["impute"] = imputed;  // column -> the value stored in its missing cells
+    if (!imputed.empty()) tr["impute"] = imputed;  // column -> the value in its missing cells
   }
   nlohmann::json cols_j = nlohmann::json::array(), mean_j = nlohmann::json::array(),
                  std_j = nlohmann::json::array();
@@ -256,6 +256,86 @@ Result<std::vector<ColumnScaling>> RecordedStandardization(const VersionInfo& in
 }
 
 namespace {
+
+// --transform-from: the reference version's recorded standardisation
+// (relative to raw data) and fill values, by column name.
+struct Reference {
+  VersionInfo info;
+  std::vector<ColumnScaling> scaling;
+  std::map<std::string, double> fill;  // the stored value of a missing cell
+  std::vector<std::vector<std::string>> categories;
+};
+
+Result<Reference> LoadReference(const FeatureSet& fs, const std::string& spec) {
+  Reference r;
+  HPCML_ASSIGN_OR_RETURN(VersionReader ref, fs.OpenVersion(spec));
+  r.info = ref.info();
+  HPCML_ASSIGN_OR_RETURN(r.scaling, RecordedStandardization(r.info));
+  HPCML_ASSIGN_OR_RETURN(r.categories, ref.Categories());
+  const nlohmann::json tr = nlohmann::json::parse(r.info.transform, nullptr, false);
+  if (tr.is_object() && tr.contains("impute") && tr["impute"].is_object()) {
+    for (const auto& [column, value] : tr["impute"].items()) {
+      if (!value.is_number())
+        return Corrupt("version {}: transform.impute.{}", r.info.name, column);
+      r.fill[column] = value.get<double>();
+    }
+  }
+  if (r.scaling.empty() && r.fill.empty()) {
+    return InvalidArgument("--transform-from {}: it records no standardisation or fill values",
+                           r.info.name);
+  }
+  return r;
+}
+
+// The selection of --transform-from: the reference's features, found by
+// name in the parent, of the same kind, standardised where it was.
+Result<Selection> SelectLike(const std::string& path, const VersionInfo& pi, const Reference& ref,
+                             const std::vector<ColumnScaling>& inherited) {
+  Selection sel;
+  for (size_t k = 0; k < ref.info.features(); ++k) {
+    const std::string& name = ref.info.feature_names[k];
+    auto it = std::find(pi.feature_names.begin(), pi.feature_names.end(), name);
+    if (it == pi.feature_names.end())
+      return InvalidArgument("{}: version {} has no feature \"{}\" of {}", path, pi.name, name,
+                             ref.info.name);
+    const size_t i = static_cast<size_t>(it - pi.feature_names.begin());
+    const bool scaled = std::any_of(ref.scaling.begin(), ref.scaling.end(),
+                                    [&](const ColumnScaling& c) { return c.column == name; });
+    const std::string_view want = scaled ? std::string_view("float") : ref.info.kind(k);
+    const bool numeric = pi.kind(i) == "float" || pi.kind(i) == "int";
+    if (scaled ? !numeric : pi.kind(i) != want) {
+      return InvalidArgument("{}: feature \"{}\" is {} in version {} but {} in {}", path, name,
+                             pi.kind(i), pi.name, ref.info.kind(k), ref.info.name);
+    }
+    if (scaled && std::any_of(inherited.begin(), inherited.end(),
+                              [&](const ColumnScaling& c) { return c.column == name; }))
+      return InvalidArgument("{}: feature \"{}\" of version {} is standardised already", path, name,
+                             pi.name);
+    sel.cols.push_back(i);
+    sel.standardize.push_back(scaled);
+  }
+  return sel;
+}
+
+// The reference's scaling and fill values for the selected columns; a
+// category's fill by name in the parent's dictionary (added when absent).
+void ApplyReference(const Reference& ref, const Selection& sel, KeptRows* s, NewVersion* spec) {
+  for (size_t j = 0; j < sel.cols.size(); ++j) {
+    const std::string& name = ref.info.feature_names[j];
+    for (const ColumnScaling& c : ref.scaling) {
+      if (c.column == name) s->mean[j] = c.mean, s->scale[j] = c.scale;
+    }
+    auto fill = ref.fill.find(name);
+    if (fill == ref.fill.end()) continue;
+    s->fill[j] = fill->second;
+    if (spec->feature_types[j] != "category") continue;
+    const std::string& value = ref.categories[j].at(static_cast<size_t>(fill->second));
+    std::vector<std::string>& dict = spec->categories[j];
+    auto at = std::find(dict.begin(), dict.end(), value);
+    if (at == dict.end()) at = dict.insert(dict.end(), value);
+    s->fill[j] = static_cast<double>(at - dict.begin());
+  }
+}
 
 NewVersion DeriveSpec(const VersionInfo& pi, const DeriveOptions& o, const Selection& sel,
                       const KeptRows& s, const std::string& classification,
@@ -358,13 +438,39 @@ Result<VersionInfo> Derive(const std::string& path, const DeriveOptions& o) {
   HPCML_ASSIGN_OR_RETURN(FeatureSet fs, FeatureSet::Open(path));
   HPCML_ASSIGN_OR_RETURN(VersionReader parent, fs.OpenVersion(o.from));
   const VersionInfo& pi = parent.info();
-  HPCML_ASSIGN_OR_RETURN(Selection sel, SelectColumns(path, pi, o));
   HPCML_ASSIGN_OR_RETURN(std::string classification,
                          ChildClassification(pi.classification, o.classification));
   HPCML_ASSIGN_OR_RETURN(std::vector<ColumnScaling> inherited, RecordedStandardization(pi));
-  HPCML_ASSIGN_OR_RETURN(KeptRows stats, ComputeStats(path, parent, sel, o));
   HPCML_ASSIGN_OR_RETURN(auto categories, parent.Categories());
+  if (o.transform_from.empty()) {
+    HPCML_ASSIGN_OR_RETURN(Selection sel, SelectColumns(path, pi, o));
+    HPCML_ASSIGN_OR_RETURN(KeptRows stats, ComputeStats(path, parent, sel, o));
+    NewVersion spec = DeriveSpec(pi, o, sel, stats, classification, inherited, categories);
+    HPCML_RETURN_IF_ERROR(InheritEntities(parent, &spec));
+    HPCML_RETURN_IF_ERROR(writer.StartVersion(spec).status());
+    HPCML_RETURN_IF_ERROR(
+        WriteDerived(parent, sel, stats, o, MapIntColumns(pi, sel, spec), writer));
+    return writer.Commit();
+  }
+  if (!o.select.empty() || o.standardize || !o.standardize_columns.empty() || o.impute) {
+    return InvalidArgument(
+        "--transform-from takes its columns, standardisation and fill values from that version: "
+        "give no --select, --standardize or --impute with it");
+  }
+  HPCML_ASSIGN_OR_RETURN(Reference ref, LoadReference(fs, o.transform_from));
+  HPCML_ASSIGN_OR_RETURN(Selection sel, SelectLike(path, pi, ref, inherited));
+  DeriveOptions counting = o;  // only the kept rows are counted here
+  counting.transform_from.clear();
+  Selection plain = sel;
+  plain.standardize.assign(sel.cols.size(), false);
+  HPCML_ASSIGN_OR_RETURN(KeptRows stats, ComputeStats(path, parent, plain, counting));
   NewVersion spec = DeriveSpec(pi, o, sel, stats, classification, inherited, categories);
+  ApplyReference(ref, sel, &stats, &spec);
+  spec.transform = DeriveTransform(pi, o, sel, stats, spec.feature_names, inherited);
+  auto tr = nlohmann::json::parse(spec.transform);
+  tr["transform_from"] = {{"version", ref.info.name}, {"sha256", ref.info.data_sha256}};
+  spec.transform = JsonText(tr);
+  spec.parents.push_back(ParentRef{ref.info.name, ref.info.data_sha256});
   HPCML_RETURN_IF_ERROR(InheritEntities(parent, &spec));
   HPCML_RETURN_IF_ERROR(writer.StartVersion(spec).status());
   HPCML_RETURN_IF_ERROR(WriteDerived(parent, sel, stats, o, MapIntColumns(pi, sel, spec), writer));

@@ -28,7 +28,12 @@ struct DeriveOptions {
   // Empty with standardize: every kept float and int column. A bool or
   // category column named here is an error.
   std::vector<std::string> standardize_columns;
-  bool impute = false;           // fill missing cells of the kept columns (recorded)
+  bool impute = false;  // fill missing cells of the kept columns (recorded)
+  // A version of the same set whose derive recorded a standardisation and
+  // fill values (the training split): apply exactly those, to its columns,
+  // instead of computing them from this version's rows (validation and test
+  // splits). Excludes select, standardize and impute.
+  std::string transform_from;
   std::optional<int64_t> since;  // keep timestamps >= since (microseconds)
   std::optional<int64_t> until;  // keep timestamps < until
   std::string classification;    // empty: the parent's; never lower than it

@@ -268,5 +268,58 @@ TEST(Derive, KeepsKindsDictionariesAndExactInts) {
   EXPECT_EQ(std_all->feature_types, (std::vector<std::string>{"category", "float", "float"}));
 }
 
+// A validation split gets the training split's standardisation and fill
+// values, not its own: the recorded scaling is identical (so the trainer
+// accepts the pair), the values use the training means, a missing number
+// becomes the training mean and a missing category the training's most
+// frequent one, by name though the dictionaries differ.
+TEST(Derive, TransformFromAnotherVersion) {
+  TempDir dir;
+  WriteText(dir / "train.csv", "id,ts,x,grade,y\n1,0,1,A,0\n2,0,3,B,1\n3,0,NA,B,0\n4,0,5,NA,1\n");
+  WriteText(dir / "val.csv", "id,ts,x,grade,y\n5,0,7,A,0\n6,0,NA,NA,1\n7,0,2,C,0\n");
+  std::string path = dir / "fs.h5";
+  ASSERT_TRUE(Ingest(path, CsvIngest(dir / "train.csv")).ok());  // v1
+  ASSERT_TRUE(Ingest(path, CsvIngest(dir / "val.csv")).ok());    // v2
+  DeriveOptions o;
+  o.from = "v1";
+  o.standardize = true;
+  o.impute = true;
+  auto train = Derive(path, o);  // v3
+  ASSERT_TRUE(train.ok()) << train.status().ToString();
+  o = {};
+  o.from = "v2";
+  o.transform_from = "v3";
+  auto val = Derive(path, o);  // v4
+  ASSERT_TRUE(val.ok()) << val.status().ToString();
+  auto a = RecordedStandardization(*train), b = RecordedStandardization(*val);
+  ASSERT_EQ(a->size(), 1u);
+  ASSERT_EQ(b->size(), 1u);
+  EXPECT_EQ((*b)[0].column, "x");
+  EXPECT_EQ((*b)[0].mean, (*a)[0].mean);  // exactly: 3
+  EXPECT_EQ((*b)[0].scale, (*a)[0].scale);
+  ASSERT_EQ(val->parents.size(), 2u);
+  EXPECT_EQ(val->parents[1].version, "v3");
+  auto r = FeatureSet::Open(path)->OpenVersion("v4");
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(VerifyVersion(*r).ok());
+  std::vector<float> x(6);
+  ASSERT_TRUE(r->Read(0, 3, x.data(), nullptr, nullptr, nullptr).ok());
+  const double mean = (*a)[0].mean, scale = (*a)[0].scale;
+  EXPECT_FLOAT_EQ(x[0], static_cast<float>((7 - mean) / scale));
+  EXPECT_EQ(x[2], 0.0f);  // missing x: the training mean, standardised
+  const auto cats = (*r->Categories())[1];
+  EXPECT_EQ(cats[static_cast<size_t>(x[3])], "B");  // missing grade: training's most frequent
+  EXPECT_EQ(cats[static_cast<size_t>(x[1])], "A");
+  EXPECT_EQ(cats[static_cast<size_t>(x[5])], "C");  // unseen in training, kept as it is
+  o.standardize = true;
+  EXPECT_NE(Derive(path, o).status().message().find("give no --select, --standardize or --impute"),
+            std::string::npos);
+  o = {};
+  o.from = "v2";
+  o.transform_from = "v1";
+  EXPECT_NE(Derive(path, o).status().message().find("records no standardisation or fill"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace hpcml::featurecache
