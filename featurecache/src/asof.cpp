@@ -55,14 +55,12 @@ class RequestLabels {
   // or too many distinct texts to be classes.
   Status Parse(std::string_view text, RequestInfo* r) {
     std::string_view s = TrimBlanks(text);
-    if (s.empty() || NaValues::Default().Contains(s))
+    static const NaValues kMissing = NaValues::Default();
+    if (s.empty() || kMissing.Contains(s))
       return InvalidArgument("missing label \"{}\" (every request needs its label)", s);
-    auto v = ParseFloatCell(s);
-    auto b = ParseBoolCell(s);
+    auto v = ParseNumericLabel(s);
     if (v.ok()) {
       r->label = *v;
-    } else if (b.ok()) {
-      r->label = *b ? 1.0f : 0.0f;
     } else {
       numeric_ = false;
     }

@@ -372,6 +372,15 @@ std::optional<CellShape> QuickNumberShape(std::string_view s) {
 
 }  // namespace
 
+Result<float> ParseNumericLabel(std::string_view text) {
+  auto v = ParseFloatCell(text);
+  if (v.ok()) return v;
+  std::string_view s = TrimBlanks(text);
+  if (IsTrueWord(s)) return 1.0f;
+  if (IsFalseWord(s)) return 0.0f;
+  return v;
+}
+
 CellShape ClassifyCell(std::string_view text, const NaValues& na) {
   std::string_view s = TrimBlanks(text);
   if (s.empty() || na.Contains(s)) return CellShape::kMissing;

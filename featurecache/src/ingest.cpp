@@ -407,9 +407,7 @@ Status ParsedRows::ParseLabel(const CsvReader& csv) {
     y_[n_] = static_cast<float>(it->second);
     return Status::Ok();
   }
-  auto b = ParseBoolCell(cell);
-  auto v = ParseFloatCell(cell);
-  if (!v.ok() && b.ok()) v = *b ? 1.0f : 0.0f;  // true/false: 1/0
+  auto v = ParseNumericLabel(cell);
   if (!v.ok()) return CellError(csv, c_.label, v.status(), "label ");
   y_[n_] = *v;
   return Status::Ok();

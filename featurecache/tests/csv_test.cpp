@@ -232,6 +232,10 @@ TEST(CsvCells, ShapesForKindInference) {
       EXPECT_TRUE(ParseBoolCell(c.cell).ok()) << c.cell;
     }
   }
+  EXPECT_EQ(*ParseNumericLabel("TRUE"), 1.0f);
+  EXPECT_EQ(*ParseNumericLabel(" 0.25"), 0.25f);
+  EXPECT_NE(ParseNumericLabel("x").status().message().find("\"x\" is not a number"),
+            std::string::npos);
   EXPECT_EQ(*ParseBoolCell("1"), true);
   EXPECT_EQ(*ParseBoolCell(" false "), false);
   EXPECT_NE(ParseBoolCell("yes").status().message().find("\"yes\" is not a boolean"),

@@ -145,6 +145,9 @@ Result<float> ParseFloatCell(std::string_view text, bool* integral = nullptr,
 Result<int64_t> ParseIntCell(std::string_view text);
 // A boolean cell: true/false, TRUE/FALSE (R), True/False (pandas), or 1/0.
 Result<bool> ParseBoolCell(std::string_view text);
+// A numeric label: a float cell, or a boolean word as 1/0 (tried only when
+// the cell is not a number). The error is the float parser's.
+Result<float> ParseNumericLabel(std::string_view text);
 
 // What a cell could be, for inferring a column's kind from all its cells
 // (ingest): missing (empty or an `na` word), an integer int64 holds, another
