@@ -341,7 +341,7 @@ Result<std::string> FeatureSetWriter::StartVersion(const NewVersion& spec) {
       std::count(spec.feature_types.begin(), spec.feature_types.end(), "int"));
   const bool labels = !spec.label_name.empty();
   w.chunk_rows = spec.chunk_rows > 0 ? spec.chunk_rows : ChunkRowsFor(nfeat, spec.expected_rows);
-  if (w.chunk_rows * nfeat * 4 >= (uint64_t{1} << 32))
+  if (w.chunk_rows * std::max(nfeat * 4, nint * 8) >= (uint64_t{1} << 32))
     return InvalidArgument("chunk of {} rows is too large", w.chunk_rows);
   w.version_name = VersionName(w.set.next_version);
   HPCML_RETURN_IF_ERROR(w.paths.MakeVersionDir(w.set.published));

@@ -52,6 +52,20 @@ TEST(Writer, CreatesAndNumbersVersions) {
   EXPECT_EQ(fs->versions().size(), 2u);
 }
 
+// An int feature's exact values take 8 bytes a row: a chunk size the
+// float32 matrix allows can be too large for int_values (HDF5: < 4 GiB).
+TEST(Writer, ChunksOfIntValuesStayUnder4GiB) {
+  TempDir dir;
+  auto w = FeatureSetWriter::Begin(dir / "fs.h5", WriterOptions{"ae", 10});
+  ASSERT_TRUE(w.ok());
+  NewVersion s = Spec(1);
+  s.chunk_rows = uint64_t{1} << 29;  // 2 GiB of float32, 4 GiB of int64
+  s.feature_types = {"int"};
+  auto started = w->StartVersion(s);
+  ASSERT_FALSE(started.ok());
+  EXPECT_NE(started.status().message().find("too large"), std::string::npos);
+}
+
 TEST(Writer, NewFileNeedsAValidZone) {
   TempDir dir;
   EXPECT_EQ(FeatureSetWriter::Begin(dir / "a.h5", {}).status().code(),
