@@ -41,10 +41,11 @@ Status WriteTensor(hid_t file, const FullTensor& t) {
       H5Dwrite(ds.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, t.data.data()), dset);
 }
 
-// Reads /layer<l>/<part> and checks its shape against the dims attribute.
-Result<FullTensor> ReadTensor(hid_t file, const std::string& path, int l, const char* part,
-                              std::vector<std::int64_t> want) {
-  const std::string dset = fmt::format("/layer{}/{}", l, part);
+// Reads /<group>/<part> and checks its shape against the dims attribute
+// (an embedding: against the encoding).
+Result<FullTensor> ReadTensor(hid_t file, const std::string& path, const std::string& group,
+                              const char* part, std::vector<std::int64_t> want) {
+  const std::string dset = fmt::format("/{}/{}", group, part);
   HPCML_ASSIGN_OR_RETURN(hid_t d, h5::Check(H5Dopen2(file, dset.c_str(), H5P_DEFAULT),
                                             fmt::format("{}: {}", path, dset)));
   h5::Dataset ds(d);
@@ -53,7 +54,7 @@ Result<FullTensor> ReadTensor(hid_t file, const std::string& path, int l, const 
     return Corrupt("{}: {} has shape [{}], the dims attribute says [{}]", path, dset,
                    fmt::join(dims, ", "), fmt::join(want, ", "));
   }
-  FullTensor t{fmt::format("layer{}.{}", l, part), std::move(want), {}};
+  FullTensor t{fmt::format("{}.{}", group, part), std::move(want), {}};
   std::size_t n = 1;
   for (std::int64_t x : t.shape) n *= static_cast<std::size_t>(x);
   t.data.resize(n);
@@ -111,6 +112,10 @@ std::string LineageJson(const ModelLineage& l) {
                 {"mean", l.input.mean},
                 {"scale", l.input.scale},
                 {"standardized_by", l.input.standardized_by}};
+  if (!l.input.label_classes.empty()) j["input"]["label_classes"] = l.input.label_classes;
+  if (l.input.encoding) {
+    j["input"]["encoding"] = nlohmann::ordered_json::parse(EncodingJson(*l.input.encoding));
+  }
   if (l.input.stats) {
     const InputSchema::Stats& st = *l.input.stats;
     j["input"]["stats"] = {{"mean", st.mean},
@@ -166,6 +171,16 @@ Result<ModelLineage> ParseLineageJson(std::string_view text) {
     l.input.mean = Get<std::vector<double>>(in, "mean", {});
     l.input.scale = Get<std::vector<double>>(in, "scale", {});
     l.input.standardized_by = Get<std::string>(in, "standardized_by", "");
+    l.input.label_classes = Get<std::vector<std::string>>(in, "label_classes", {});
+    if (in.contains("encoding")) {
+      HPCML_ASSIGN_OR_RETURN(InputEncoding enc, ParseEncodingJson(in.at("encoding").dump()));
+      std::vector<std::string> names;
+      for (const ColumnEncoding& c : enc.columns) names.push_back(c.name);
+      if (names != l.input.feature_names) {
+        return Corrupt("lineage: input.encoding's columns are not input.features");
+      }
+      l.input.encoding = std::move(enc);
+    }
     if (in.contains("stats")) {
       const json& st = in.at("stats");
       // NaN (a feature without values) is written as null.
@@ -243,8 +258,9 @@ Status SaveModelFile(const std::string& path, const ModelConfig& config,
         hid_t f, h5::Check(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT),
                            fmt::format("{}: cannot create", tmp)));
     h5::File file(f);
-    HPCML_RETURN_IF_ERROR(
-        h5::WriteAttr(file.get(), "format", kModelFormat, h5::StringStorage::kFixed));
+    HPCML_RETURN_IF_ERROR(h5::WriteAttr(file.get(), "format",
+                                        lineage.input.encoding ? kEncodedModelFormat : kModelFormat,
+                                        h5::StringStorage::kFixed));
     HPCML_RETURN_IF_ERROR(h5::WriteAttr(file.get(), "activation", Name(config.activation),
                                         h5::StringStorage::kFixed));
     HPCML_RETURN_IF_ERROR(
@@ -276,19 +292,46 @@ Result<ModelFile> LoadModelFile(const std::string& path) {
   auto format = h5::ReadStringAttr(file.get(), "format");
   if (!format.ok()) return Corrupt("{}: not an hpcml model file (no format attribute)", path);
   m.format = *format;
-  if (m.format != kModelFormat && m.format != "hpcml-mlp-1") {
-    return InvalidArgument("{}: format \"{}\" is not one this build reads ({} or hpcml-mlp-1)",
-                           path, m.format, kModelFormat);
+  if (m.format != kEncodedModelFormat && m.format != kModelFormat && m.format != "hpcml-mlp-1") {
+    return InvalidArgument("{}: format \"{}\" is not one this build reads ({}, {} or hpcml-mlp-1)",
+                           path, m.format, kEncodedModelFormat, kModelFormat);
   }
   auto config = ReadConfig(file.get(), path);
   if (!config.ok()) return config.status().WithContext(path);
   m.config = *config;
   for (int l = 0; l < m.config.num_layers(); ++l) {
     const std::int64_t in = m.config.in_dim(l), out = m.config.out_dim(l);
-    HPCML_ASSIGN_OR_RETURN(FullTensor w, ReadTensor(file.get(), path, l, "weight", {out, in}));
-    HPCML_ASSIGN_OR_RETURN(FullTensor b, ReadTensor(file.get(), path, l, "bias", {out}));
+    const std::string group = fmt::format("layer{}", l);
+    HPCML_ASSIGN_OR_RETURN(FullTensor w, ReadTensor(file.get(), path, group, "weight", {out, in}));
+    HPCML_ASSIGN_OR_RETURN(FullTensor b, ReadTensor(file.get(), path, group, "bias", {out}));
     m.tensors.push_back(std::move(w));
     m.tensors.push_back(std::move(b));
+  }
+  if (m.format != "hpcml-mlp-1") {
+    HPCML_ASSIGN_OR_RETURN(std::string text, h5::ReadStringAttr(file.get(), "lineage"));
+    auto lineage = ParseLineageJson(text);
+    if (!lineage.ok()) return lineage.status().WithContext(path);
+    m.lineage = std::move(*lineage);
+  }
+  // Format 3 has an encoding and its tables; format 2 has neither.
+  const InputSchema* in = m.lineage ? &m.lineage->input : nullptr;
+  if ((m.format == kEncodedModelFormat) != (in != nullptr && in->encoding.has_value())) {
+    return Corrupt("{}: format {} {} an input encoding in its lineage", path, m.format,
+                   m.format == kEncodedModelFormat ? "needs" : "cannot have");
+  }
+  if (m.format == kEncodedModelFormat) {
+    const InputEncoding& enc = *in->encoding;
+    if (enc.width() != m.config.input_dim) {
+      return Corrupt("{}: the input encoding is {} wide, the first layer takes {}", path,
+                     enc.width(), m.config.input_dim);
+    }
+    m.config.embeddings = enc.embeddings();
+    for (size_t j = 0; j < m.config.embeddings.size(); ++j) {
+      const EmbeddingShape& e = m.config.embeddings[j];
+      HPCML_ASSIGN_OR_RETURN(FullTensor t, ReadTensor(file.get(), path, fmt::format("embed{}", j),
+                                                      "weight", {e.rows, e.dim}));
+      m.tensors.push_back(std::move(t));
+    }
   }
   // Nothing scores or exports a model that holds a NaN or an infinity.
   for (const FullTensor& t : m.tensors) {
@@ -298,15 +341,11 @@ Result<ModelFile> LoadModelFile(const std::string& path) {
     }
   }
   if (m.format == kModelFormat) {
-    HPCML_ASSIGN_OR_RETURN(std::string text, h5::ReadStringAttr(file.get(), "lineage"));
-    auto lineage = ParseLineageJson(text);
-    if (!lineage.ok()) return lineage.status().WithContext(path);
-    const size_t names = lineage->input.feature_names.size();
+    const size_t names = in->feature_names.size();
     if (names != 0 && names != static_cast<size_t>(m.config.input_dim)) {
       return Corrupt("{}: lineage names {} input features, the model has {}", path, names,
                      m.config.input_dim);
     }
-    m.lineage = std::move(*lineage);
   }
   HPCML_ASSIGN_OR_RETURN(m.sha256, Sha256File(path));
   return m;

@@ -51,7 +51,23 @@ Status ModelConfig::Validate() const {
   for (size_t i = 0; i < hidden.size(); ++i) {
     if (hidden[i] < 1) return InvalidArgument("hidden layer {} has width {}", i, hidden[i]);
   }
+  for (size_t j = 0; j < embeddings.size(); ++j) {
+    if (embeddings[j].rows < 1 || embeddings[j].dim < 1) {
+      return InvalidArgument("embedding {} has shape [{}, {}]", j, embeddings[j].rows,
+                             embeddings[j].dim);
+    }
+  }
+  if (embedded_width() > input_dim) {
+    return InvalidArgument("the embeddings are {} wide, more than the input's {}", embedded_width(),
+                           input_dim);
+  }
   return Status::Ok();
+}
+
+std::int64_t ModelConfig::embedded_width() const {
+  std::int64_t w = 0;
+  for (const EmbeddingShape& e : embeddings) w += e.dim;
+  return w;
 }
 
 std::vector<int> PartitionByCost(const std::vector<double>& costs, int parts) {

@@ -3,8 +3,11 @@
 //
 // HDF5 layout (all float32, row-major), readable with h5py:
 //   /layer<i>/weight [out, in]     /layer<i>/bias [out]
+//   /embed<j>/weight [rows, dim]   (format 3: category feature j's table)
 //   root attributes:
-//     format      "hpcml-mlp-2" ("hpcml-mlp-1": the same without lineage)
+//     format      "hpcml-mlp-3" with an input encoding (lineage.input.encoding,
+//                 encoding.hpp), "hpcml-mlp-2" without, "hpcml-mlp-1": the
+//                 same without lineage
 //     activation, loss, dims (int64 [layers + 1]: input, hidden..., output)
 //     lineage     JSON text, ModelLineage below (format 2 only)
 //
@@ -19,11 +22,13 @@
 #include <vector>
 
 #include "hpcml/common/status.hpp"
+#include "hpcml/trainer/encoding.hpp"
 #include "hpcml/trainer/partition.hpp"
 
 namespace hpcml::trainer {
 
 inline constexpr const char* kModelFormat = "hpcml-mlp-2";
+inline constexpr const char* kEncodedModelFormat = "hpcml-mlp-3";
 
 struct FullTensor {
   std::string name;  // "layer0.weight", "layer0.bias"
@@ -49,6 +54,12 @@ struct InputSchema {
     std::vector<double> mean, std, min, max, missing;  // missing: share of NaN cells
   };
   std::optional<Stats> stats;
+  // How rows become the model's input (feature-set training; absent for a
+  // model trained on synthetic data or written before encodings).
+  std::optional<InputEncoding> encoding;
+  // The label's class names, by class index (a string label's classes);
+  // empty: the classes are the indices 0..outputs-1.
+  std::vector<std::string> label_classes;
 
   bool any_standardized() const;
 };
@@ -89,9 +100,9 @@ struct ModelLineage {
 
 struct ModelFile {
   std::string path;
-  std::string format;                   // kModelFormat or "hpcml-mlp-1"
+  std::string format;                   // kEncodedModelFormat, kModelFormat or "hpcml-mlp-1"
   ModelConfig config;                   // seed is not stored (0)
-  std::vector<FullTensor> tensors;      // layer order, weight then bias
+  std::vector<FullTensor> tensors;      // layer order, weight then bias; then embed<j>.weight
   std::optional<ModelLineage> lineage;  // absent in format 1
   std::string sha256;                   // of the file's bytes (sha256sum)
 };

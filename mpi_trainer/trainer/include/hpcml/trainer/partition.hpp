@@ -24,8 +24,18 @@ Result<LossKind> ParseLoss(std::string_view name);
 std::string_view Name(Activation a);
 std::string_view Name(LossKind l);
 
+// An embedding table's shape: [rows, dim] (encoding.hpp: the kept values of
+// a category feature plus its unknown row).
+struct EmbeddingShape {
+  std::int64_t rows = 0, dim = 0;
+  bool operator==(const EmbeddingShape&) const = default;
+};
+
 struct ModelConfig {
-  std::int64_t input_dim = 0;
+  std::int64_t input_dim = 0;  // the first layer's input width
+  // Category features' tables, held by the first stage; their slots are the
+  // last sum(dim) columns of the input, in this order (encoding.hpp).
+  std::vector<EmbeddingShape> embeddings;
   std::vector<std::int64_t> hidden;  // widths of the hidden layers, may be empty
   std::int64_t output_dim = 0;       // classes (cross-entropy) or targets (MSE)
   Activation activation = Activation::kRelu;
@@ -33,6 +43,7 @@ struct ModelConfig {
   std::uint64_t seed = 1;
 
   int num_layers() const { return static_cast<int>(hidden.size()) + 1; }
+  std::int64_t embedded_width() const;  // sum of the tables' dims
   std::int64_t in_dim(int layer) const;
   std::int64_t out_dim(int layer) const;
   Status Validate() const;
