@@ -146,8 +146,9 @@ __global__ void BiasGradSumK(const float* part, int chunks, std::int64_t cols, f
 // One warp per row: max, sum of exponentials, then the gradient; the row
 // stays in L1 between the passes. Float throughout; the loss itself is
 // formed in double from the float max and sum (one log per row).
-__global__ void CrossEntropyK(const float* z, const float* labels, std::int64_t rows,
-                              std::int64_t cols, float scale, float* dz, double* row_loss) {
+__global__ void CrossEntropyK(const float* z, const float* labels, const float* weight,
+                              std::int64_t rows, std::int64_t cols, float scale, float* dz,
+                              double* row_loss) {
   const int lane = static_cast<int>(threadIdx.x) % kWarp;
   const std::int64_t r =
       static_cast<std::int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
@@ -168,14 +169,44 @@ __global__ void CrossEntropyK(const float* z, const float* labels, std::int64_t 
   for (std::int64_t c = lane; c < cols; c += kWarp) sum += expf(zr[c] - mx);
   sum = WarpSum(sum);
   const float inv = 1.0f / sum;
+  const float w = weight != nullptr ? weight[t] : 1.0f;
+  const float ws = scale * w;
   for (std::int64_t c = lane; c < cols; c += kWarp) {
     const float p = expf(zr[c] - mx) * inv;
-    dr[c] = scale * (c == t ? p - 1.0f : p);
+    dr[c] = ws * (c == t ? p - 1.0f : p);
   }
   if (lane == 0) {
-    row_loss[r] =
-        static_cast<double>(mx) + log(static_cast<double>(sum)) - static_cast<double>(zr[t]);
+    row_loss[r] = static_cast<double>(w) * (static_cast<double>(mx) +
+                                            log(static_cast<double>(sum)) -
+                                            static_cast<double>(zr[t]));
   }
+}
+
+// One warp per row: the lane-0 read of the code happens before any lane
+// writes the slot (__syncwarp), since the code sits in the slot's first float.
+__global__ void EmbedLookupK(const float* table, std::int64_t dim, float* x, std::int64_t stride,
+                             std::int64_t rows, float* codes) {
+  const int lane = static_cast<int>(threadIdx.x) % kWarp;
+  const std::int64_t r =
+      static_cast<std::int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
+  if (r >= rows) return;
+  float* slot = x + r * stride;
+  const float code = slot[0];
+  __syncwarp();
+  if (lane == 0) codes[r] = code;
+  const float* row = table + static_cast<std::int64_t>(code) * dim;
+  for (std::int64_t c = lane; c < dim; c += kWarp) slot[c] = row[c];
+}
+
+__global__ void EmbedGradK(const float* dx, std::int64_t stride, const float* codes,
+                           std::int64_t rows, std::int64_t dim, float* dtable) {
+  const int lane = static_cast<int>(threadIdx.x) % kWarp;
+  const std::int64_t r =
+      static_cast<std::int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
+  if (r >= rows) return;
+  const float* g = dx + r * stride;
+  float* row = dtable + static_cast<std::int64_t>(codes[r]) * dim;
+  for (std::int64_t c = lane; c < dim; c += kWarp) atomicAdd(row + c, g[c]);
 }
 
 __global__ void MseK(const float* y, const float* t, std::int64_t rows, std::int64_t cols,
@@ -384,12 +415,26 @@ cudaError_t BiasGrad(int act, const float* pre, const float* dout, float* dpre, 
   return cudaGetLastError();
 }
 
-cudaError_t CrossEntropy(const float* logits, const float* labels, std::int64_t rows,
-                         std::int64_t cols, float scale, float* dlogits, double* row_loss,
-                         cudaStream_t s) {
+cudaError_t CrossEntropy(const float* logits, const float* labels, const float* weight,
+                         std::int64_t rows, std::int64_t cols, float scale, float* dlogits,
+                         double* row_loss, cudaStream_t s) {
   if (rows == 0) return cudaSuccess;
-  CrossEntropyK<<<RowBlocks(rows), kThreads, 0, s>>>(logits, labels, rows, cols, scale, dlogits,
-                                                     row_loss);
+  CrossEntropyK<<<RowBlocks(rows), kThreads, 0, s>>>(logits, labels, weight, rows, cols, scale,
+                                                     dlogits, row_loss);
+  return cudaGetLastError();
+}
+
+cudaError_t EmbedLookup(const float* table, std::int64_t dim, float* x, std::int64_t stride,
+                        std::int64_t rows, float* codes, cudaStream_t s) {
+  if (rows == 0) return cudaSuccess;
+  EmbedLookupK<<<RowBlocks(rows), kThreads, 0, s>>>(table, dim, x, stride, rows, codes);
+  return cudaGetLastError();
+}
+
+cudaError_t EmbedGrad(const float* dx, std::int64_t stride, const float* codes, std::int64_t rows,
+                      std::int64_t dim, float* dtable, cudaStream_t s) {
+  if (rows == 0) return cudaSuccess;
+  EmbedGradK<<<RowBlocks(rows), kThreads, 0, s>>>(dx, stride, codes, rows, dim, dtable);
   return cudaGetLastError();
 }
 

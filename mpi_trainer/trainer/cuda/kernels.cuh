@@ -68,10 +68,17 @@ cudaError_t BiasGrad(int act, const float* pre, const float* dout, float* dpre, 
 // Softmax cross-entropy, one warp per row, float with a stable
 // log-sum-exp: row_loss[r] (device doubles) = logsumexp(z[r]) - z[r, t],
 // dz = scale * (softmax(z[r]) - onehot(t)). A label outside [0, cols) gives a
-// NaN loss and a zero gradient row, as on the CPU.
-cudaError_t CrossEntropy(const float* logits, const float* labels, std::int64_t rows,
-                         std::int64_t cols, float scale, float* dlogits, double* row_loss,
-                         cudaStream_t s);
+// NaN loss and a zero gradient row, as on the CPU. `weight` (device, one per
+// class, may be null) multiplies a row's loss and gradient by its class's.
+cudaError_t CrossEntropy(const float* logits, const float* labels, const float* weight,
+                         std::int64_t rows, std::int64_t cols, float scale, float* dlogits,
+                         double* row_loss, cudaStream_t s);
+// Embedding lookup and gradient, as Backend::EmbedLookup and EmbedGrad say;
+// the gradient adds with atomics (rows sharing a code: float sums in any order).
+cudaError_t EmbedLookup(const float* table, std::int64_t dim, float* x, std::int64_t stride,
+                        std::int64_t rows, float* codes, cudaStream_t s);
+cudaError_t EmbedGrad(const float* dx, std::int64_t stride, const float* codes, std::int64_t rows,
+                      std::int64_t dim, float* dtable, cudaStream_t s);
 // Mean squared error, one warp per row: row_loss[r] = mean((y - t)^2).
 cudaError_t Mse(const float* y, const float* t, std::int64_t rows, std::int64_t cols, float scale,
                 float* dy, double* row_loss, cudaStream_t s);

@@ -393,7 +393,8 @@ class CpuBackend final : public Backend {
   }
 
   double LossAndGrad(LossKind loss, const float* logits, const float* targets, std::int64_t rows,
-                     std::int64_t cols, float scale, float* dlogits) override {
+                     std::int64_t cols, float scale, float* dlogits,
+                     const float* class_weight = nullptr) override {
     // Rows split across threads; per-chunk totals summed in chunk order.
     std::vector<double> part(static_cast<std::size_t>(std::max(1, omp_get_max_threads())), 0.0);
     const int chunks = ParallelChunks(
@@ -403,13 +404,34 @@ class CpuBackend final : public Backend {
           part[static_cast<std::size_t>(chunk)] =
               loss == LossKind::kCrossEntropy
                   ? CrossEntropyRows(logits, targets, static_cast<std::int64_t>(r0),
-                                     static_cast<std::int64_t>(r1), cols, scale, dlogits)
+                                     static_cast<std::int64_t>(r1), cols, scale, dlogits,
+                                     class_weight)
                   : MseRows(logits, targets, static_cast<std::int64_t>(r0),
                             static_cast<std::int64_t>(r1), cols, scale, dlogits);
         });
     double total = 0.0;
     for (int c = 0; c < chunks; ++c) total += part[static_cast<std::size_t>(c)];
     return total;
+  }
+
+  void EmbedLookup(const float* table, std::int64_t dim, float* x, std::int64_t stride,
+                   std::int64_t rows, float* codes) override {
+    for (std::int64_t r = 0; r < rows; ++r) {
+      float* slot = x + r * stride;
+      codes[r] = slot[0];
+      const float* row = table + static_cast<std::int64_t>(slot[0]) * dim;
+      std::copy(row, row + dim, slot);
+    }
+  }
+
+  // Serial: rows sharing a code add into the same table row.
+  void EmbedGrad(const float* dx, std::int64_t stride, const float* codes, std::int64_t rows,
+                 std::int64_t dim, float* dtable) override {
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const float* g = dx + r * stride;
+      float* row = dtable + static_cast<std::int64_t>(codes[r]) * dim;
+      for (std::int64_t c = 0; c < dim; ++c) row[c] += g[c];
+    }
   }
 
   // Eight independent double accumulators per chunk: a sequential sum was
@@ -548,7 +570,8 @@ class CpuBackend final : public Backend {
   }
 
   static double CrossEntropyRows(const float* logits, const float* targets, std::int64_t r0,
-                                 std::int64_t r1, std::int64_t cols, float scale, float* dlogits) {
+                                 std::int64_t r1, std::int64_t cols, float scale, float* dlogits,
+                                 const float* class_weight) {
     double total = 0.0;
     for (std::int64_t r = r0; r < r1; ++r) {
       const float* z = logits + r * cols;
@@ -569,11 +592,14 @@ class CpuBackend final : public Backend {
         dz[c] = e;
         sum += static_cast<double>(e);
       }
-      total += static_cast<double>(mx) + std::log(sum) - static_cast<double>(z[t]);
+      const float w = class_weight != nullptr ? class_weight[t] : 1.0f;
+      total += static_cast<double>(w) *
+               (static_cast<double>(mx) + std::log(sum) - static_cast<double>(z[t]));
       const double inv = 1.0 / sum;
+      const float ws = scale * w;
       for (std::int64_t c = 0; c < cols; ++c) {
         const double p = static_cast<double>(dz[c]) * inv;
-        dz[c] = scale * static_cast<float>(p - (c == t ? 1.0 : 0.0));
+        dz[c] = ws * static_cast<float>(p - (c == t ? 1.0 : 0.0));
       }
     }
     return total;

@@ -353,7 +353,8 @@ class CudaBackend final : public Backend {
 
   // Per-row losses summed on the device in a fixed order; one 8-byte copy.
   double LossAndGrad(LossKind loss, const float* logits, const float* targets, std::int64_t rows,
-                     std::int64_t cols, float scale, float* dlogits) override {
+                     std::int64_t cols, float scale, float* dlogits,
+                     const float* class_weight = nullptr) override {
     Status st = row_loss_.Ensure(static_cast<std::size_t>(rows) * sizeof(double), S());
     if (!st.ok()) {
       Fail(std::move(st));
@@ -361,13 +362,23 @@ class CudaBackend final : public Backend {
     }
     double* row_loss = row_loss_.as<double>();
     if (loss == LossKind::kCrossEntropy) {
-      Launched(cuda::CrossEntropy(logits, targets, rows, cols, scale, dlogits, row_loss, S()),
+      Launched(cuda::CrossEntropy(logits, targets, class_weight, rows, cols, scale, dlogits,
+                                  row_loss, S()),
                "CrossEntropy");
     } else {
       Launched(cuda::Mse(logits, targets, rows, cols, scale, dlogits, row_loss, S()), "Mse");
     }
     Launched(cuda::SumDoubles(row_loss, static_cast<std::size_t>(rows), Scalar(), S()), "loss sum");
     return ScalarToHost();
+  }
+
+  void EmbedLookup(const float* table, std::int64_t dim, float* x, std::int64_t stride,
+                   std::int64_t rows, float* codes) override {
+    Launched(cuda::EmbedLookup(table, dim, x, stride, rows, codes, S()), "EmbedLookup");
+  }
+  void EmbedGrad(const float* dx, std::int64_t stride, const float* codes, std::int64_t rows,
+                 std::int64_t dim, float* dtable) override {
+    Launched(cuda::EmbedGrad(dx, stride, codes, rows, dim, dtable, S()), "EmbedGrad");
   }
 
   double SumSquares(const float* x, std::size_t n) override {

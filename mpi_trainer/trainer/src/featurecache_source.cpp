@@ -39,35 +39,48 @@ Status CopyLabels(const FeatureCacheConfig& c, const fc::Loader& loader, const f
   return Status::Ok();
 }
 
-// The batch's features into `features`, each finite: a NaN or infinity would
-// make the model's weights non-finite. The version was checked for missing
-// cells when it was opened; this catches what its statistics do not count
-// (infinities, a version without statistics).
-Status CopyFeatures(const FeatureCacheConfig& c, const fc::Loader& loader, const fc::Batch& b,
-                    float* features) {
+// How a version's rows become the model's input: the encoding, and per
+// category feature the map from the version's codes to the encoding's.
+struct Encoder {
+  InputEncoding enc;
+  std::vector<std::vector<std::int32_t>> maps;  // per feature; empty for numbers
+  std::vector<float> scratch;                   // a batch's raw rows, recoded
+};
+
+// The batch's features, encoded into `features` (encoding.hpp). A NaN cell
+// is missing (imputed, or the unknown code); an infinity is refused, naming
+// the file, version, source row and column.
+Status EncodeFeatures(const FeatureCacheConfig& c, const fc::Loader& loader, const fc::Batch& b,
+                      Encoder* e, float* features) {
   auto x = b.x();
   const std::size_t nf = loader.features();
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    if (!std::isfinite(x[i])) {
-      const fc::VersionInfo& v = loader.info();
-      return InvalidArgument(
-          "{} {}: row {}, column {} (\"{}\") is {}: training needs a finite "
-          "value in every cell",
-          c.path, v.name, b.row_ids()[i / nf], i % nf + 1, v.feature_names[i % nf], x[i]);
+  e->scratch.assign(x.begin(), x.end());
+  for (std::size_t j = 0; j < nf; ++j) {
+    const std::vector<std::int32_t>& map = e->maps[j];
+    if (map.empty()) continue;
+    for (std::size_t i = j; i < e->scratch.size(); i += nf) {
+      float& v = e->scratch[i];
+      if (std::isnan(v)) continue;
+      const auto code = static_cast<std::size_t>(v);
+      // The loader checked codes against the dictionary; this guards the index.
+      v = v >= 0.0f && code < map.size() ? static_cast<float>(map[code]) : -1.0f;
     }
   }
-  std::memcpy(features, x.data(), x.size_bytes());
+  Status st = Encode(e->enc, e->scratch.data(), static_cast<std::int64_t>(b.rows()), features);
+  if (!st.ok()) {
+    return InvalidArgument("{} {}: batch of rows from {}: {}", c.path, loader.info().name,
+                           b.row_ids().empty() ? 0 : b.row_ids()[0], st.message());
+  }
   return Status::Ok();
 }
 
 class FeatureCacheSource final : public BatchSource {
  public:
-  FeatureCacheSource(FeatureCacheConfig config, fc::Loader loader, std::int64_t rows)
-      : c_(std::move(config)), loader_(std::move(loader)), rows_(rows) {}
+  FeatureCacheSource(FeatureCacheConfig config, fc::Loader loader, std::int64_t rows,
+                     Encoder encoder)
+      : c_(std::move(config)), loader_(std::move(loader)), rows_(rows), e_(std::move(encoder)) {}
 
-  std::int64_t feature_dim() const override {
-    return static_cast<std::int64_t>(loader_.features());
-  }
+  std::int64_t feature_dim() const override { return e_.enc.width(); }
   std::int64_t target_dim() const override { return 1; }
   std::int64_t num_classes() const override { return c_.num_classes; }
 
@@ -80,7 +93,7 @@ class FeatureCacheSource final : public BatchSource {
     if (static_cast<std::int64_t>(b.rows()) != rows_) {
       return Internal("{}: short batch of {} rows (expected {})", c_.path, b.rows(), rows_);
     }
-    if (features != nullptr) HPCML_RETURN_IF_ERROR(CopyFeatures(c_, loader_, b, features));
+    if (features != nullptr) HPCML_RETURN_IF_ERROR(EncodeFeatures(c_, loader_, b, &e_, features));
     if (targets != nullptr) HPCML_RETURN_IF_ERROR(CopyLabels(c_, loader_, b, targets));
     return Status::Ok();
   }
@@ -96,17 +109,17 @@ class FeatureCacheSource final : public BatchSource {
   FeatureCacheConfig c_;
   fc::Loader loader_;
   std::int64_t rows_;
+  Encoder e_;
 };
 
 // One pass over a validation version per evaluation (see OpenFeatureCacheEval).
 class FeatureCacheEvalSource final : public EvalSource {
  public:
-  FeatureCacheEvalSource(FeatureCacheConfig config, fc::Loader loader, std::int64_t rows)
-      : c_(std::move(config)), loader_(std::move(loader)), rows_(rows) {}
+  FeatureCacheEvalSource(FeatureCacheConfig config, fc::Loader loader, std::int64_t rows,
+                         Encoder encoder)
+      : c_(std::move(config)), loader_(std::move(loader)), rows_(rows), e_(std::move(encoder)) {}
 
-  std::int64_t feature_dim() const override {
-    return static_cast<std::int64_t>(loader_.features());
-  }
+  std::int64_t feature_dim() const override { return e_.enc.width(); }
   std::int64_t target_dim() const override { return 1; }
   std::int64_t num_classes() const override { return c_.num_classes; }
   std::int64_t rows() const override { return static_cast<std::int64_t>(loader_.rows()); }
@@ -120,7 +133,7 @@ class FeatureCacheEvalSource final : public EvalSource {
     if (n > max_rows || n > rows_) {
       return Internal("{}: batch of {} rows, room for {}", c_.path, n, std::min(max_rows, rows_));
     }
-    if (features != nullptr) HPCML_RETURN_IF_ERROR(CopyFeatures(c_, loader_, b, features));
+    if (features != nullptr) HPCML_RETURN_IF_ERROR(EncodeFeatures(c_, loader_, b, &e_, features));
     if (targets != nullptr) HPCML_RETURN_IF_ERROR(CopyLabels(c_, loader_, b, targets));
     return n;
   }
@@ -129,6 +142,7 @@ class FeatureCacheEvalSource final : public EvalSource {
   FeatureCacheConfig c_;
   fc::Loader loader_;
   std::int64_t rows_;
+  Encoder e_;
 };
 
 // The statistics stored with the opened version. The file is opened again
@@ -160,34 +174,22 @@ InputSchema::Stats SkewStats(const fc::VersionStats& st, std::size_t features) {
   return out;
 }
 
-// Until the trainer handles missing values, a version with NaN cells (its
-// features or its label, as its statistics count them) is refused when it
-// is opened, with what to do.
-Status RefuseMissing(const std::string& option, const FeatureCacheConfig& c,
-                     const fc::VersionInfo& v, const std::optional<fc::VersionStats>& st) {
-  if (!st) return Status::Ok();
-  std::vector<fc::MissingCells> gaps;
-  for (const fc::ColumnStats& col : st->columns) {
-    if (col.missing > 0) gaps.push_back({col.name, col.missing});
-  }
-  if (gaps.empty()) return Status::Ok();
-  return fc::MissingCellsError(fmt::format("{} {} {}", option, c.path, v.name), "training", gaps);
+// The version's statistics, which the encoding is built from; a version
+// written before statistics is refused with what to do.
+Result<fc::VersionStats> NeedStats(const std::string& option, const FeatureCacheConfig& c,
+                                   const fc::VersionInfo& v,
+                                   const std::optional<fc::VersionStats>& st) {
+  if (st) return *st;
+  return InvalidArgument(
+      "{} {} {}: the version has no stored statistics, which training needs for its input "
+      "encoding (versions written before statistics); rewrite it with hpcml-fcache derive {} "
+      "--from {}",
+      option, c.path, v.name, c.path, v.name);
 }
 
-// Until the trainer encodes them, category features (codes, not amounts)
-// are refused; a class label must have as many classes as the model.
-Status RefuseKinds(const std::string& option, const FeatureCacheConfig& c,
-                   const fc::VersionInfo& v) {
-  std::vector<std::string> coded;
-  for (size_t j = 0; j < v.features(); ++j)
-    if (v.kind(j) == "category") coded.push_back(v.feature_names[j]);
-  if (!coded.empty()) {
-    return InvalidArgument(
-        "{} {} {}: categorical feature(s) {}: their stored values are category codes, not "
-        "amounts, and the MLP trains on numbers; leave them out (hpcml-fcache derive {} "
-        "--select ...) or train trees",
-        option, c.path, v.name, fmt::join(coded, ", "), c.path);
-  }
+// A class label must have as many classes as the model.
+Status CheckClasses(const std::string& option, const FeatureCacheConfig& c,
+                    const fc::VersionInfo& v) {
   const auto classes = static_cast<std::int64_t>(v.label_classes.size());
   if (classes > 0 && c.num_classes != classes) {
     return InvalidArgument(
@@ -198,10 +200,59 @@ Status RefuseKinds(const std::string& option, const FeatureCacheConfig& c,
   return Status::Ok();
 }
 
+// The training version's encoding, from its kinds and statistics.
+Result<InputEncoding> TrainingEncoding(const FeatureCacheConfig& c, const fc::VersionInfo& v,
+                                       const fc::VersionStats& st) {
+  std::vector<TrainingColumn> cols;
+  for (size_t j = 0; j < v.features(); ++j) {
+    const fc::ColumnStats& x = st.columns[j];
+    cols.push_back({v.feature_names[j], std::string(v.kind(j)), x.mean, x.std, x.count, x.missing,
+                    x.categories, x.frequencies});
+  }
+  auto enc = BuildEncoding(cols, c.encoding);
+  if (!enc.ok()) return enc.status().WithContext(fmt::format("--data {} {}", c.path, v.name));
+  return enc;
+}
+
+// `enc` applied to version `v`: its category features must be the
+// encoding's, their codes mapped by value through the version's dictionary.
+Result<Encoder> Bind(const std::string& option, const FeatureCacheConfig& c,
+                     const fc::VersionInfo& v, const fc::VersionStats& st, InputEncoding enc) {
+  Encoder e;
+  for (size_t j = 0; j < v.features(); ++j) {
+    const ColumnEncoding& col = enc.columns[j];
+    const bool coded = v.kind(j) == "category";
+    if (coded != col.category()) {
+      return InvalidArgument(
+          "{} {} {}: feature \"{}\" is {} here but was {} in the training version", option,
+          c.path, v.name, v.feature_names[j], coded ? "a category" : "a number",
+          col.category() ? "a category" : "a number");
+    }
+    e.maps.push_back(coded ? CodeMap(col, st.columns[j].categories) : std::vector<std::int32_t>{});
+  }
+  e.enc = std::move(enc);
+  return e;
+}
+
+// Rows per class of the label, from its statistics (the last column).
+std::vector<std::uint64_t> ClassRows(const fc::VersionStats& st, std::int64_t classes) {
+  if (classes <= 0 || st.columns.empty()) return {};
+  const fc::ColumnStats& label = st.columns.back();
+  if (label.coded) return label.frequencies;
+  // A 0/1 label: the mean of its values counts the ones exactly.
+  if (classes == 2 && label.count > 0 && label.min >= 0.0 && label.max <= 1.0) {
+    const auto ones = static_cast<std::uint64_t>(
+        std::llround(label.mean * static_cast<double>(label.count)));
+    return {label.count - ones, ones};
+  }
+  return {};
+}
+
 // The version as the model file's lineage records it (from the loader's
 // info: the version that was opened and checked, not a fresh lookup).
 Status DescribeInput(const FeatureCacheConfig& config, const fc::Loader& loader,
                      const std::optional<fc::VersionStats>& stats, ModelLineage* lineage) {
+  lineage->input.label_classes = loader.info().label_classes;
   const fc::VersionInfo& v = loader.info();
   std::error_code ec;
   const std::filesystem::path canonical = std::filesystem::canonical(config.path, ec);
@@ -210,7 +261,8 @@ Status DescribeInput(const FeatureCacheConfig& config, const fc::Loader& loader,
                    v.data_sha256,
                    v.zone,
                    v.classification,
-                   v.rows};
+                   v.rows,
+                   {}};
   InputSchema& in = lineage->input;
   in.feature_names = v.feature_names;
   in.label_name = v.label_name;
@@ -256,6 +308,10 @@ Status CheckSameInput(const ModelLineage& train, const ModelLineage& val) {
     return InvalidArgument("{} has the label \"{}\", {} has \"{}\"", vv, v.label_name, tv,
                            t.label_name);
   }
+  if (t.label_classes != v.label_classes) {
+    return InvalidArgument("{} has the classes {}, {} has {}: they must be the same", vv,
+                           Names(v.label_classes), tv, Names(t.label_classes));
+  }
   if (t.standardized != v.standardized || t.mean != v.mean || t.scale != v.scale) {
     return InvalidArgument(
         "{} is standardised differently from {} (its transform's recorded mean and scale "
@@ -296,12 +352,19 @@ Result<std::unique_ptr<BatchSource>> OpenFeatureCache(const FeatureCacheConfig& 
         "replicas",
         config.path, loader.info().name, loader.rows(), rows, replicas);
   }
-  const std::optional<fc::VersionStats> stats = StoredStats(config.path, loader.info());
-  HPCML_RETURN_IF_ERROR(RefuseKinds("--data", config, loader.info()));
-  HPCML_RETURN_IF_ERROR(RefuseMissing("--data", config, loader.info(), stats));
-  if (lineage != nullptr) HPCML_RETURN_IF_ERROR(DescribeInput(config, loader, stats, lineage));
+  const fc::VersionInfo& v = loader.info();
+  const std::optional<fc::VersionStats> stored = StoredStats(config.path, v);
+  HPCML_ASSIGN_OR_RETURN(fc::VersionStats stats, NeedStats("--data", config, v, stored));
+  HPCML_RETURN_IF_ERROR(CheckClasses("--data", config, v));
+  HPCML_ASSIGN_OR_RETURN(InputEncoding enc, TrainingEncoding(config, v, stats));
+  if (lineage != nullptr) {
+    HPCML_RETURN_IF_ERROR(DescribeInput(config, loader, stored, lineage));
+    lineage->input.encoding = enc;
+    lineage->data.class_rows = ClassRows(stats, config.num_classes);
+  }
+  HPCML_ASSIGN_OR_RETURN(Encoder e, Bind("--data", config, v, stats, std::move(enc)));
   return std::unique_ptr<BatchSource>(
-      std::make_unique<FeatureCacheSource>(config, std::move(loader), rows));
+      std::make_unique<FeatureCacheSource>(config, std::move(loader), rows, std::move(e)));
 }
 
 }  // namespace hpcml::trainer
@@ -329,15 +392,19 @@ Result<std::unique_ptr<EvalSource>> OpenFeatureCacheEval(const FeatureCacheConfi
     return InvalidArgument("--val-data {} {}: the version has no labels; validation needs them",
                            config.path, loader->info().name);
   }
-  const std::optional<fc::VersionStats> stats = StoredStats(config.path, loader->info());
-  HPCML_RETURN_IF_ERROR(RefuseKinds("--val-data", config, loader->info()));
-  HPCML_RETURN_IF_ERROR(RefuseMissing("--val-data", config, loader->info(), stats));
+  const fc::VersionInfo& v = loader->info();
+  const std::optional<fc::VersionStats> stored = StoredStats(config.path, v);
+  HPCML_ASSIGN_OR_RETURN(fc::VersionStats stats, NeedStats("--val-data", config, v, stored));
+  HPCML_RETURN_IF_ERROR(CheckClasses("--val-data", config, v));
   ModelLineage val;
-  HPCML_RETURN_IF_ERROR(DescribeInput(config, *loader, stats, &val));
+  HPCML_RETURN_IF_ERROR(DescribeInput(config, *loader, stored, &val));
   HPCML_RETURN_IF_ERROR(CheckSameInput(training, val));
+  if (!training.input.encoding) return Internal("--val-data: the training input has no encoding");
+  HPCML_ASSIGN_OR_RETURN(Encoder e,
+                         Bind("--val-data", config, v, stats, *training.input.encoding));
   if (described != nullptr) *described = val.data;
   return std::unique_ptr<EvalSource>(
-      std::make_unique<FeatureCacheEvalSource>(config, std::move(*loader), rows));
+      std::make_unique<FeatureCacheEvalSource>(config, std::move(*loader), rows, std::move(e)));
 }
 
 }  // namespace hpcml::trainer

@@ -2,7 +2,9 @@
 //
 // Replica r of R reads shard r of R with batches of global_batch / R rows
 // (drop_last, so every batch is full and every replica does the same number
-// of steps per epoch). Classification (num_classes > 0): the label of each
+// of steps per epoch). Rows are encoded (encoding.hpp) with an encoding
+// built from the training version's kinds and stored statistics, which the
+// lineage records; a validation version is encoded with the training one. Classification (num_classes > 0): the label of each
 // row must be an integer in [0, num_classes), else Next() fails naming the
 // file and the source row. Regression (num_classes == 0): the label is the
 // single regression target. Positions are the loader's Position strings.
@@ -16,6 +18,7 @@
 
 #include "hpcml/common/status.hpp"
 #include "hpcml/trainer/data.hpp"
+#include "hpcml/trainer/encoding.hpp"
 #include "hpcml/trainer/model_file.hpp"
 
 namespace hpcml::trainer {
@@ -26,6 +29,7 @@ struct FeatureCacheConfig {
   std::int64_t num_classes = 0;
   std::uint64_t seed = 0;  // shuffle seed
   bool shuffle = true;
+  EncodingOptions encoding;  // how the training version's encoding is built
 };
 
 bool FeatureCacheAvailable();

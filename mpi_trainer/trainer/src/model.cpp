@@ -20,6 +20,25 @@ Result<std::unique_ptr<Model>> Model::Create(const ModelConfig& config, const Mo
   m->first_ = plan.stage_begin[static_cast<size_t>(where.stage)];
   const int end = plan.stage_begin[static_cast<size_t>(where.stage) + 1];
   std::size_t offset = 0;
+  if (where.stage == 0) {
+    std::int64_t slot = config.input_dim - config.embedded_width();
+    for (size_t j = 0; j < config.embeddings.size(); ++j) {
+      const EmbeddingShape& e = config.embeddings[j];
+      m->tables_.push_back({e, offset, slot});
+      ParamInfo t;
+      t.name = fmt::format("embed{}.weight", j);
+      t.layer = -1;
+      t.global_shape = {e.rows, e.dim};
+      t.row_end = e.rows;
+      t.col_end = e.dim;
+      t.tp_replicated = true;
+      t.offset = offset;
+      t.size = static_cast<std::size_t>(e.rows * e.dim);
+      m->params_.push_back(std::move(t));
+      offset += static_cast<std::size_t>(e.rows * e.dim);
+      slot += e.dim;
+    }
+  }
   for (int l = m->first_; l < end; ++l) {
     Layer L;
     L.plan = plan.layers[static_cast<size_t>(l)];
@@ -74,8 +93,18 @@ Result<std::unique_ptr<Model>> Model::Create(const ModelConfig& config, const Mo
 
   // Counter-based init of the owned slices (see the header's contract).
   std::vector<float> host(offset, 0.0f);
+  for (size_t j = 0; j < m->tables_.size(); ++j) {
+    const Table& t = m->tables_[j];
+    const std::uint64_t seed = DeriveSeed(config.seed, (std::uint64_t{1} << 32) + j);
+    const std::int64_t n = (t.shape.rows - 1) * t.shape.dim;  // the unknown row stays 0
+    for (std::int64_t i = 0; i < n; ++i) {
+      host[t.off + static_cast<size_t>(i)] =
+          static_cast<float>(GaussianAt(seed, static_cast<std::uint64_t>(i)));
+    }
+  }
   for (const Layer& L : m->layers_) {
-    const ParamInfo& w = m->params_[static_cast<size_t>(2 * (L.plan.index - m->first_))];
+    const ParamInfo& w =
+        m->params_[m->tables_.size() + static_cast<size_t>(2 * (L.plan.index - m->first_))];
     const std::uint64_t seed = DeriveSeed(config.seed, static_cast<std::uint64_t>(L.plan.index));
     const double scale = 1.0 / std::sqrt(static_cast<double>(L.plan.in));
     float* dst = host.data() + L.w_off;
@@ -128,6 +157,10 @@ void Model::Reserve(int microbatches, std::int64_t rows) {
       st.gz.push_back(nullptr);
     }
     st.dinput = backend_->Alloc(static_cast<std::size_t>(rows * input_width()));
+    st.codes = backend_->Alloc(tables_.size() * static_cast<std::size_t>(rows));
+  }
+  if (!tables_.empty()) {
+    demb_ = backend_->Alloc(static_cast<std::size_t>(rows * config_.embedded_width()));
   }
   for (const Layer& L : layers_) widest = std::max({widest, L.plan.in, L.plan.out});
   dx_ = backend_->Alloc(static_cast<std::size_t>(rows * widest));
@@ -136,6 +169,7 @@ void Model::Reserve(int microbatches, std::int64_t rows) {
 
 void Model::ZeroGrad() {
   backend_->Fill(grads_buf_.data(), grads_buf_.size(), 0.0f);
+  overwrite_embed_ = false;
   std::fill(overwrite_grad_.begin(), overwrite_grad_.end(), 0);
   std::fill(overwrite_wgrad_.begin(), overwrite_wgrad_.end(), 0);
   StartWeightGrads();
@@ -149,6 +183,7 @@ void Model::StartWeightGrads() {
 }
 
 void Model::ZeroGradOnNextBackward() {
+  overwrite_embed_ = true;
   overwrite_grad_.assign(layers_.size(), 1);
   overwrite_wgrad_.assign(layers_.size(), 1);
   StartWeightGrads();
@@ -157,6 +192,39 @@ void Model::ZeroGradOnNextBackward() {
 const float* Model::LayerOut(const MicroState& st, int i) const {
   const size_t k = static_cast<size_t>(i);
   return layers_[k].plan.activation ? st.a[k] : st.z[k];
+}
+
+void Model::Embed(int mb, float* input) {
+  MicroState& st = states_[static_cast<size_t>(mb)];
+  const float* p = params_buf_.data();
+  for (size_t j = 0; j < tables_.size(); ++j) {
+    const Table& t = tables_[j];
+    backend_->EmbedLookup(p + t.off, t.shape.dim, input + t.slot, input_width(), rows_,
+                          st.codes.data() + j * static_cast<size_t>(rows_));
+  }
+}
+
+// The tables' gradients from the first layer's output gradient `gz`: the
+// input gradient over the embedding columns only (they are the last ones),
+// summed over the tensor group when the layer is column-split.
+void Model::EmbeddingGrads(MicroState& st, const Layer& first, const float* gz) {
+  const std::int64_t ew = config_.embedded_width(), e0 = first.in_l - ew;
+  float* g = grads_buf_.data();
+  backend_->Gemm(false, false, rows_, ew, first.out_l, 1.0f, gz, first.out_l,
+                 params_buf_.data() + first.w_off + e0, first.in_l, 0.0f, demb_.data(), ew);
+  if (first.plan.split == Split::kColumn && where_.tp > 1) {
+    backend_->Allreduce(demb_.data(), static_cast<std::size_t>(rows_ * ew), Group::kTensor);
+  }
+  for (size_t j = 0; j < tables_.size(); ++j) {
+    const Table& t = tables_[j];
+    if (overwrite_embed_) {
+      backend_->Fill(g + t.off, static_cast<std::size_t>(t.shape.rows * t.shape.dim), 0.0f);
+    }
+    backend_->EmbedGrad(demb_.data() + (t.slot - e0), ew,
+                        st.codes.data() + j * static_cast<size_t>(rows_), rows_, t.shape.dim,
+                        g + t.off);
+  }
+  overwrite_embed_ = false;
 }
 
 void Model::Forward(int mb, const float* input) {
@@ -216,6 +284,7 @@ void Model::Backward(int mb, const float* dout, bool need_dinput) {
       backend_->BiasGrad(gz, rows_, L.out_l, g + L.b_off);
     }
     st.gz[k] = gz;
+    if (i == 0 && !tables_.empty()) EmbeddingGrads(st, L, gz);
     if (i > 0 || need_dinput) {
       float* dx = i == 0 ? st.dinput.data() : dx_.data();
       backend_->Gemm(false, false, rows_, L.in_l, L.out_l, 1.0f, gz, L.out_l, p + L.w_off, L.in_l,

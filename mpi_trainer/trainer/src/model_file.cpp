@@ -106,6 +106,7 @@ std::string LineageJson(const ModelLineage& l) {
                {"zone", l.data.zone},
                {"classification", l.data.classification},
                {"rows", l.data.rows}};
+  if (!l.data.class_rows.empty()) j["data"]["class_rows"] = l.data.class_rows;
   j["input"] = {{"features", l.input.feature_names},
                 {"label", l.input.label_name},
                 {"standardized", l.input.standardized},
@@ -163,7 +164,8 @@ Result<ModelLineage> ParseLineageJson(std::string_view text) {
               d.at("data_sha256"),
               Get<std::string>(d, "zone", ""),
               Get<std::string>(d, "classification", ""),
-              Get<std::uint64_t>(d, "rows", 0)};
+              Get<std::uint64_t>(d, "rows", 0),
+              Get<std::vector<std::uint64_t>>(d, "class_rows", {})};
     const json& in = j.at("input");
     l.input.feature_names = in.at("features").get<std::vector<std::string>>();
     l.input.label_name = Get<std::string>(in, "label", "");

@@ -39,7 +39,7 @@ Result<std::vector<FullTensor>> GatherModel(const Model& model, const ProcessGri
   if (rank != 0) {
     if (dp_idx == 0) {
       for (const ParamInfo& p : model.params()) {
-        if (p.tp_replicated && tp_idx != 0) continue;
+        if ((p.tp_replicated && tp_idx != 0) || p.layer == -1) continue;
         MPI_Send(local.data() + p.offset, static_cast<int>(p.size), MPI_FLOAT, 0, kGatherTag,
                  grid->world());
       }
@@ -92,6 +92,12 @@ Result<std::vector<FullTensor>> GatherModel(const Model& model, const ProcessGri
       }
       out.push_back(std::move(t));
     }
+  }
+  // The embedding tables: whole on every first-stage rank, so rank 0's.
+  for (const ParamInfo& p : model.params()) {
+    if (p.layer != -1) continue;
+    const float* b = local.data() + p.offset;
+    out.push_back(FullTensor{p.name, p.global_shape, std::vector<float>(b, b + p.size)});
   }
   return out;
 }

@@ -87,6 +87,7 @@ Status Program::Run() {
   std::int64_t features = source_ ? source_->feature_dim() : 0;
   MPI_Allreduce(MPI_IN_PLACE, &features, 1, MPI_INT64_T, MPI_MAX, grid_->world());
   mc_.input_dim = features;
+  ShareEmbeddings();
   HPCML_RETURN_IF_ERROR(Agree(MakeTrainer()));
   HPCML_RETURN_IF_ERROR(Agree(OpenValidation()));
   HPCML_RETURN_IF_ERROR(StartCheckpointing());
@@ -166,6 +167,7 @@ Status Program::OpenInput() {
     fc.version = o_.data_version;
     fc.num_classes = classes ? o_.outputs : 0;
     fc.seed = o_.data_seed;
+    HPCML_ASSIGN_OR_RETURN(fc.encoding, ParseEncodingOptions(o_));
     HPCML_ASSIGN_OR_RETURN(
         source_, OpenFeatureCache(fc, o_.batch, grid_->dp_idx(), o_.grid.dp, &input_lineage_));
     return Status::Ok();
@@ -176,7 +178,31 @@ Status Program::OpenInput() {
   return Status::Ok();
 }
 
+// The embedding tables' shapes, from the encoding world rank 0 (a first
+// stage, which opened the data) built: every rank partitions the same model.
+void Program::ShareEmbeddings() {
+  std::vector<std::int64_t> flat;
+  if (rank0_ && input_lineage_.input.encoding) {
+    for (const EmbeddingShape& e : input_lineage_.input.encoding->embeddings()) {
+      flat.push_back(e.rows);
+      flat.push_back(e.dim);
+    }
+  }
+  auto n = static_cast<std::int64_t>(flat.size());
+  MPI_Bcast(&n, 1, MPI_INT64_T, 0, grid_->world());
+  flat.resize(static_cast<size_t>(n));
+  MPI_Bcast(flat.data(), static_cast<int>(n), MPI_INT64_T, 0, grid_->world());
+  mc_.embeddings.clear();
+  for (size_t i = 0; i + 1 < flat.size(); i += 2) mc_.embeddings.push_back({flat[i], flat[i + 1]});
+}
+
 Status Program::MakeTrainer() {
+  // Only the stages that read the data know its class rows; only the last
+  // stage, which does, uses the weights.
+  if (source_ != nullptr) {
+    HPCML_ASSIGN_OR_RETURN(tc_.class_weights,
+                           ClassWeights(o_, mc_.output_dim, input_lineage_.data.class_rows));
+  }
   tc_.global_batch = o_.batch;
   tc_.microbatches = o_.microbatches;
   tc_.schedule = o_.schedule;
@@ -620,6 +646,10 @@ std::string Program::SettingsJson() const {
                               {"microbatches", o_.microbatches},
                               {"schedule", Name(o_.schedule)},
                               {"zero1", o_.zero1},
+                              {"embed_dim", o_.embed_dim},
+                              {"embed_min_count", o_.embed_min_count},
+                              {"class_weight", o_.class_weight},
+                              {"class_weights", tc_.class_weights},
                               {"backend", Name(o_.backend)},
                               {"eval_interval", o_.eval_interval},
                               {"early_stop_patience", o_.early_stop_patience}};

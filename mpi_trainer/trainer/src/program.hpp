@@ -69,6 +69,7 @@ class Program {
   Status MakeBackend();
   Status MakeCpuBackend();
   Status OpenInput();
+  void ShareEmbeddings();
   Status MakeTrainer();
   bool validating() const {
     return o_.val_samples > 0 || !o_.val_data.empty() || !o_.val_version.empty();

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "hpcml/common/cli.hpp"
+#include "hpcml/common/strings.hpp"
 #include "hpcml/topology/planner.hpp"
 #include "hpcml/trainer/partition.hpp"
 
@@ -87,6 +88,14 @@ void AddModelOptions(CLI::App& app, TrainOptions& o) {
   app.add_option("--steps", o.steps, "optimisation steps")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  app.add_option("--embed-dim", o.embed_dim,
+                 "embedding widths of --data's category features: N for all, COL=N for one, "
+                 "comma-separated (default: min(32, round(1.6 * values^0.56)))");
+  app.add_option("--embed-min-count", o.embed_min_count,
+                 "category values with fewer training rows share the unknown embedding")
+      ->capture_default_str();
+  app.add_option("--class-weight", o.class_weight,
+                 "loss weight per class: balanced, or w0,w1,... (default: 1 each)");
 }
 
 // The optimiser, gradient exchange and outputs.
@@ -259,6 +268,86 @@ Status CheckTrainOptions(const TrainOptions& o) {
     return InvalidArgument("no input: give --data <feature set> or --synthetic");
   }
   return Status::Ok();
+}
+
+namespace {
+
+// A positive integer option value, or an error naming the option.
+Result<std::int64_t> PositiveInt(std::string_view option, const std::string& text) {
+  std::size_t used = 0;
+  long long v = 0;
+  try {
+    v = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size() || text.empty() || v < 1) {
+    return InvalidArgument("{} '{}': not a positive integer", option, text);
+  }
+  return static_cast<std::int64_t>(v);
+}
+
+}  // namespace
+
+Result<EncodingOptions> ParseEncodingOptions(const TrainOptions& o) {
+  EncodingOptions e;
+  e.min_count = o.embed_min_count;
+  for (const std::string& item : SplitList(o.embed_dim)) {
+    const auto eq = item.find('=');
+    if (eq == std::string::npos) {
+      HPCML_ASSIGN_OR_RETURN(e.embed_dim, PositiveInt("--embed-dim", item));
+      continue;
+    }
+    HPCML_ASSIGN_OR_RETURN(std::int64_t d, PositiveInt("--embed-dim", item.substr(eq + 1)));
+    e.embed_dims[item.substr(0, eq)] = d;
+  }
+  return e;
+}
+
+Result<std::vector<float>> ClassWeights(const TrainOptions& o, std::int64_t classes,
+                                        const std::vector<std::uint64_t>& class_rows) {
+  if (o.class_weight.empty()) return std::vector<float>{};
+  if (o.loss != LossKind::kCrossEntropy) {
+    return InvalidArgument("--class-weight needs --loss ce");
+  }
+  std::vector<float> w;
+  if (o.class_weight == "balanced") {
+    if (static_cast<std::int64_t>(class_rows.size()) != classes) {
+      return InvalidArgument(
+          "--class-weight balanced needs the training rows per class, which only a --data "
+          "version's label statistics give (a string or 0/1 label); give w0,w1,... instead");
+    }
+    std::uint64_t rows = 0;
+    for (std::uint64_t n : class_rows) rows += n;
+    for (std::int64_t c = 0; c < classes; ++c) {
+      const std::uint64_t n = class_rows[static_cast<size_t>(c)];
+      if (n == 0) {
+        return InvalidArgument("--class-weight balanced: class {} has no training rows", c);
+      }
+      w.push_back(static_cast<float>(static_cast<double>(rows) /
+                                     (static_cast<double>(classes) * static_cast<double>(n))));
+    }
+    return w;
+  }
+  for (const std::string& item : SplitList(o.class_weight)) {
+    std::size_t used = 0;
+    float v = 0.0f;
+    try {
+      v = std::stof(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != item.size() || item.empty() || !(v > 0.0f) || !std::isfinite(v)) {
+      return InvalidArgument("--class-weight '{}': '{}' is not a positive number", o.class_weight,
+                             item);
+    }
+    w.push_back(v);
+  }
+  if (static_cast<std::int64_t>(w.size()) != classes) {
+    return InvalidArgument("--class-weight gives {} weights for {} classes (--outputs)", w.size(),
+                           classes);
+  }
+  return w;
 }
 
 // In this order, so --help lists them as before.

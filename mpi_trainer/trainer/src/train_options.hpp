@@ -10,6 +10,7 @@
 #include "checkpointing.hpp"
 #include "hpcml/common/status.hpp"
 #include "hpcml/trainer/backend.hpp"
+#include "hpcml/trainer/encoding.hpp"
 #include "hpcml/trainer/grid.hpp"
 #include "hpcml/trainer/partition.hpp"
 
@@ -46,6 +47,10 @@ struct TrainOptions {
   double bucket_mb = 1.0;
   bool no_overlap = false;
   bool zero1 = false;
+  // The input encoding of --data (encoding.hpp) and the loss's class weights.
+  std::string embed_dim;  // "8", "zip=16,state=4" or both kinds; "": the size rule
+  std::uint64_t embed_min_count = 5;
+  std::string class_weight;  // "", "balanced" or "w0,w1,..."
   std::int64_t log_interval = 10;
   std::string metrics, metrics_textfile, output;
   // Validation (docs/trainer.md, "Validation").
@@ -77,6 +82,13 @@ void AddTrainOptions(CLI::App& app, TrainOptions& o);
 // grid larger than the world, a width the tensor group does not divide)
 // are found during set-up: exit 1.
 Status CheckTrainOptions(const TrainOptions& o);
+// --embed-dim and --embed-min-count as the encoding's options.
+Result<EncodingOptions> ParseEncodingOptions(const TrainOptions& o);
+// --class-weight for `classes` classes: empty (none), given weights, or
+// "balanced" (rows / (classes * class rows), as scikit-learn's), which needs
+// the training rows per class (`class_rows`, from the data's statistics).
+Result<std::vector<float>> ClassWeights(const TrainOptions& o, std::int64_t classes,
+                                        const std::vector<std::uint64_t>& class_rows);
 
 // --best-output, or by default --output's name with .best.h5
 // (run/model.h5 -> run/model.best.h5; any other name: + ".best.h5"); empty

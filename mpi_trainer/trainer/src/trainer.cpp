@@ -81,6 +81,16 @@ Status Trainer::SplitBatch() {
 
 // The first and last stages read the source: it must fit the model.
 Status Trainer::CheckSource(const ModelConfig& mc) const {
+  const auto weights = static_cast<std::int64_t>(config_.class_weights.size());
+  if (weights != 0 && (mc.loss != LossKind::kCrossEntropy || weights != mc.output_dim)) {
+    return InvalidArgument("{} class weights for a model with {} {}", weights, mc.output_dim,
+                           mc.loss == LossKind::kCrossEntropy ? "classes" : "regression outputs");
+  }
+  for (float w : config_.class_weights) {
+    if (!(w > 0.0f) || !std::isfinite(w)) {
+      return InvalidArgument("class weight {}: each must be positive and finite", w);
+    }
+  }
   if (pp_idx_ != 0 && pp_idx_ != shape_.pp - 1) return Status::Ok();
   if (source_ == nullptr) return InvalidArgument("the first and last stages need a data source");
   if (source_->feature_dim() != mc.input_dim) {
@@ -121,6 +131,11 @@ void Trainer::AllocateActivations() {
     targets_ = backend_->Alloc(n);
     dlogits_ = backend_->Alloc(static_cast<std::size_t>(nmb) * rows *
                                static_cast<std::size_t>(m.output_width()));
+    if (!config_.class_weights.empty()) {
+      class_weight_ = backend_->Alloc(config_.class_weights.size());
+      backend_->ToDevice(class_weight_.data(), config_.class_weights.data(),
+                         config_.class_weights.size());
+    }
   } else {
     recv_grad_ = backend_->Alloc(rows * static_cast<std::size_t>(m.output_width()));
   }
@@ -165,7 +180,7 @@ void Trainer::MakeBuckets() {
       cur.end = m.layer_offset(i) + m.layer_size(i);
       open = true;
     }
-    cur.begin = m.layer_offset(i);
+    cur.begin = i == 0 ? 0 : m.layer_offset(i);  // the first stage's embeddings lead the buffer
     cur.start_layer = i;
     if ((cur.end - cur.begin) * sizeof(float) >= config_.bucket_bytes || i == 0) {
       buckets_.push_back(cur);
@@ -278,7 +293,11 @@ const float* Trainer::StageInput(int mb) {
   const auto rows = static_cast<std::size_t>(mb_rows_);
   const auto in_w = static_cast<std::size_t>(model_->input_width());
   const auto at = static_cast<std::size_t>(mb) * rows;
-  if (pp_idx_ == 0) return features_.data() + at * in_w;
+  if (pp_idx_ == 0) {
+    float* x = features_.data() + at * in_w;
+    model_->Embed(mb, x);
+    return x;
+  }
   float* buf = recv_act_.data() + at * in_w;
   RecvFilling(buf, rows * in_w, pp_idx_ - 1, 2 * mb);
   return buf;
@@ -299,7 +318,8 @@ void Trainer::ForwardOp(int mb, bool flush) {
     const auto tdim = static_cast<std::size_t>(source_->target_dim());
     batch_.loss +=
         backend_->LossAndGrad(mc.loss, model_->Output(mb), targets_.data() + at * tdim, mb_rows_,
-                              mc.output_dim, scale, dlogits_.data() + at * out_w);
+                              mc.output_dim, scale, dlogits_.data() + at * out_w,
+                              class_weight_.data());
   }
   backend_->Synchronize();
   batch_.busy += Seconds(c0, Clock::now());

@@ -127,10 +127,21 @@ class Backend {
     BiasGrad(dpre, rows, cols, db);
   }
   // Per-sample losses summed over `rows`; writes dlogits = scale * dLoss/dlogits
-  // of the summed loss. Cross-entropy: targets[r] holds the class index;
-  // MSE: targets is [rows, cols] and the sample loss is mean((y - t)^2).
+  // of the summed loss. Cross-entropy: targets[r] holds the class index, and
+  // with `class_weight` (backend memory, one per class) a sample's loss and
+  // gradient are multiplied by its class's weight; MSE: targets is
+  // [rows, cols], the sample loss is mean((y - t)^2), class_weight unused.
   virtual double LossAndGrad(LossKind loss, const float* logits, const float* targets,
-                             std::int64_t rows, std::int64_t cols, float scale, float* dlogits) = 0;
+                             std::int64_t rows, std::int64_t cols, float scale, float* dlogits,
+                             const float* class_weight = nullptr) = 0;
+  // Embedding lookup (model.hpp): `x` points at a slot of `rows` rows of
+  // `stride` floats. For each row, code = x[r * stride] (encoding.hpp),
+  // codes[r] = code, then x[r * stride + c] = table[code * dim + c], c < dim.
+  virtual void EmbedLookup(const float* table, std::int64_t dim, float* x, std::int64_t stride,
+                           std::int64_t rows, float* codes) = 0;
+  // Its gradient: dtable[codes[r] * dim + c] += dx[r * stride + c].
+  virtual void EmbedGrad(const float* dx, std::int64_t stride, const float* codes,
+                         std::int64_t rows, std::int64_t dim, float* dtable) = 0;
   virtual double SumSquares(const float* x, std::size_t n) = 0;
   virtual void AdamW(float* param, const float* grad, float* m, float* v, std::size_t n,
                      const AdamWStep& step) = 0;

@@ -10,6 +10,17 @@
 // DeriveSeed(seed, l) element by element (counter = row * in + col), scaled
 // by 1/sqrt(in); biases start at 0. A rank computes only its slice, and every
 // layout starts from the same model.
+//
+// Embeddings (config.embeddings, encoding.hpp): the first stage holds every
+// table whole, replicated over the tensor group (a table is small and its
+// rows are gathered, not multiplied), at the start of the flat buffer,
+// named embed<j>.weight. Table j is drawn from DeriveSeed(seed, 2^32 + j)
+// (counter = row * dim + col), unscaled (the numbers beside it are
+// standardised); its last row, the unknown code's, starts at 0. Their
+// gradient is the first layer's input gradient over the embedding columns:
+// one GEMM of rows x embedded_width x out_local per microbatch and, with a
+// column-split first layer, an all-reduce of rows x embedded_width over the
+// tensor group (docs/trainer.md).
 #pragma once
 
 #include <algorithm>
@@ -28,8 +39,8 @@
 namespace hpcml::trainer {
 
 struct ParamInfo {
-  std::string name;  // "layer2.weight", "layer2.bias"
-  int layer = 0;
+  std::string name;  // "layer2.weight", "layer2.bias", "embed0.weight"
+  int layer = 0;     // -1: an embedding table
   bool is_bias = false;
   std::vector<std::int64_t> global_shape;   // {out, in} or {out}
   std::int64_t row_begin = 0, row_end = 0;  // owned rows of the global tensor
@@ -74,6 +85,10 @@ class Model {
   // instead of adding to them. Gradients read before that are stale.
   void ZeroGradOnNextBackward();
 
+  // First stage with embeddings: fills microbatch mb's embedding slots of
+  // `input` [rows, input_width()] in place (the codes they held are kept for
+  // Backward). Call before Forward(mb, input); a no-op without embeddings.
+  void Embed(int mb, float* input);
   // Forward pass of microbatch `mb`; `input` [rows, input_width()] must stay
   // valid until Backward(mb) returns.
   void Forward(int mb, const float* input);
@@ -117,7 +132,14 @@ class Model {
     std::vector<float*> dz;        // dLoss/dz, when the layer has an activation
     std::vector<const float*> gz;  // dLoss/dz as Backward found it, for WeightGrads
     Buffer dinput;
+    Buffer codes;  // per table, rows codes (Embed), for the embeddings' gradient
   };
+  struct Table {
+    EmbeddingShape shape;
+    std::size_t off = 0;     // in the flat buffers
+    std::int64_t slot = 0;   // first input column
+  };
+  void EmbeddingGrads(MicroState& st, const Layer& first, const float* gz);
   std::vector<Buffer> z_all_, a_all_, dz_all_;  // per local layer, all microbatches
 
   Model(ModelConfig config, Backend* backend) : config_(std::move(config)), backend_(backend) {}
@@ -129,6 +151,9 @@ class Model {
   Placement where_;
   int first_ = 0;
   std::vector<Layer> layers_;
+  std::vector<Table> tables_;  // first stage only
+  bool overwrite_embed_ = false;  // next Backward overwrites the tables' gradients
+  Buffer demb_;                   // [rows, embedded width]: their input gradient
   std::vector<ParamInfo> params_;
   Buffer params_buf_, grads_buf_;
   std::vector<char> overwrite_grad_;   // per local layer: next Backward overwrites the bias grad

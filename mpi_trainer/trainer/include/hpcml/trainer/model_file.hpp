@@ -72,6 +72,7 @@ struct TrainingData {
   std::string zone;
   std::string classification;
   std::uint64_t rows = 0;
+  std::vector<std::uint64_t> class_rows;  // rows per class (a string label's statistics)
 };
 
 // The held-out evaluation a model file's validation figures come from.

@@ -52,6 +52,10 @@ struct TrainConfig {
   // the unsharded run up to float summation order. CPU backend only; the
   // reduction then follows the backward pass (no overlap).
   bool zero1 = false;
+  // Cross-entropy only: a weight per class (empty: 1 for all) multiplying
+  // each sample's loss; the step's loss stays the sum over the global batch
+  // divided by its size.
+  std::vector<float> class_weights;
 };
 
 struct StepStats {
@@ -184,6 +188,7 @@ class Trainer {
   // the model's weight gradients can take several in one GEMM.
   Buffer recv_act_, dlogits_;
   Buffer recv_grad_;
+  Buffer class_weight_;  // last stage, with class weights
   Buffer m_, v_;
   // ZeRO-1: this rank's shard [shard_begin_, shard_end_) of the flat buffer,
   // every replica's shard length, and the reduced gradients of the shard.
