@@ -194,6 +194,38 @@ TEST(CpuBackend, CrossEntropyLossAndGradient) {
       be->LossAndGrad(LossKind::kCrossEntropy, z.data(), bad.data(), 2, 3, 1.0f, dz.data())));
 }
 
+TEST(CpuBackend, ClassWeightsScaleEachRowsLossAndGradient) {
+  auto be = MakeCpuBackend(nullptr);
+  std::vector<float> z{1.0f, 2.0f, 3.0f, 0.0f, 0.0f, 0.0f}, t{2.0f, 0.0f}, dz(6), dw(6);
+  const std::vector<float> w{4.0f, 1.0f, 0.25f};
+  const double plain =
+      be->LossAndGrad(LossKind::kCrossEntropy, z.data(), t.data(), 2, 3, 1.0f, dz.data());
+  const double weighted =
+      be->LossAndGrad(LossKind::kCrossEntropy, z.data(), t.data(), 2, 3, 1.0f, dw.data(), w.data());
+  const double lse = std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0));
+  EXPECT_NEAR(plain, (lse - 3.0) + std::log(3.0), 1e-6);
+  EXPECT_NEAR(weighted, 0.25 * (lse - 3.0) + 4.0 * std::log(3.0), 1e-6);
+  for (int c = 0; c < 3; ++c) {
+    EXPECT_NEAR(dw[static_cast<size_t>(c)], 0.25f * dz[static_cast<size_t>(c)], 1e-7);  // class 2
+    EXPECT_NEAR(dw[static_cast<size_t>(3 + c)], 4.0f * dz[static_cast<size_t>(3 + c)], 1e-6);
+  }
+}
+
+TEST(CpuBackend, EmbedLookupFillsSlotsAndGradAddsRowsPerCode) {
+  auto be = MakeCpuBackend(nullptr);
+  // Table of 3 codes x 2; rows of stride 4 with the slot at column 1.
+  const std::vector<float> table{1, 2, 3, 4, 5, 6};
+  std::vector<float> x{9, 2, 0, 9, 9, 0, 0, 9, 9, 2, 0, 9};
+  std::vector<float> codes(3);
+  be->EmbedLookup(table.data(), 2, x.data() + 1, 4, 3, codes.data());
+  EXPECT_EQ(codes, (std::vector<float>{2, 0, 2}));
+  EXPECT_EQ(x, (std::vector<float>{9, 5, 6, 9, 9, 1, 2, 9, 9, 5, 6, 9}));
+  std::vector<float> dx{0, 1, 10, 0, 0, 100, 1000, 0, 0, 2, 20, 0};
+  std::vector<float> dt(6, 0.5f);
+  be->EmbedGrad(dx.data() + 1, 4, codes.data(), 3, 2, dt.data());
+  EXPECT_EQ(dt, (std::vector<float>{100.5f, 1000.5f, 0.5f, 0.5f, 3.5f, 30.5f}));
+}
+
 TEST(CpuBackend, MseLossAndGradient) {
   auto be = MakeCpuBackend(nullptr);
   std::vector<float> y{1.0f, 2.0f}, t{0.0f, 4.0f}, dy(2);

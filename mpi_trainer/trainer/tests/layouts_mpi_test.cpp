@@ -36,6 +36,7 @@ std::vector<Case> Cases() {
     c.train.overlap_dp = false;
     out.push_back(c);
   }
+  out.push_back(EmbeddedCe(/*lr_steps=*/4));
   return out;
 }
 
@@ -53,7 +54,7 @@ Result<Run> Train(const Case& c, const ProcessGrid* grid) {
   auto backend = MakeCpuBackend(grid);
   const int replica = grid ? grid->dp_idx() : 0, replicas = grid ? grid->shape().dp : 1;
   HPCML_ASSIGN_OR_RETURN(
-      auto source, MakeSyntheticSource(DataFor(c.model), c.train.global_batch, replica, replicas));
+      auto source, MakeCaseSource(c.model, c.train.global_batch, replica, replicas));
   HPCML_ASSIGN_OR_RETURN(auto trainer,
                          Trainer::Create(c.train, c.model, grid, backend.get(), source.get()));
   // Gradients of batch 0, then rewind the data so the steps see it again.
@@ -116,8 +117,8 @@ TEST(Layouts, EveryLayoutMatchesTheSingleProcessRun) {
       ++checked;
     }
   }
-  // 2 ranks: 3 layouts; 4 ranks: 6 layouts; for each of the 3 cases.
-  EXPECT_EQ(checked, 3 * static_cast<int>(Layouts(n).size()));
+  // 2 ranks: 3 layouts; 4 ranks: 6 layouts; for each of the 4 cases.
+  EXPECT_EQ(checked, 4 * static_cast<int>(Layouts(n).size()));
 }
 
 // A source that fails on one rank at its second batch.
@@ -148,7 +149,7 @@ TEST(Layouts, AReadErrorOnOneRankStopsEveryRankWithItsMessage) {
   auto grid = ProcessGrid::Create(MPI_COMM_WORLD, GridShape{n, 1, 1});
   ASSERT_TRUE(grid.ok());
   auto backend = MakeCpuBackend(&*grid);
-  auto inner = MakeSyntheticSource(DataFor(c.model), c.train.global_batch, grid->dp_idx(), n);
+  auto inner = MakeCaseSource(c.model, c.train.global_batch, grid->dp_idx(), n);
   ASSERT_TRUE(inner.ok());
   FailingSource source(std::move(*inner), grid->rank() == n - 1);
   auto trainer = Trainer::Create(c.train, c.model, &*grid, backend.get(), &source);

@@ -102,6 +102,88 @@ INSTANTIATE_TEST_SUITE_P(AllActivationsAndLosses, ModelGradTest,
                                   std::string(Name(i.param.loss));
                          });
 
+// Embedding tables: Embed fills the slots from the codes, their gradients
+// (from the first layer's input gradient) match finite differences, over
+// two microbatches, and the unknown rows start at zero.
+TEST(Model, EmbeddingGradientsMatchFiniteDifferences) {
+  ModelConfig c;
+  c.embeddings = {{3, 2}, {4, 3}};
+  c.input_dim = 3 + 2 + 3;
+  c.hidden = {6};
+  c.output_dim = 3;
+  c.activation = Activation::kTanh;
+  c.seed = 5;
+  auto plan = PartitionModel(c, GridShape{});
+  ASSERT_TRUE(plan.ok());
+  auto be = MakeCpuBackend(nullptr);
+  auto model = Model::Create(c, *plan, Placement{}, be.get());
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  Model& m = **model;
+  ASSERT_EQ(m.params()[0].name, "embed0.weight");
+  ASSERT_EQ(m.params()[1].name, "embed1.weight");
+  const float* t1 = m.param_data() + m.params()[1].offset;
+  EXPECT_EQ(std::vector<float>(t1 + 9, t1 + 12), std::vector<float>(3, 0.0f));  // unknown row
+  EXPECT_NE(t1[0], 0.0f);
+  const std::int64_t rows = 4;
+  m.Reserve(2, rows);
+  // Dense features, then the codes in the slots' first floats (code 3 of
+  // table 1 is its unknown row).
+  std::vector<float> encoded(static_cast<size_t>(2 * rows * c.input_dim), 0.0f);
+  const float codes[2][4][2] = {{{0, 1}, {2, 3}, {0, 1}, {0, 0}}, {{2, 2}, {2, 3}, {0, 1}, {0, 2}}};
+  for (int mb = 0; mb < 2; ++mb) {
+    for (std::int64_t r = 0; r < rows; ++r) {
+      float* y = encoded.data() + (mb * rows + r) * c.input_dim;
+      for (int f = 0; f < 3; ++f)
+        y[f] = static_cast<float>(GaussianAt(31, static_cast<std::uint64_t>(mb * 100 + r * 3 + f)));
+      y[3] = codes[mb][r][0];
+      y[5] = codes[mb][r][1];
+    }
+  }
+  const std::vector<float> t{0, 2, 1, 1, 2, 0, 1, 0};
+  // Loss over both microbatches (mean), with fresh copies of the slots.
+  std::vector<float> x;
+  auto loss = [&](std::vector<float>* dz) {
+    x = encoded;
+    double total = 0.0;
+    if (dz) dz->assign(static_cast<size_t>(2 * rows * 3), 0.0f);
+    std::vector<float> scratch(static_cast<size_t>(rows * 3));
+    for (int mb = 0; mb < 2; ++mb) {
+      float* in = x.data() + mb * rows * c.input_dim;
+      m.Embed(mb, in);
+      m.Forward(mb, in);
+      total += be->LossAndGrad(c.loss, m.Output(mb), t.data() + mb * rows, rows, 3,
+                               1.0f / static_cast<float>(2 * rows),
+                               dz ? dz->data() + mb * rows * 3 : scratch.data());
+    }
+    return total / static_cast<double>(2 * rows);
+  };
+  std::vector<float> dz;
+  loss(&dz);
+  // Row 0's slots hold table 0's code 0 and table 1's code 1.
+  EXPECT_EQ(x[3], m.param_data()[0]);
+  EXPECT_EQ(x[4], m.param_data()[1]);
+  EXPECT_EQ(x[5], t1[3]);
+  m.ZeroGradOnNextBackward();
+  for (int mb = 0; mb < 2; ++mb) m.Backward(mb, dz.data() + mb * rows * 3, false);
+  m.WeightGrads();
+  std::vector<float> analytic(m.grad_data(), m.grad_data() + m.num_params());
+  const float h = 1e-2f;
+  for (size_t i = 0; i < m.num_params(); ++i) {
+    float* p = m.param_data() + i;
+    const float keep = *p;
+    *p = keep + h;
+    const double up = loss(nullptr);
+    *p = keep - h;
+    const double down = loss(nullptr);
+    *p = keep;
+    const double fd = (up - down) / (2.0 * static_cast<double>(h));
+    EXPECT_NEAR(analytic[i], fd, 2e-3 + 2e-2 * std::abs(fd)) << "parameter " << i;
+  }
+  // Table 0's code 1 is used by no row: its gradient is exactly zero.
+  EXPECT_EQ(analytic[2], 0.0f);
+  EXPECT_EQ(analytic[3], 0.0f);
+}
+
 // Deferred weight gradients: several microbatches taken together (one GEMM
 // per layer, or one layer at a time) give the sum of each microbatch's own
 // gradients, and layers are reported complete last layer first.

@@ -26,6 +26,7 @@ std::vector<Case> Cases() {
   std::vector<Case> out;
   out.push_back(GeluCeGpipe("gelu_ce_gpipe_decay_clip", {16, 8, 8}, /*lr_steps=*/6));
   out.push_back(TanhMse1F1B(/*lr_steps=*/6));
+  out.push_back(EmbeddedCe(/*lr_steps=*/6));
   return out;
 }
 
@@ -39,7 +40,7 @@ struct Session {
 Result<Session> Open(const Case& c, const ProcessGrid& grid, bool zero1) {
   Session s;
   s.backend = MakeCpuBackend(&grid);
-  HPCML_ASSIGN_OR_RETURN(s.source, MakeSyntheticSource(DataFor(c.model), c.train.global_batch,
+  HPCML_ASSIGN_OR_RETURN(s.source, MakeCaseSource(c.model, c.train.global_batch,
                                                        grid.dp_idx(), grid.shape().dp));
   TrainConfig tc = c.train;
   tc.zero1 = zero1;
@@ -118,7 +119,7 @@ TEST(Zero1, MatchesTheUnshardedRunAndShardsTheOptimizerState) {
       ++checked;
     }
   }
-  EXPECT_EQ(checked, 2 * static_cast<int>(Layouts(n, /*min_dp=*/2).size()));
+  EXPECT_EQ(checked, static_cast<int>(Cases().size()) * static_cast<int>(Layouts(n, /*min_dp=*/2).size()));
 }
 
 // A checkpoint directory shared by all ranks (rank 0 names it).
