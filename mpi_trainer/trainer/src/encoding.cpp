@@ -165,7 +165,8 @@ std::int64_t CodeOf(const ColumnEncoding& column, std::string_view value) {
   return it == column.vocabulary.end() ? column.unknown() : it - column.vocabulary.begin();
 }
 
-Status Encode(const InputEncoding& enc, const float* raw, std::int64_t rows, float* out) {
+Status Encode(const InputEncoding& enc, const float* raw, std::int64_t rows, float* out,
+              const std::uint64_t* row_ids) {
   const auto ncols = static_cast<std::int64_t>(enc.columns.size());
   const std::int64_t width = enc.width();
   // Where each column's number, indicator and code go in an encoded row.
@@ -196,16 +197,18 @@ Status Encode(const InputEncoding& enc, const float* raw, std::int64_t rows, flo
         if (std::isnan(v)) {
           y[s.value] = static_cast<float>(c.unknown());
         } else if (!(v >= 0.0f) || v > static_cast<float>(c.unknown()) || v != std::floor(v)) {
-          return InvalidArgument("row {}, column {} (\"{}\"): {} is not a code of the column", r,
-                                 j + 1, c.name, v);
+          return InvalidArgument("row {}, column {} (\"{}\"): {} is not a code of the column",
+                                 row_ids ? row_ids[r] : static_cast<std::uint64_t>(r), j + 1,
+                                 c.name, v);
         } else {
           y[s.value] = v;
         }
       } else if (std::isnan(v)) {
         if (s.indicator >= 0) y[s.indicator] = 1.0f;
       } else if (!std::isfinite(v)) {
-        return InvalidArgument("row {}, column {} (\"{}\") is {}: a number or a missing cell", r,
-                               j + 1, c.name, v);
+        return InvalidArgument("row {}, column {} (\"{}\") is {}: a number or a missing cell",
+                               row_ids ? row_ids[r] : static_cast<std::uint64_t>(r), j + 1,
+                               c.name, v);
       } else {
         y[s.value] = static_cast<float>((static_cast<double>(v) - c.center) / c.scale);
       }

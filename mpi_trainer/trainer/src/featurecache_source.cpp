@@ -66,11 +66,9 @@ Status EncodeFeatures(const FeatureCacheConfig& c, const fc::Loader& loader, con
       v = v >= 0.0f && code < map.size() ? static_cast<float>(map[code]) : -1.0f;
     }
   }
-  Status st = Encode(e->enc, e->scratch.data(), static_cast<std::int64_t>(b.rows()), features);
-  if (!st.ok()) {
-    return InvalidArgument("{} {}: batch of rows from {}: {}", c.path, loader.info().name,
-                           b.row_ids().empty() ? 0 : b.row_ids()[0], st.message());
-  }
+  Status st = Encode(e->enc, e->scratch.data(), static_cast<std::int64_t>(b.rows()), features,
+                     b.row_ids().data());
+  if (!st.ok()) return InvalidArgument("{} {}: {}", c.path, loader.info().name, st.message());
   return Status::Ok();
 }
 
@@ -185,6 +183,16 @@ Result<fc::VersionStats> NeedStats(const std::string& option, const FeatureCache
       "encoding (versions written before statistics); rewrite it with hpcml-fcache derive {} "
       "--from {}",
       option, c.path, v.name, c.path, v.name);
+}
+
+// Every training or validation row needs its label: a version with missing
+// labels (as its statistics count them) is refused when opened, with what to
+// do. Missing feature cells are the encoding's business.
+Status RefuseMissingLabels(const std::string& option, const FeatureCacheConfig& c,
+                           const fc::VersionInfo& v, const fc::VersionStats& st) {
+  if (st.columns.size() <= v.features() || st.columns.back().missing == 0) return Status::Ok();
+  return fc::MissingCellsError(fmt::format("{} {} {}", option, c.path, v.name), "training",
+                               {{v.label_name, st.columns.back().missing}});
 }
 
 // A class label must have as many classes as the model.
@@ -356,6 +364,7 @@ Result<std::unique_ptr<BatchSource>> OpenFeatureCache(const FeatureCacheConfig& 
   const std::optional<fc::VersionStats> stored = StoredStats(config.path, v);
   HPCML_ASSIGN_OR_RETURN(fc::VersionStats stats, NeedStats("--data", config, v, stored));
   HPCML_RETURN_IF_ERROR(CheckClasses("--data", config, v));
+  HPCML_RETURN_IF_ERROR(RefuseMissingLabels("--data", config, v, stats));
   HPCML_ASSIGN_OR_RETURN(InputEncoding enc, TrainingEncoding(config, v, stats));
   if (lineage != nullptr) {
     HPCML_RETURN_IF_ERROR(DescribeInput(config, loader, stored, lineage));
@@ -396,6 +405,7 @@ Result<std::unique_ptr<EvalSource>> OpenFeatureCacheEval(const FeatureCacheConfi
   const std::optional<fc::VersionStats> stored = StoredStats(config.path, v);
   HPCML_ASSIGN_OR_RETURN(fc::VersionStats stats, NeedStats("--val-data", config, v, stored));
   HPCML_RETURN_IF_ERROR(CheckClasses("--val-data", config, v));
+  HPCML_RETURN_IF_ERROR(RefuseMissingLabels("--val-data", config, v, stats));
   ModelLineage val;
   HPCML_RETURN_IF_ERROR(DescribeInput(config, *loader, stored, &val));
   HPCML_RETURN_IF_ERROR(CheckSameInput(training, val));

@@ -72,17 +72,23 @@ TEST_F(FeatureCacheSourceTest, ReplicasReadDisjointShardsWithMatchingLabels) {
   Write(64, 3);
   std::set<int> seen;
   for (int r = 0; r < 2; ++r) {
-    FeatureCacheConfig c{path_, "", 3, 7, true};
-    auto s = OpenFeatureCache(c, 16, r, 2);
+    FeatureCacheConfig c{path_, "", 3, 7, true, {}};
+    ModelLineage lineage;
+    auto s = OpenFeatureCache(c, 16, r, 2, &lineage);
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     EXPECT_EQ((*s)->feature_dim(), 3);
     EXPECT_EQ((*s)->num_classes(), 3);
+    // Features arrive standardised with the version's statistics.
+    ASSERT_TRUE(lineage.input.encoding.has_value());
+    const ColumnEncoding& f0 = lineage.input.encoding->columns[0];
+    EXPECT_DOUBLE_EQ(f0.center, 31.5);
     for (int step = 0; step < 4; ++step) {  // one epoch: 32 rows per replica
       std::vector<float> x(8 * 3), y(8);
       ASSERT_TRUE((*s)->Next(8, x.data(), y.data()).ok());
       for (int i = 0; i < 8; ++i) {
-        const int row = static_cast<int>(x[static_cast<size_t>(i * 3)]);
-        EXPECT_EQ(x[static_cast<size_t>(i * 3 + 1)], -static_cast<float>(row));
+        const auto row =
+            static_cast<int>(std::lround(x[static_cast<size_t>(i * 3)] * f0.scale + f0.center));
+        EXPECT_EQ(x[static_cast<size_t>(i * 3 + 1)], -x[static_cast<size_t>(i * 3)]);
         EXPECT_EQ(y[static_cast<size_t>(i)], static_cast<float>(row % 3));
         EXPECT_TRUE(seen.insert(row).second) << "row " << row << " read twice";
       }
@@ -93,7 +99,7 @@ TEST_F(FeatureCacheSourceTest, ReplicasReadDisjointShardsWithMatchingLabels) {
 
 TEST_F(FeatureCacheSourceTest, PositionsRoundTrip) {
   Write(64, 3);
-  auto s = OpenFeatureCache(FeatureCacheConfig{path_, "v1", 3, 1, true}, 8, 0, 1);
+  auto s = OpenFeatureCache(FeatureCacheConfig{path_, "v1", 3, 1, true, {}}, 8, 0, 1);
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   std::vector<float> x(24), y(8), again(24);
   ASSERT_TRUE((*s)->Next(8, x.data(), y.data()).ok());
@@ -107,7 +113,7 @@ TEST_F(FeatureCacheSourceTest, PositionsRoundTrip) {
 
 TEST_F(FeatureCacheSourceTest, LabelOutsideTheClassesNamesFileAndRow) {
   Write(16, 5);
-  auto s = OpenFeatureCache(FeatureCacheConfig{path_, "", 2, 1, false}, 16, 0, 1);
+  auto s = OpenFeatureCache(FeatureCacheConfig{path_, "", 2, 1, false, {}}, 16, 0, 1);
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   std::vector<float> x(48), y(16);
   Status st = (*s)->Next(16, x.data(), y.data());
@@ -118,57 +124,74 @@ TEST_F(FeatureCacheSourceTest, LabelOutsideTheClassesNamesFileAndRow) {
 }
 
 TEST_F(FeatureCacheSourceTest, OpenErrorsAreClear) {
-  auto missing = OpenFeatureCache(FeatureCacheConfig{path_ + ".nope", "", 2, 1, true}, 8, 0, 1);
+  auto missing = OpenFeatureCache(FeatureCacheConfig{path_ + ".nope", "", 2, 1, true, {}}, 8, 0, 1);
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.status().message().find("set.h5.nope"), std::string::npos)
       << missing.status().message();
   Write(16, 2, /*labels=*/false);
-  auto nolabels = OpenFeatureCache(FeatureCacheConfig{path_, "", 2, 1, true}, 8, 0, 1);
+  auto nolabels = OpenFeatureCache(FeatureCacheConfig{path_, "", 2, 1, true, {}}, 8, 0, 1);
   ASSERT_FALSE(nolabels.ok());
   EXPECT_NE(nolabels.status().message().find("no labels"), std::string::npos);
-  auto noversion = OpenFeatureCache(FeatureCacheConfig{path_, "v9", 2, 1, true}, 8, 0, 1);
+  auto noversion = OpenFeatureCache(FeatureCacheConfig{path_, "v9", 2, 1, true, {}}, 8, 0, 1);
   ASSERT_FALSE(noversion.ok());
   EXPECT_NE(noversion.status().message().find("v9"), std::string::npos)
       << noversion.status().message();
-  auto toosmall = OpenFeatureCache(FeatureCacheConfig{path_, "", 2, 1, true}, 64, 0, 2);
+  auto toosmall = OpenFeatureCache(FeatureCacheConfig{path_, "", 2, 1, true, {}}, 64, 0, 2);
   EXPECT_FALSE(toosmall.ok());
 }
 
-// Missing cells (features or label) refuse the version at the start, with
-// the count per column and what to do.
-TEST_F(FeatureCacheSourceTest, MissingCellsAreRefusedWhenOpened) {
+// Missing feature cells are encoded (the training mean, and a 1 in the
+// column's missing indicator); a missing label refuses the version at the
+// start, with the count and what to do.
+TEST_F(FeatureCacheSourceTest, MissingCellsAreImputedAndMissingLabelsRefused) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  poison_ = {{5, 1, nan}, {9, 1, nan}, {7, 3, nan}};
+  poison_ = {{5, 1, nan}, {9, 1, nan}};
   Write(64, 2);
-  auto s = OpenFeatureCache({path_, "", 2, 1, true}, 16, 0, 1);
+  auto s = OpenFeatureCache({path_, "", 2, 1, false, {}}, 16, 0, 1);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  // f0, f1, f2, then f1's indicator.
+  ASSERT_EQ((*s)->feature_dim(), 4);
+  std::vector<float> x(16 * 4), y(16);
+  ASSERT_TRUE((*s)->Next(16, x.data(), y.data()).ok());
+  EXPECT_EQ(x[5 * 4 + 1], 0.0f);
+  EXPECT_EQ(x[5 * 4 + 3], 1.0f);
+  EXPECT_EQ(x[6 * 4 + 3], 0.0f);
+  EXPECT_NE(x[6 * 4 + 1], 0.0f);
+
+  std::filesystem::remove_all(dir_);
+  std::filesystem::create_directories(dir_);
+  poison_ = {{5, 1, nan}, {7, 3, nan}};
+  Write(64, 2);
+  s = OpenFeatureCache({path_, "", 2, 1, true, {}}, 16, 0, 1);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(
-      s.status().message().find(
-          "--data " + path_ + " v1: training needs every cell; missing (NaN) cells: 3 (f1 2, y 1)"),
-      std::string::npos)
+  EXPECT_NE(s.status().message().find("--data " + path_ +
+                                      " v1: training needs every cell; missing (NaN) cells: 1 (y 1)"),
+            std::string::npos)
       << s.status().message();
-  EXPECT_NE(s.status().message().find("derive FILE --drop-missing"), std::string::npos);
 }
 
-// Category codes are not amounts: a categorical feature is refused; a class
+// A category feature gets an embedding slot holding its code; a class
 // label's number of classes must be the model's.
 TEST_F(FeatureCacheSourceTest, CategoricalFeaturesAndClassCountsAreChecked) {
   kinds_ = {"float", "float", "category"};
   Write(64, 2);
-  auto s = OpenFeatureCache({path_, "", 2, 1, true}, 16, 0, 1);
-  ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.status().message().find("v1: categorical feature(s) f2: their stored values are "
-                                      "category codes"),
-            std::string::npos)
-      << s.status().message();
+  auto s = OpenFeatureCache({path_, "", 2, 1, false, {}}, 16, 0, 1);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ((*s)->feature_dim(), 2 + DefaultEmbedDim(2));  // "only", and the unknown row
+  std::vector<float> x(static_cast<size_t>(16 * (*s)->feature_dim())), y(16);
+  ASSERT_TRUE((*s)->Next(16, x.data(), y.data()).ok());
+  for (int r = 0; r < 16; ++r) {
+    const float code = x[static_cast<size_t>(r * (*s)->feature_dim() + 2)];
+    EXPECT_EQ(code, 0.0f);
+  }
   std::filesystem::remove_all(dir_);
   std::filesystem::create_directories(dir_);
   kinds_ = {"float", "float", "float"};
   classes_ = {"bad", "good"};
   Write(64, 2);
-  EXPECT_TRUE(OpenFeatureCache({path_, "", 2, 1, true}, 16, 0, 1).ok());
-  auto three = OpenFeatureCache({path_, "", 3, 1, true}, 16, 0, 1);
+  EXPECT_TRUE(OpenFeatureCache({path_, "", 2, 1, true, {}}, 16, 0, 1).ok());
+  auto three = OpenFeatureCache({path_, "", 3, 1, true, {}}, 16, 0, 1);
   ASSERT_FALSE(three.ok());
   EXPECT_NE(three.status().message().find(
                 "the label \"y\" has 2 classes (bad, good), so train with --classes 2"),
@@ -181,7 +204,7 @@ TEST_F(FeatureCacheSourceTest, CategoricalFeaturesAndClassCountsAreChecked) {
 TEST_F(FeatureCacheSourceTest, InfiniteCellStopsItsBatch) {
   poison_ = {{37, 2, std::numeric_limits<float>::infinity()}};
   Write(64, 2);
-  auto s = OpenFeatureCache({path_, "", 2, 1, false}, 16, 0, 1);
+  auto s = OpenFeatureCache({path_, "", 2, 1, false, {}}, 16, 0, 1);
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   std::vector<float> x(16 * 3), y(16);
   Status st;

@@ -44,7 +44,7 @@ TEST_F(ModelIoTest, GatherSaveLoadRoundTrip) {
 
   const std::string path = (dir_ / "model.h5").string();
   ModelLineage lin;
-  lin.data = {"/data/ae/churn.h5", "v2", std::string(64, 'a'), "ae", "internal", 1000};
+  lin.data = {"/data/ae/churn.h5", "v2", std::string(64, 'a'), "ae", "internal", 1000, {}};
   lin.input.feature_names = {"age", "tenure", "spend"};
   lin.input.label_name = "churned";
   lin.input.standardized = {true, false, true};
@@ -59,7 +59,7 @@ TEST_F(ModelIoTest, GatherSaveLoadRoundTrip) {
   lin.steps = 10;
   lin.first_loss = 0.75;
   lin.final_loss = 0.5;
-  lin.validation = ValidationRecord{{"/data/ae/churn.h5", "v3", std::string(64, 'b'), "", "", 300},
+  lin.validation = ValidationRecord{{"/data/ae/churn.h5", "v3", std::string(64, 'b'), "", "", 300, {}},
                                     300,
                                     8,
                                     "best",
@@ -89,6 +89,60 @@ TEST_F(ModelIoTest, GatherSaveLoadRoundTrip) {
   ASSERT_TRUE(back->lineage->input.stats.has_value());
   EXPECT_EQ(back->lineage->input.stats->max[1], 9);
   EXPECT_TRUE(std::isnan(back->lineage->input.stats->mean[2])) << "NaN is written as null";
+}
+
+// A model with an input encoding: format 3, its tables after the layers,
+// the encoding, class names and class rows read back as written; a file
+// whose first layer does not take the encoding's width is refused.
+TEST_F(ModelIoTest, EncodedModelRoundTrip) {
+  InputEncoding enc;
+  enc.columns = {{"income", "float", 50.0, 10.0, true, {}, 0},
+                 {"state", "category", 0, 1, false, {"NY", "CA"}, 2}};
+  ModelConfig c;
+  c.embeddings = enc.embeddings();
+  c.input_dim = enc.width();
+  c.hidden = {4};
+  c.output_dim = 2;
+  auto plan = PartitionModel(c, GridShape{});
+  ASSERT_TRUE(plan.ok());
+  auto be = MakeCpuBackend(nullptr);
+  auto m = Model::Create(c, *plan, Placement{}, be.get());
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  auto full = GatherModel(**m, nullptr, *be, WhichTensor::kParams);
+  ASSERT_TRUE(full.ok()) << full.status().ToString();
+  ASSERT_EQ(full->size(), 5u);
+  EXPECT_EQ(full->back().name, "embed0.weight");
+  EXPECT_EQ(full->back().shape, (std::vector<std::int64_t>{3, 2}));
+
+  ModelLineage lin;
+  lin.data.class_rows = {90, 10};
+  lin.input.feature_names = {"income", "state"};
+  lin.input.label_name = "churned";
+  lin.input.label_classes = {"no", "yes"};
+  lin.input.encoding = enc;
+  const std::string path = (dir_ / "encoded.h5").string();
+  ASSERT_TRUE(SaveModelFile(path, c, *full, lin).ok());
+  auto back = LoadModelFile(path);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->format, kEncodedModelFormat);
+  EXPECT_EQ(back->config.embeddings, c.embeddings);
+  ASSERT_EQ(back->tensors.size(), full->size());
+  EXPECT_EQ(back->tensors.back().data, full->back().data);
+  EXPECT_EQ(back->lineage->input.label_classes, lin.input.label_classes);
+  EXPECT_EQ(back->lineage->data.class_rows, lin.data.class_rows);
+  ASSERT_TRUE(back->lineage->input.encoding.has_value());
+  EXPECT_EQ(EncodingJson(*back->lineage->input.encoding), EncodingJson(enc));
+  EXPECT_NE(LineageJson(*back->lineage).find(enc.columns[1].vocabulary_sha256()),
+            std::string::npos);
+
+  // Another embedding width: the first layer no longer takes the encoding's.
+  lin.input.encoding->columns[1].embed_dim = 3;
+  ASSERT_TRUE(SaveModelFile(path, c, *full, lin).ok());
+  auto bad = LoadModelFile(path);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("the input encoding is 6 wide, the first layer takes 5"),
+            std::string::npos)
+      << bad.status().message();
 }
 
 // A model file whose dims disagree with a tensor, or whose lineage names a

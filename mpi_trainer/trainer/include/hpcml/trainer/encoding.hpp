@@ -101,8 +101,10 @@ std::int64_t CodeOf(const ColumnEncoding& column, std::string_view value);
 // (rows x width()). A category cell holds a code of this encoding (0 to
 // unknown()) or NaN (missing: the unknown code); a number cell a finite
 // value or NaN. An infinite number, or a category cell that is not a code,
-// is InvalidArgument naming the row (0-based, in this call) and column.
-Status Encode(const InputEncoding& enc, const float* raw, std::int64_t rows, float* out);
+// is InvalidArgument naming the row (row_ids[r] when given, else r) and the
+// column (1-based).
+Status Encode(const InputEncoding& enc, const float* raw, std::int64_t rows, float* out,
+              const std::uint64_t* row_ids = nullptr);
 
 // JSON text and back (the model file's lineage holds it as input.encoding;
 // each vocabulary's SHA-256 is written beside it and checked on reading).
