@@ -81,7 +81,15 @@ with h5py.File(set_path, "r") as f:
     y = f["versions/v2/labels"][()].astype(np.int64)
     digest = f["versions/v2"].attrs["data_sha256"]
     digest = digest.decode() if isinstance(digest, bytes) else digest
-h = x
+# The model's input encoding (encoding.hpp): numbers standardised with the
+# training statistics (in double, rounded to float32), missing ones 0 with
+# an indicator; this fixture has no category features.
+enc = lineage["input"]["encoding"]["columns"]
+assert all(c["kind"] != "category" for c in enc), enc
+nums = np.stack([((x[:, j] - c["center"]) / c["scale"]).astype(np.float32).astype(np.float64)
+                 for j, c in enumerate(enc)], axis=1)
+ind = [np.isnan(x[:, j]).astype(np.float64) for j, c in enumerate(enc) if c["indicator"]]
+h = np.nan_to_num(np.concatenate([nums] + [i[:, None] for i in ind], axis=1), nan=0.0)
 for i in range(n):
     h = h @ W[i].T + b[i]
     if i < n - 1:
