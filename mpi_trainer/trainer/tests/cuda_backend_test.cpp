@@ -138,6 +138,33 @@ TEST_F(CudaBackendTest, ElementwiseLossNormAndAdamMatchCpu) {
   EXPECT_NEAR(mg, mc, 1e-6 * std::abs(mc));
   EXPECT_NEAR(gpu_->SumSquares(dzz.data(), z.size()), cpu_->SumSquares(z.data(), z.size()), 1e-4);
 
+  // Class weights, then an embedding lookup and its gradient with repeated
+  // codes (the GPU adds them with atomics).
+  std::vector<float> w(static_cast<size_t>(cols));
+  for (int c = 0; c < cols; ++c) w[static_cast<size_t>(c)] = 0.5f + static_cast<float>(c);
+  Buffer dw = Up(w);
+  const double wc = cpu_->LossAndGrad(LossKind::kCrossEntropy, z.data(), labels.data(), rows, cols,
+                                      0.5f, dl.data(), w.data());
+  const double wg = gpu_->LossAndGrad(LossKind::kCrossEntropy, dzz.data(), dlab.data(), rows, cols,
+                                      0.5f, ddl.data(), dw.data());
+  EXPECT_NEAR(wg, wc, 1e-6 * std::abs(wc));
+  gdl = Down(ddl);
+  for (size_t i = 0; i < dl.size(); ++i) EXPECT_NEAR(gdl[i], dl[i], 1e-6);
+  const std::vector<float> table{1, 2, 3, 4, 5, 6, 7, 8, 9};  // 3 codes x 3
+  std::vector<float> slots(static_cast<size_t>(rows * cols), 0.0f), codes(static_cast<size_t>(rows));
+  for (int r = 0; r < rows; ++r) slots[static_cast<size_t>(r * cols + 1)] = static_cast<float>(r % 3);
+  Buffer dtable = Up(table), dslots = Up(slots), dcodes = gpu_->Alloc(static_cast<size_t>(rows));
+  cpu_->EmbedLookup(table.data(), 3, slots.data() + 1, cols, rows, codes.data());
+  gpu_->EmbedLookup(dtable.data(), 3, dslots.data() + 1, cols, rows, dcodes.data());
+  EXPECT_EQ(Down(dslots), slots);
+  EXPECT_EQ(Down(dcodes), codes);
+  std::vector<float> grad(9, 0.0f);
+  Buffer dgrad = Up(grad);
+  cpu_->EmbedGrad(z.data() + 1, cols, codes.data(), rows, 3, grad.data());
+  gpu_->EmbedGrad(dzz.data() + 1, cols, dcodes.data(), rows, 3, dgrad.data());
+  auto gg = Down(dgrad);
+  for (size_t i = 0; i < grad.size(); ++i) EXPECT_NEAR(gg[i], grad[i], 1e-5);
+
   auto p = Random(100, 7), gr = Random(100, 8);
   std::vector<float> m(100, 0.0f), v(100, 0.0f);
   Buffer dp = Up(p), dgr = Up(gr), dm = gpu_->Alloc(100), dv = gpu_->Alloc(100);
