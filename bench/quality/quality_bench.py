@@ -12,17 +12,14 @@ empty) and every tool reads those files:
 
   lr   scikit-learn LogisticRegression; numerics: median imputation and
        standard scaling; text columns: one-hot, handle_unknown='ignore'.
-  lr-num  the same on the numeric columns only (what the MLP sees): it tells
-       the gap the missing category columns make from the MLP's own.
   xgb  xgboost.XGBClassifier, text columns as pandas 'category'
        (enable_categorical, tree_method='hist'), early stopping on val.
-  mlp  hpcml: hpcml-fcache ingest of each CSV as it is, derive --select (the
-       non-category columns, kinds from `info --json`: the trainer refuses
-       category features) --impute --standardize of the training split, the
-       validation and test splits derived --transform-from it (the training
-       split's means and fill values), hpcml-train with the validation
-       version and early stopping, hpcml-infer score of the test version; the
-       AUC from its per-row p_1.
+  mlp  hpcml: hpcml-fcache ingest of each CSV as it is (three versions),
+       hpcml-train on the training version with the validation version and
+       early stopping (the trainer's input encoding standardises, imputes
+       with indicators and embeds the category columns), hpcml-infer score
+       of the raw test CSV with the best model; the AUC from its
+       probability column of the positive class.
 
 Each tool's test AUC is sklearn.metrics.roc_auc_score(test labels, its
 probability of the positive class, the second class name in byte order, as
@@ -124,12 +121,9 @@ def text_columns(x):
     return [c for c in x.columns if x[c].dtype == object]
 
 
-def run_lr(parts, seed, numeric_only=False):
-    """The newcomer's scikit-learn pipeline (numeric_only: without the text columns,
-    what the MLP sees). Returns (test probabilities, fit seconds)."""
+def run_lr(parts, seed):
+    """The newcomer's scikit-learn pipeline. Returns (test probabilities, fit seconds)."""
     xtr, ytr = parts["train"]
-    if numeric_only:
-        xtr = xtr.drop(columns=text_columns(xtr))
     cats = text_columns(xtr)
     nums = [c for c in xtr.columns if c not in cats]
     model = Pipeline([
@@ -175,63 +169,42 @@ def latest(h, fs):
     return h.run([h.fcache, "ls", fs])[1].splitlines()[0].split()[-1]
 
 
-def train_and_score(h, fs, work, tag, train_v, val_v, test_v, seed):
-    """hpcml-train on train_v (validated on val_v when given), hpcml-infer score of test_v.
-
-    Returns (p_1 per test row in file order, train seconds).
-    """
-    model = os.path.join(work, tag + ".h5")
-    argv = [h.train, "--data", fs, "--data-version", train_v, *h.settings,
-            "--seed", str(seed), "--data-seed", str(seed), "--log-interval", "1000",
-            "--output", model, "--metrics", os.path.join(work, tag + ".jsonl")]
-    if val_v:
-        argv += ["--val-version", val_v, *h.val_settings]
-    t0 = time.perf_counter()
-    h.run(argv)
-    seconds = time.perf_counter() - t0
-    scored = model.replace(".h5", ".best.h5") if val_v else model
-    scores = os.path.join(work, tag + "-scores.csv")
-    h.run([h.infer, "score", "--model", scored, "--data", fs, "--data-version", test_v,
-           "--output", scores])
-    scored_rows = pd.read_csv(scores)
-    test_ids = pd.read_csv(os.path.join(work, "test.csv"))[ENTITY].to_numpy()
-    if not np.array_equal(scored_rows[ENTITY].to_numpy(), test_ids):
-        sys.exit(f"quality_bench: {scores}: rows are not test.csv's, in its order")
-    return scored_rows["p_1"].to_numpy(), seconds
-
-
 def run_hpcml(h, split_dir, label, positive, seed, notes):
-    """The hpcml path on one split. Returns {method: (test p_1, train seconds)}."""
+    """The hpcml path on one split: ingest, train, score the raw test CSV.
+
+    Returns {"mlp": (probability of `positive` per test row, train seconds)}.
+    """
     fs = os.path.join(split_dir, "set.h5")
     t0 = time.perf_counter()
     raw = {}
-    for part in ("train", "val", "test"):
+    for part in ("train", "val"):
         h.run([h.fcache, "ingest", fs, "--csv", os.path.join(split_dir, part + ".csv"),
                "--entity", ENTITY, "--timestamp", TIME, "--label", label,
                "--zone", "bench", "--classification", "internal"])
         raw[part] = latest(h, fs)
     meta = info(h, fs, raw["train"])
-    if list(meta["label_classes"]) != sorted(meta["label_classes"]) or \
-            meta["label_classes"][1] != positive:
-        sys.exit(f"quality_bench: unexpected label classes {meta['label_classes']}")
-    cols = [n for n, k in zip(meta["feature_names"], meta["feature_types"]) if k != "category"]
-    notes.setdefault("numeric", cols)
-    notes.setdefault("category", [n for n in meta["feature_names"] if n not in cols])
-
-    def derive(*args):
-        h.run([h.fcache, "derive", fs, *args])
-        return latest(h, fs)
-
-    # The training split imputed and standardised with its own statistics; the
-    # validation and test splits with the training split's (--transform-from).
-    train_v = derive("--from", raw["train"], "--select", ",".join(cols), "--impute",
-                     "--standardize")
-    val_v = derive("--from", raw["val"], "--transform-from", train_v)
-    test_v = derive("--from", raw["test"], "--transform-from", train_v)
-    prep = time.perf_counter() - t0
-    results = {"mlp": train_and_score(h, fs, split_dir, "mlp", train_v, val_v, test_v, seed)}
-    notes.setdefault("prep_s", []).append(prep)
-    return results
+    notes.setdefault("category", [n for n, k in zip(meta["feature_names"], meta["feature_types"])
+                                  if k == "category"])
+    notes.setdefault("prep_s", []).append(time.perf_counter() - t0)
+    model = os.path.join(split_dir, "mlp.h5")
+    argv = [h.train, "--data", fs, "--data-version", raw["train"], *h.settings,
+            "--seed", str(seed), "--data-seed", str(seed), "--log-interval", "1000",
+            "--output", model, "--metrics", os.path.join(split_dir, "mlp.jsonl"),
+            "--val-version", raw["val"], *h.val_settings]
+    t0 = time.perf_counter()
+    h.run(argv)
+    seconds = time.perf_counter() - t0
+    scores = os.path.join(split_dir, "mlp-scores.csv")
+    h.run([h.infer, "score", "--model", model.replace(".h5", ".best.h5"),
+           "--csv", os.path.join(split_dir, "test.csv"), "--keep", ENTITY, "--output", scores])
+    scored = pd.read_csv(scores)
+    test_ids = pd.read_csv(os.path.join(split_dir, "test.csv"))[ENTITY].to_numpy()
+    if not np.array_equal(scored[ENTITY].to_numpy(), test_ids):
+        sys.exit(f"quality_bench: {scores}: rows are not test.csv's, in its order")
+    column = f"p_{positive}"
+    if column not in scored.columns:
+        sys.exit(f"quality_bench: {scores} has no column {column}: {list(scored.columns)}")
+    return {"mlp": (scored[column].to_numpy(), seconds)}
 
 
 def interval(values):
@@ -243,15 +216,14 @@ def interval(values):
 
 
 def report(table, rows, aucs, times, notes):
-    print(f"\n== {table}: {rows} rows; the MLP sees {len(notes['numeric'])} numeric columns "
-          f"({', '.join(notes['numeric'])}), not the category ones "
-          f"({', '.join(notes['category']) or 'none'})")
+    print(f"\n== {table}: {rows} rows; category columns: "
+          f"{', '.join(notes['category']) or 'none'}")
     print(f"   {'method':<9} {'test AUC':>8} {'95% CI':>17} {'train s':>8}")
     for m in aucs:
         mean, half = interval(aucs[m])
         print(f"   {m:<9} {mean:8.4f} [{mean - half:.4f}, {mean + half:.4f}] "
               f"{np.mean(times[m]):8.2f}")
-    print(f"   hpcml-fcache ingest + derives per split: {np.mean(notes['prep_s']):.2f} s "
+    print(f"   hpcml-fcache ingests per split: {np.mean(notes['prep_s']):.2f} s "
           "(not in the MLP's train time)")
     lr, xgb = np.mean(aucs["lr"]), np.mean(aucs["xgb"])
     a = np.mean(aucs["mlp"])
@@ -267,11 +239,11 @@ def main():
           f"{a.seed + a.splits - 1}); scikit-learn {sklearn.__version__}, "
           f"xgboost {xgboost.__version__}, {os.cpu_count()} cores")
     print("  lr : LogisticRegression(max_iter=1000); median impute + StandardScaler; "
-          "OneHotEncoder(handle_unknown='ignore'); lr-num: the same, numeric columns only")
+          "OneHotEncoder(handle_unknown='ignore')")
     print("  xgb: XGBClassifier(tree_method='hist', enable_categorical=True, "
           "n_estimators=1000, early_stopping_rounds=50, n_jobs=2), other defaults")
     print(f"  mlp: hpcml-train {' '.join(h.settings)} {' '.join(h.val_settings)} "
-          "(validation runs); hpcml-infer score of the best model")
+          "on the raw training version; hpcml-infer score --csv of the raw test split")
     shutil.rmtree(a.work, ignore_errors=True)
     for table in a.datasets.split(","):
         label = TABLES[table]
@@ -287,8 +259,7 @@ def main():
             write_splits(frame, label, k, a.seed, split_dir)
             parts = read_split(split_dir, label, positive)
             y = parts["test"][1]
-            found = {"lr": run_lr(parts, a.seed + k), "xgb": run_xgb(parts, a.seed + k),
-                     "lr-num": run_lr(parts, a.seed + k, numeric_only=True)}
+            found = {"lr": run_lr(parts, a.seed + k), "xgb": run_xgb(parts, a.seed + k)}
             found.update(run_hpcml(h, split_dir, label, positive, a.seed + k, notes))
             for m, (p, t) in found.items():
                 aucs.setdefault(m, []).append(roc_auc_score(y, p))

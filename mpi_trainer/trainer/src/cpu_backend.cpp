@@ -397,18 +397,18 @@ class CpuBackend final : public Backend {
                      const float* class_weight = nullptr) override {
     // Rows split across threads; per-chunk totals summed in chunk order.
     std::vector<double> part(static_cast<std::size_t>(std::max(1, omp_get_max_threads())), 0.0);
-    const int chunks = ParallelChunks(
-        static_cast<std::size_t>(rows),
-        std::max<std::size_t>(1, kGrain / static_cast<std::size_t>(cols)),
-        [&](int chunk, std::size_t r0, std::size_t r1) {
-          part[static_cast<std::size_t>(chunk)] =
-              loss == LossKind::kCrossEntropy
-                  ? CrossEntropyRows(logits, targets, static_cast<std::int64_t>(r0),
-                                     static_cast<std::int64_t>(r1), cols, scale, dlogits,
-                                     class_weight)
-                  : MseRows(logits, targets, static_cast<std::int64_t>(r0),
-                            static_cast<std::int64_t>(r1), cols, scale, dlogits);
-        });
+    const int chunks =
+        ParallelChunks(static_cast<std::size_t>(rows),
+                       std::max<std::size_t>(1, kGrain / static_cast<std::size_t>(cols)),
+                       [&](int chunk, std::size_t r0, std::size_t r1) {
+                         part[static_cast<std::size_t>(chunk)] =
+                             loss == LossKind::kCrossEntropy
+                                 ? CrossEntropyRows(logits, targets, static_cast<std::int64_t>(r0),
+                                                    static_cast<std::int64_t>(r1), cols, scale,
+                                                    dlogits, class_weight)
+                                 : MseRows(logits, targets, static_cast<std::int64_t>(r0),
+                                           static_cast<std::int64_t>(r1), cols, scale, dlogits);
+                       });
     double total = 0.0;
     for (int c = 0; c < chunks; ++c) total += part[static_cast<std::size_t>(c)];
     return total;

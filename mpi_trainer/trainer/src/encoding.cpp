@@ -207,8 +207,8 @@ Status Encode(const InputEncoding& enc, const float* raw, std::int64_t rows, flo
         if (s.indicator >= 0) y[s.indicator] = 1.0f;
       } else if (!std::isfinite(v)) {
         return InvalidArgument("row {}, column {} (\"{}\") is {}: a number or a missing cell",
-                               row_ids ? row_ids[r] : static_cast<std::uint64_t>(r), j + 1,
-                               c.name, v);
+                               row_ids ? row_ids[r] : static_cast<std::uint64_t>(r), j + 1, c.name,
+                               v);
       } else {
         y[s.value] = static_cast<float>((static_cast<double>(v) - c.center) / c.scale);
       }

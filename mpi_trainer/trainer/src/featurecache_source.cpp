@@ -232,8 +232,8 @@ Result<Encoder> Bind(const std::string& option, const FeatureCacheConfig& c,
     const bool coded = v.kind(j) == "category";
     if (coded != col.category()) {
       return InvalidArgument(
-          "{} {} {}: feature \"{}\" is {} here but was {} in the training version", option,
-          c.path, v.name, v.feature_names[j], coded ? "a category" : "a number",
+          "{} {} {}: feature \"{}\" is {} here but was {} in the training version", option, c.path,
+          v.name, v.feature_names[j], coded ? "a category" : "a number",
           col.category() ? "a category" : "a number");
     }
     e.maps.push_back(coded ? CodeMap(col, st.columns[j].categories) : std::vector<std::int32_t>{});
@@ -249,8 +249,8 @@ std::vector<std::uint64_t> ClassRows(const fc::VersionStats& st, std::int64_t cl
   if (label.coded) return label.frequencies;
   // A 0/1 label: the mean of its values counts the ones exactly.
   if (classes == 2 && label.count > 0 && label.min >= 0.0 && label.max <= 1.0) {
-    const auto ones = static_cast<std::uint64_t>(
-        std::llround(label.mean * static_cast<double>(label.count)));
+    const auto ones =
+        static_cast<std::uint64_t>(std::llround(label.mean * static_cast<double>(label.count)));
     return {label.count - ones, ones};
   }
   return {};
@@ -410,8 +410,7 @@ Result<std::unique_ptr<EvalSource>> OpenFeatureCacheEval(const FeatureCacheConfi
   HPCML_RETURN_IF_ERROR(DescribeInput(config, *loader, stored, &val));
   HPCML_RETURN_IF_ERROR(CheckSameInput(training, val));
   if (!training.input.encoding) return Internal("--val-data: the training input has no encoding");
-  HPCML_ASSIGN_OR_RETURN(Encoder e,
-                         Bind("--val-data", config, v, stats, *training.input.encoding));
+  HPCML_ASSIGN_OR_RETURN(Encoder e, Bind("--val-data", config, v, stats, *training.input.encoding));
   if (described != nullptr) *described = val.data;
   return std::unique_ptr<EvalSource>(
       std::make_unique<FeatureCacheEvalSource>(config, std::move(*loader), rows, std::move(e)));

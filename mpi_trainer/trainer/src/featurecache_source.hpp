@@ -4,12 +4,11 @@
 // (drop_last, so every batch is full and every replica does the same number
 // of steps per epoch). Rows are encoded (encoding.hpp) with an encoding
 // built from the training version's kinds and stored statistics, which the
-// lineage records; a validation version is encoded with the training one. Classification (num_classes > 0): the label of each
-// row must be an integer in [0, num_classes), else Next() fails naming the
-// file and the source row. Regression (num_classes == 0): the label is the
-// single regression target. Positions are the loader's Position strings.
-// Available when hpcml-train was built with the featurecache library
-// (FeatureCacheAvailable()).
+// lineage records; a validation version is encoded with the training one. Classification
+// (num_classes > 0): the label of each row must be an integer in [0, num_classes), else Next()
+// fails naming the file and the source row. Regression (num_classes == 0): the label is the single
+// regression target. Positions are the loader's Position strings. Available when hpcml-train was
+// built with the featurecache library (FeatureCacheAvailable()).
 #pragma once
 
 #include <cstdint>

@@ -88,6 +88,7 @@ Status Program::Run() {
   MPI_Allreduce(MPI_IN_PLACE, &features, 1, MPI_INT64_T, MPI_MAX, grid_->world());
   mc_.input_dim = features;
   ShareEmbeddings();
+  if (rank0_ && input_lineage_.input.encoding) LogEncoding(*input_lineage_.input.encoding);
   HPCML_RETURN_IF_ERROR(Agree(MakeTrainer()));
   HPCML_RETURN_IF_ERROR(Agree(OpenValidation()));
   HPCML_RETURN_IF_ERROR(StartCheckpointing());
@@ -176,6 +177,21 @@ Status Program::OpenInput() {
       source_, MakeSyntheticSource(SyntheticFor(o_, classes, o_.synthetic_samples, false), o_.batch,
                                    grid_->dp_idx(), o_.grid.dp));
   return Status::Ok();
+}
+
+// "input: 13 features -> 27 inputs: 6 numbers, 0 missing indicators, 7
+// embeddings (phist 2 values + unknown -> 3, ...)".
+void Program::LogEncoding(const InputEncoding& enc) {
+  std::vector<std::string> tables;
+  for (const ColumnEncoding& c : enc.columns) {
+    if (c.category()) {
+      tables.push_back(
+          fmt::format("{} {} values + unknown -> {}", c.name, c.vocabulary.size(), c.embed_dim));
+    }
+  }
+  log_.info("input: {} features -> {} inputs: {} numbers, {} missing indicators, {} embeddings{}",
+            enc.columns.size(), enc.width(), enc.numbers(), enc.indicators(), tables.size(),
+            tables.empty() ? "" : fmt::format(" ({})", fmt::join(tables, ", ")));
 }
 
 // The embedding tables' shapes, from the encoding world rank 0 (a first

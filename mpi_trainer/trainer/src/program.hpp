@@ -70,6 +70,7 @@ class Program {
   Status MakeCpuBackend();
   Status OpenInput();
   void ShareEmbeddings();
+  void LogEncoding(const InputEncoding& enc);
   Status MakeTrainer();
   bool validating() const {
     return o_.val_samples > 0 || !o_.val_data.empty() || !o_.val_version.empty();

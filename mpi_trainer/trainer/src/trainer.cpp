@@ -316,10 +316,9 @@ void Trainer::ForwardOp(int mb, bool flush) {
     // Mean over the global batch: every sample's loss is scaled by 1/B.
     const float scale = 1.0f / static_cast<float>(config_.global_batch);
     const auto tdim = static_cast<std::size_t>(source_->target_dim());
-    batch_.loss +=
-        backend_->LossAndGrad(mc.loss, model_->Output(mb), targets_.data() + at * tdim, mb_rows_,
-                              mc.output_dim, scale, dlogits_.data() + at * out_w,
-                              class_weight_.data());
+    batch_.loss += backend_->LossAndGrad(mc.loss, model_->Output(mb), targets_.data() + at * tdim,
+                                         mb_rows_, mc.output_dim, scale,
+                                         dlogits_.data() + at * out_w, class_weight_.data());
   }
   backend_->Synchronize();
   batch_.busy += Seconds(c0, Clock::now());

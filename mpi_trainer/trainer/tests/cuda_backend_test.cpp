@@ -151,8 +151,10 @@ TEST_F(CudaBackendTest, ElementwiseLossNormAndAdamMatchCpu) {
   gdl = Down(ddl);
   for (size_t i = 0; i < dl.size(); ++i) EXPECT_NEAR(gdl[i], dl[i], 1e-6);
   const std::vector<float> table{1, 2, 3, 4, 5, 6, 7, 8, 9};  // 3 codes x 3
-  std::vector<float> slots(static_cast<size_t>(rows * cols), 0.0f), codes(static_cast<size_t>(rows));
-  for (int r = 0; r < rows; ++r) slots[static_cast<size_t>(r * cols + 1)] = static_cast<float>(r % 3);
+  std::vector<float> slots(static_cast<size_t>(rows * cols), 0.0f),
+      codes(static_cast<size_t>(rows));
+  for (int r = 0; r < rows; ++r)
+    slots[static_cast<size_t>(r * cols + 1)] = static_cast<float>(r % 3);
   Buffer dtable = Up(table), dslots = Up(slots), dcodes = gpu_->Alloc(static_cast<size_t>(rows));
   cpu_->EmbedLookup(table.data(), 3, slots.data() + 1, cols, rows, codes.data());
   gpu_->EmbedLookup(dtable.data(), 3, dslots.data() + 1, cols, rows, dcodes.data());

@@ -67,7 +67,7 @@ TEST(Encoding, EncodeStandardisesImputesAndCodes) {
   EXPECT_FLOAT_EQ(out[1], 1.0f);
   EXPECT_EQ(out[2], 0.0f);
   EXPECT_EQ(out[3], 1.0f);
-  EXPECT_EQ(out[4], 0.0f);  // the slot's other floats are zero
+  EXPECT_EQ(out[4], 0.0f);                           // the slot's other floats are zero
   EXPECT_EQ(out[static_cast<size_t>(w) + 0], 0.0f);  // missing income: the mean
   EXPECT_EQ(out[static_cast<size_t>(w) + 2], 1.0f);  // and its indicator
   EXPECT_EQ(out[static_cast<size_t>(w) + 3], 3.0f);  // missing state: the unknown code

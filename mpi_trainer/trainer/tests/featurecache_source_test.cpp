@@ -165,8 +165,8 @@ TEST_F(FeatureCacheSourceTest, MissingCellsAreImputedAndMissingLabelsRefused) {
   s = OpenFeatureCache({path_, "", 2, 1, true, {}}, 16, 0, 1);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(s.status().message().find("--data " + path_ +
-                                      " v1: training needs every cell; missing (NaN) cells: 1 (y 1)"),
+  EXPECT_NE(s.status().message().find(
+                "--data " + path_ + " v1: training needs every cell; missing (NaN) cells: 1 (y 1)"),
             std::string::npos)
       << s.status().message();
 }

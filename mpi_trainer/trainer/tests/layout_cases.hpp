@@ -92,8 +92,8 @@ inline Result<std::unique_ptr<BatchSource>> MakeCaseSource(const ModelConfig& mc
   HPCML_ASSIGN_OR_RETURN(auto inner,
                          MakeSyntheticSource(DataFor(mc), global_batch, replica, replicas));
   if (mc.embeddings.empty()) return inner;
-  return std::unique_ptr<BatchSource>(std::make_unique<CodedSource>(std::move(inner),
-                                                                    mc.embeddings));
+  return std::unique_ptr<BatchSource>(
+      std::make_unique<CodedSource>(std::move(inner), mc.embeddings));
 }
 
 // A classifier with two embedding tables (3 and 5 rows) beside 4 dense

@@ -53,8 +53,8 @@ Result<Run> Train(const Case& c, const ProcessGrid* grid) {
   Run run;
   auto backend = MakeCpuBackend(grid);
   const int replica = grid ? grid->dp_idx() : 0, replicas = grid ? grid->shape().dp : 1;
-  HPCML_ASSIGN_OR_RETURN(
-      auto source, MakeCaseSource(c.model, c.train.global_batch, replica, replicas));
+  HPCML_ASSIGN_OR_RETURN(auto source,
+                         MakeCaseSource(c.model, c.train.global_batch, replica, replicas));
   HPCML_ASSIGN_OR_RETURN(auto trainer,
                          Trainer::Create(c.train, c.model, grid, backend.get(), source.get()));
   // Gradients of batch 0, then rewind the data so the steps see it again.

@@ -59,12 +59,13 @@ TEST_F(ModelIoTest, GatherSaveLoadRoundTrip) {
   lin.steps = 10;
   lin.first_loss = 0.75;
   lin.final_loss = 0.5;
-  lin.validation = ValidationRecord{{"/data/ae/churn.h5", "v3", std::string(64, 'b'), "", "", 300, {}},
-                                    300,
-                                    8,
-                                    "best",
-                                    "log_loss",
-                                    R"({"log_loss":0.25,"accuracy":0.9,"auc":0.95})"};
+  lin.validation =
+      ValidationRecord{{"/data/ae/churn.h5", "v3", std::string(64, 'b'), "", "", 300, {}},
+                       300,
+                       8,
+                       "best",
+                       "log_loss",
+                       R"({"log_loss":0.25,"accuracy":0.9,"auc":0.95})"};
   ASSERT_TRUE(SaveModelFile(path, c, *full, lin).ok());
   EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
   auto back = LoadModelFile(path);

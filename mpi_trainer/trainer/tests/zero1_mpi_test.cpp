@@ -40,8 +40,8 @@ struct Session {
 Result<Session> Open(const Case& c, const ProcessGrid& grid, bool zero1) {
   Session s;
   s.backend = MakeCpuBackend(&grid);
-  HPCML_ASSIGN_OR_RETURN(s.source, MakeCaseSource(c.model, c.train.global_batch,
-                                                       grid.dp_idx(), grid.shape().dp));
+  HPCML_ASSIGN_OR_RETURN(
+      s.source, MakeCaseSource(c.model, c.train.global_batch, grid.dp_idx(), grid.shape().dp));
   TrainConfig tc = c.train;
   tc.zero1 = zero1;
   HPCML_ASSIGN_OR_RETURN(s.trainer,
@@ -119,7 +119,8 @@ TEST(Zero1, MatchesTheUnshardedRunAndShardsTheOptimizerState) {
       ++checked;
     }
   }
-  EXPECT_EQ(checked, static_cast<int>(Cases().size()) * static_cast<int>(Layouts(n, /*min_dp=*/2).size()));
+  EXPECT_EQ(checked,
+            static_cast<int>(Cases().size()) * static_cast<int>(Layouts(n, /*min_dp=*/2).size()));
 }
 
 // A checkpoint directory shared by all ranks (rank 0 names it).

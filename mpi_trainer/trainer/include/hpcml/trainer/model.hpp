@@ -136,8 +136,8 @@ class Model {
   };
   struct Table {
     EmbeddingShape shape;
-    std::size_t off = 0;     // in the flat buffers
-    std::int64_t slot = 0;   // first input column
+    std::size_t off = 0;    // in the flat buffers
+    std::int64_t slot = 0;  // first input column
   };
   void EmbeddingGrads(MicroState& st, const Layer& first, const float* gz);
   std::vector<Buffer> z_all_, a_all_, dz_all_;  // per local layer, all microbatches
@@ -151,7 +151,7 @@ class Model {
   Placement where_;
   int first_ = 0;
   std::vector<Layer> layers_;
-  std::vector<Table> tables_;  // first stage only
+  std::vector<Table> tables_;     // first stage only
   bool overwrite_embed_ = false;  // next Backward overwrites the tables' gradients
   Buffer demb_;                   // [rows, embedded width]: their input gradient
   std::vector<ParamInfo> params_;
