@@ -4,15 +4,19 @@
 // inference benchmark; it is not part of hpcml-infer.
 //
 //   node ort_score.mjs score --model m.onnx --input rows.f32 --output out.f32
-//        [--threads 1] [--batch 4096] [--features F] [--ort-dir DIR]
+//        [--strings values.json] [--threads 1] [--batch 4096] [--features F]
+//        [--ort-dir DIR]
 //   node ort_score.mjs bench --model m.onnx --batch 256 [--threads 1]
 //        [--iters 200] [--warmup 20] [--input rows.f32] [--profile] [--json]
 //
 // Files are raw little-endian float32, row-major: input rows x F, output
 // rows x the model's outputs. F is read from the model's input shape unless
-// --features gives it. ONNX Runtime is loaded from DIR/node_modules (default:
-// $HPCML_ORT_DIR, else build/ort in the repository), where
-// scripts/install-deps.sh installs it.
+// --features gives it. A model with string inputs (an encoded hpcml model:
+// one [batch, 1] string input per category feature, docs/inference.md) gets
+// them from --strings, a JSON object {"<input name>": [one string per row]};
+// its float input, if it has one, from --input. ONNX Runtime is loaded from
+// DIR/node_modules (default: $HPCML_ORT_DIR, else build/ort in the
+// repository), where scripts/install-deps.sh installs it.
 //
 // bench reports wall time per session.run (JS and N-API included) and, with
 // --profile, ORT's own per-run time from its profiler ("model_run" events),
@@ -45,7 +49,7 @@ function positiveInt(name, text) {
   return v;
 }
 
-async function openSession(ort, opts, extra = {}) {
+async function openSession(ort, opts, extra = {}, oneInput = true) {
   const session = await ort.InferenceSession.create(opts.model, {
     executionProviders: ['cpu'],
     intraOpNumThreads: opts.threads,
@@ -54,16 +58,16 @@ async function openSession(ort, opts, extra = {}) {
     graphOptimizationLevel: 'all',
     ...extra,
   });
-  if (session.inputNames.length !== 1 || session.outputNames.length !== 1) {
-    fail(`${opts.model}: expected one input and one output`);
+  if ((oneInput && session.inputNames.length !== 1) || session.outputNames.length !== 1) {
+    fail(`${opts.model}: expected ${oneInput ? 'one input' : 'inputs'} and one output`);
   }
   return session;
 }
 
-// F from --features or the model's input shape [batch, F].
-function featureCount(session, opts) {
+// F from --features or the shape [batch, F] of the model's input `index`.
+function featureCount(session, opts, index = 0) {
   if (opts.features) return positiveInt('features', opts.features);
-  const meta = session.inputMetadata?.[0];
+  const meta = session.inputMetadata?.[index];
   const f = meta?.shape?.[1];
   if (typeof f !== 'number' || f < 1) fail(`${opts.model}: input width unknown; pass --features`);
   return f;
@@ -82,16 +86,52 @@ async function runBatch(ort, session, x, rows, f) {
   return out[session.outputNames[0]];
 }
 
+// The model's inputs: at most one float input (rows from --input) and any
+// string inputs (from --strings). Returns {float: {name, f, x} | null,
+// strings: [{name, values}], rows}.
+function readInputs(session, opts) {
+  const meta = session.inputMetadata ?? [];
+  let float = null;
+  const strings = [];
+  const table = opts.strings ? JSON.parse(fs.readFileSync(opts.strings, 'utf8')) : {};
+  session.inputNames.forEach((name, i) => {
+    if (meta[i]?.type === 'string') {
+      const values = table[name];
+      if (!Array.isArray(values)) {
+        fail(`${opts.strings ?? '--strings'}: no values for input ${name}`);
+      }
+      strings.push({ name, values });
+    } else {
+      if (float) fail(`${opts.model}: more than one float input`);
+      if (!opts.input) fail(`${opts.model}: input ${name} needs --input`);
+      const f = featureCount(session, opts, i);
+      float = { name, f, x: readRows(opts.input, f) };
+    }
+  });
+  const counts = strings.map((s) => s.values.length);
+  if (float) counts.unshift(float.x.length / float.f);
+  if (counts.length === 0 || counts.some((c) => c !== counts[0])) {
+    fail(`${opts.model}: the inputs have different row counts (${counts.join(', ')})`);
+  }
+  return { float, strings, rows: counts[0] };
+}
+
 async function score(ort, opts) {
-  if (!opts.input || !opts.output) fail('score needs --input and --output');
-  const session = await openSession(ort, opts);
-  const f = featureCount(session, opts);
-  const x = readRows(opts.input, f);
-  const rows = x.length / f;
+  if (!opts.output) fail('score needs --output');
+  const session = await openSession(ort, opts, {}, false);
+  const { float, strings, rows } = readInputs(session, opts);
   const fd = fs.openSync(opts.output, 'w');
   for (let r = 0; r < rows; r += opts.batch) {
     const n = Math.min(opts.batch, rows - r);
-    const y = await runBatch(ort, session, x.subarray(r * f, (r + n) * f), n, f);
+    const feeds = {};
+    if (float) {
+      const x = float.x.subarray(r * float.f, (r + n) * float.f);
+      feeds[float.name] = new ort.Tensor('float32', x, [n, float.f]);
+    }
+    for (const s of strings) {
+      feeds[s.name] = new ort.Tensor('string', s.values.slice(r, r + n), [n, 1]);
+    }
+    const y = (await session.run(feeds))[session.outputNames[0]];
     fs.writeSync(fd, Buffer.from(y.data.buffer, y.data.byteOffset, y.data.byteLength));
   }
   fs.closeSync(fd);
@@ -192,6 +232,7 @@ function parse(argv) {
       input: { type: 'string' },
       output: { type: 'string' },
       features: { type: 'string' },
+      strings: { type: 'string' },
       threads: { type: 'string', default: '1' },
       batch: { type: 'string' },
       iters: { type: 'string', default: '200' },
@@ -213,6 +254,7 @@ function parse(argv) {
     input: values.input,
     output: values.output,
     features: values.features,
+    strings: values.strings,
     threads: positiveInt('threads', values.threads),
     batch: positiveInt('batch', values.batch ?? (mode === 'score' ? '4096' : '256')),
     iters: positiveInt('iters', values.iters),

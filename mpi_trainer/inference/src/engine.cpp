@@ -10,6 +10,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "hpcml/trainer/encoding.hpp"
+
 namespace hpcml::inference {
 
 std::string_view Name(Precision p) {
@@ -101,21 +103,39 @@ struct Pass {
   std::vector<std::unordered_map<int, dnnl::memory>> args;  // per layer, over the handles
 };
 
+const trainer::InputEncoding* EncodingOf(const trainer::ModelFile& m) {
+  return m.lineage && m.lineage->input.encoding ? &*m.lineage->input.encoding : nullptr;
+}
+
+// Raw values per row: one per feature for an encoded model, else the first
+// layer's width.
+std::int64_t RawInputs(const trainer::ModelFile& m) {
+  const trainer::InputEncoding* enc = EncodingOf(m);
+  return enc ? static_cast<std::int64_t>(enc->columns.size()) : m.config.input_dim;
+}
+
 class CpuEngine final : public Engine {
  public:
   CpuEngine(const trainer::ModelFile& m, const EngineOptions& o)
-      : Engine(m.config.input_dim, m.config.output_dim),
+      : Engine(RawInputs(m), m.config.output_dim),
         config_(m.config),
         max_batch_(std::max<std::int64_t>(1, o.max_batch)),
         threads_(std::max(1, o.threads)),
         int8_(o.precision == Precision::kInt8) {
     if (m.lineage && m.lineage->input.any_standardized()) scaling_ = m.lineage->input;
+    if (const trainer::InputEncoding* enc = EncodingOf(m)) {
+      encoding_ = *enc;
+      offsets_ = enc->embedding_offsets();
+      const auto first = static_cast<size_t>(2 * config_.num_layers());
+      for (size_t j = 0; j < offsets_.size(); ++j) tables_.push_back(m.tensors[first + j]);
+      encoded_.resize(static_cast<size_t>(max_batch_ * config_.input_dim));
+    }
     std::int64_t widest = config_.input_dim;
     for (int l = 0; l < config_.num_layers(); ++l) {
       widest = std::max(widest, config_.out_dim(l));
       layers_.push_back(Pack(l, m));
     }
-    input_.resize(static_cast<size_t>(max_batch_ * config_.input_dim));
+    input_.resize(static_cast<size_t>(max_batch_ * inputs()));
     act_[0].resize(static_cast<size_t>(max_batch_ * widest));
     act_[1].resize(act_[0].size());
     for (const Layer& L : layers_) {
@@ -133,7 +153,12 @@ class CpuEngine final : public Engine {
     try {
       for (std::int64_t first = 0; first < rows; first += max_batch_) {
         const std::int64_t n = std::min(max_batch_, rows - first);
-        ScoreSlice(x + first * inputs(), n, out + first * outputs(), input);
+        Status st = ScoreSlice(x + first * inputs(), n, out + first * outputs(), input);
+        if (!st.ok()) {
+          return std::move(st)
+              .WithContext(fmt::format("rows {} to {} (0-based)", first, first + n - 1))
+              .At();
+        }
       }
     } catch (const dnnl::error& e) {
       return Internal("oneDNN: {} (status {})", e.what(), static_cast<int>(e.status));
@@ -237,9 +262,30 @@ class CpuEngine final : public Engine {
     return dst;
   }
 
-  void ScoreSlice(const float* x, std::int64_t rows, float* out, Input input) {
+  // Each category's slot, holding its code after Encode, becomes the row of
+  // its embedding table for that code (Encode checked the code's range).
+  void Embed(float* y, std::int64_t rows) {
+    const std::int64_t width = config_.input_dim;
+    for (std::int64_t r = 0; r < rows; ++r) {
+      float* row = y + r * width;
+      for (size_t j = 0; j < offsets_.size(); ++j) {
+        const std::int64_t dim = tables_[j].shape[1];
+        const auto code = static_cast<std::int64_t>(row[offsets_[j]]);
+        std::copy_n(tables_[j].data.data() + code * dim, dim, row + offsets_[j]);
+      }
+    }
+  }
+
+  // The derive's standardisation (raw input), then the encoding and the
+  // embeddings (an encoded model), then the layers.
+  Status ScoreSlice(const float* x, std::int64_t rows, float* out, Input input) {
     const float* cur =
         input == Input::kRaw && scaling_.any_standardized() ? Standardize(x, rows) : x;
+    if (encoding_) {
+      HPCML_RETURN_IF_ERROR(trainer::Encode(*encoding_, cur, rows, encoded_.data()));
+      Embed(encoded_.data(), rows);
+      cur = encoded_.data();
+    }
     Pass& p = PassFor(rows);
     for (size_t l = 0; l < layers_.size(); ++l) {
       const Layer& L = layers_[l];
@@ -263,6 +309,7 @@ class CpuEngine final : public Engine {
     }
     stream_.wait();
     if (config_.loss == trainer::LossKind::kCrossEntropy) Softmax(out, rows, outputs());
+    return Status::Ok();
   }
 
   // int8: the layer's input into quantized_ and the bias the matmul needs
@@ -284,21 +331,56 @@ class CpuEngine final : public Engine {
   dnnl::engine engine_{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream_{engine_};
   trainer::InputSchema scaling_;
+  std::optional<trainer::InputEncoding> encoding_;
+  std::vector<std::int64_t> offsets_;        // per category feature: its slot
+  std::vector<trainer::FullTensor> tables_;  // per category feature: its embedding
   std::vector<Layer> layers_;
   std::map<std::int64_t, Pass> passes_;
-  std::vector<float> input_, act_[2];
-  std::vector<std::int8_t> quantized_;  // int8: the current layer's input
+  std::vector<float> input_, encoded_, act_[2];  // input_: standardised raw rows
+  std::vector<std::int8_t> quantized_;           // int8: the current layer's input
 };
+
+// An encoded model: its width, its tables' shapes, and the derive's
+// standardisation only on number features (a category cell is a code).
+Status CheckEncoding(const trainer::ModelFile& m, const trainer::InputEncoding& enc,
+                     const std::vector<trainer::EmbeddingShape>& tables) {
+  HPCML_RETURN_IF_ERROR(enc.Validate(m.path + ": the input encoding"));
+  if (enc.width() != m.config.input_dim) {
+    return InvalidArgument("{}: the input encoding is {} wide, the first layer takes {}", m.path,
+                           enc.width(), m.config.input_dim);
+  }
+  const auto first = static_cast<size_t>(2 * m.config.num_layers());
+  for (size_t j = 0; j < tables.size(); ++j) {
+    const trainer::FullTensor& t = m.tensors[first + j];
+    const std::vector<std::int64_t> want{tables[j].rows, tables[j].dim};
+    if (t.shape != want || t.data.size() != static_cast<size_t>(want[0] * want[1])) {
+      return InvalidArgument("{}: {} does not have the shape [{}, {}]", m.path, t.name, want[0],
+                             want[1]);
+    }
+  }
+  const trainer::InputSchema& in = m.lineage->input;
+  for (size_t j = 0; j < in.standardized.size() && j < enc.columns.size(); ++j) {
+    if (in.standardized[j] && enc.columns[j].category()) {
+      return InvalidArgument("{}: category feature \"{}\" has a recorded standardisation", m.path,
+                             enc.columns[j].name);
+    }
+  }
+  return Status::Ok();
+}
 
 }  // namespace
 
 Result<std::unique_ptr<Engine>> Engine::Create(const trainer::ModelFile& model,
                                                const EngineOptions& options) {
   const trainer::ModelConfig& c = model.config;
-  if (model.tensors.size() != static_cast<size_t>(2 * c.num_layers())) {
-    return InvalidArgument("{}: {} tensors for {} layers", model.path, model.tensors.size(),
-                           c.num_layers());
+  const trainer::InputEncoding* enc = EncodingOf(model);
+  const std::vector<trainer::EmbeddingShape> tables =
+      enc ? enc->embeddings() : std::vector<trainer::EmbeddingShape>{};
+  if (model.tensors.size() != static_cast<size_t>(2 * c.num_layers()) + tables.size()) {
+    return InvalidArgument("{}: {} tensors for {} layers and {} embeddings", model.path,
+                           model.tensors.size(), c.num_layers(), tables.size());
   }
+  if (enc) HPCML_RETURN_IF_ERROR(CheckEncoding(model, *enc, tables));
   for (int l = 0; l < c.num_layers(); ++l) {
     const auto& w = model.tensors[static_cast<size_t>(2 * l)];
     const auto& b = model.tensors[static_cast<size_t>(2 * l + 1)];

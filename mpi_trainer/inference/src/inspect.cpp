@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hpcml/common/json.hpp"
+#include "hpcml/trainer/encoding.hpp"
 
 namespace hpcml::inference {
 namespace {
@@ -27,6 +28,13 @@ std::string InputText(const trainer::InputSchema& in) {
     s += fmt::format("    {:>3}  {}", j + 1, in.feature_names[j]);
     if (!in.standardized.empty() && in.standardized[j]) {
       s += fmt::format("  (standardised: mean {:.9g}, scale {:.9g})", in.mean[j], in.scale[j]);
+    }
+    if (in.encoding && j < in.encoding->columns.size()) {
+      const trainer::ColumnEncoding& c = in.encoding->columns[j];
+      s += c.category() ? fmt::format("  [category: {} values kept, embedding width {}]",
+                                      c.vocabulary.size(), c.embed_dim)
+                        : fmt::format("  [{}: encoded (x - {:.9g}) / {:.9g}{}]", c.kind, c.center,
+                                      c.scale, c.indicator ? ", missing indicator" : "");
     }
     s += '\n';
   }
@@ -62,6 +70,9 @@ std::string InspectText(const trainer::ModelFile& m) {
                          ? ", standardisation recorded by " + l.input.standardized_by
                          : "");
     s += InputText(l.input);
+  }
+  if (!l.input.label_classes.empty()) {
+    s += fmt::format("classes     {}\n", fmt::join(l.input.label_classes, ", "));
   }
   return s;
 }

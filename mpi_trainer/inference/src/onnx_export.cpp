@@ -3,16 +3,21 @@
 #include <onnx/checker.h>
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <exception>
 #include <initializer_list>
+#include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <type_traits>
 #include <vector>
 
 #include "hpcml/common/fs.hpp"
 #include "hpcml/common/identity.hpp"
+#include "hpcml/common/json.hpp"
+#include "hpcml/trainer/encoding.hpp"
 
 namespace hpcml::inference {
 namespace {
@@ -42,7 +47,12 @@ Result<const FullTensor*> FindTensor(const ModelFile& model, const std::string& 
   return InvalidArgument("tensor {} is missing", name);
 }
 
-// Mean and scale per input column: the lineage's where a column was
+const trainer::InputEncoding* EncodingOf(const ModelFile& m) {
+  return m.lineage && m.lineage->input.encoding ? &*m.lineage->input.encoding : nullptr;
+}
+
+// Mean and scale per raw input column (every feature; an encoded model's
+// number features only, in order): the lineage's where a column was
 // standardised, identity elsewhere. Empty when no column was.
 struct Standardization {
   std::vector<double> mean, scale;
@@ -52,18 +62,26 @@ Result<Standardization> ReadStandardization(const ModelFile& model) {
   Standardization s;
   if (!model.lineage || !model.lineage->input.any_standardized()) return s;
   const trainer::InputSchema& in = model.lineage->input;
-  const auto n = static_cast<size_t>(model.config.input_dim);
+  const trainer::InputEncoding* enc = EncodingOf(model);
+  const auto n = enc ? enc->columns.size() : static_cast<size_t>(model.config.input_dim);
   if (in.standardized.size() != n || in.mean.size() != n || in.scale.size() != n)
     return InvalidArgument("lineage input: standardized, mean and scale need {} entries each", n);
-  s.mean.assign(n, 0.0);
-  s.scale.assign(n, 1.0);
   for (size_t j = 0; j < n; ++j) {
+    if (enc && enc->columns[j].category()) {
+      if (in.standardized[j]) {
+        return InvalidArgument("lineage input: category feature \"{}\" has a standardisation",
+                               enc->columns[j].name);
+      }
+      continue;
+    }
+    s.mean.push_back(0.0);
+    s.scale.push_back(1.0);
     if (!in.standardized[j]) continue;
     if (!std::isfinite(in.mean[j]) || !std::isfinite(in.scale[j]) || in.scale[j] == 0.0)
       return InvalidArgument("lineage input: column {} has mean {} and scale {}", j, in.mean[j],
                              in.scale[j]);
-    s.mean[j] = in.mean[j];
-    s.scale[j] = in.scale[j];
+    s.mean.back() = in.mean[j];
+    s.scale.back() = in.scale[j];
   }
   return s;
 }
@@ -73,10 +91,13 @@ Result<Standardization> ReadStandardization(const ModelFile& model) {
 template <typename T>
 void AddInitializer(onnx::GraphProto& g, const std::string& name,
                     const std::vector<std::int64_t>& dims, const std::vector<T>& data) {
-  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>);
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double> ||
+                std::is_same_v<T, std::int64_t>);
   onnx::TensorProto* t = g.add_initializer();
   t->set_name(name);
-  t->set_data_type(std::is_same_v<T, float> ? onnx::TensorProto::FLOAT : onnx::TensorProto::DOUBLE);
+  t->set_data_type(std::is_same_v<T, float>    ? onnx::TensorProto::FLOAT
+                   : std::is_same_v<T, double> ? onnx::TensorProto::DOUBLE
+                                               : onnx::TensorProto::INT64);
   for (std::int64_t d : dims) t->add_dims(d);
   t->set_raw_data(data.data(), data.size() * sizeof(T));
 }
@@ -100,6 +121,21 @@ void SetIntAttr(onnx::NodeProto* n, const std::string& name, std::int64_t v) {
   a->set_name(name);
   a->set_type(onnx::AttributeProto::INT);
   a->set_i(v);
+}
+
+void SetStringsAttr(onnx::NodeProto* n, const std::string& name,
+                    const std::vector<std::string>& v) {
+  onnx::AttributeProto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::STRINGS);
+  for (const std::string& x : v) a->add_strings(x);
+}
+
+void SetIntsAttr(onnx::NodeProto* n, const std::string& name, const std::vector<std::int64_t>& v) {
+  onnx::AttributeProto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INTS);
+  for (std::int64_t x : v) a->add_ints(x);
 }
 
 // 0.5 x (1 + tanh(c (x + a x^3))): opset 17 has no GELU, and opset 20's
@@ -131,31 +167,161 @@ std::string AddActivation(onnx::GraphProto& g, Activation act, const std::string
   return x;
 }
 
-void SetFloatMatrixType(onnx::ValueInfoProto* v, const std::string& name, std::int64_t cols) {
+void SetMatrixType(onnx::ValueInfoProto* v, const std::string& name, std::int64_t cols,
+                   onnx::TensorProto::DataType type = onnx::TensorProto::FLOAT) {
   v->set_name(name);
   onnx::TypeProto_Tensor* t = v->mutable_type()->mutable_tensor_type();
-  t->set_elem_type(onnx::TensorProto::FLOAT);
+  t->set_elem_type(type);
   t->mutable_shape()->add_dim()->set_dim_param("batch");
   t->mutable_shape()->add_dim()->set_dim_value(cols);
 }
 
-// Input, standardisation, layers, output head. Returns the graph's last value.
+// (x - mean) / scale in double, rounded to float, as the training derive
+// standardised: in float32 the error would grow with mean / scale (2^-24 of
+// it). Returns the output's name.
+std::string AddStandardization(onnx::GraphProto& g, const std::string& x,
+                               const Standardization& s) {
+  const auto n = static_cast<std::int64_t>(s.mean.size());
+  AddInitializer(g, "input_mean", {n}, s.mean);
+  AddInitializer(g, "input_scale", {n}, s.scale);
+  SetIntAttr(AddNode(g, "Cast", {x}, "features_f64"), "to", onnx::TensorProto::DOUBLE);
+  AddNode(g, "Sub", {"features_f64", "input_mean"}, "centered");
+  AddNode(g, "Div", {"centered", "input_scale"}, "standardized_f64");
+  SetIntAttr(AddNode(g, "Cast", {"standardized_f64"}, "standardized"), "to",
+             onnx::TensorProto::FLOAT);
+  return "standardized";
+}
+
+// The names this file gives values without a '.' in them: a category
+// input's name (which never has one) must differ from each.
+const std::set<std::string>& OwnNames() {
+  static const std::set<std::string> names = {
+      "features",     "numbers",    "features_f64",  "centered",   "standardized_f64",
+      "standardized", "input_mean", "input_scale",   "gelu_a",     "gelu_c",
+      "half",         "one",        "probabilities", "predictions"};
+  return names;
+}
+
+std::string SanitizeName(const std::string& feature) {
+  std::string s;
+  for (char ch : feature) {
+    const bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                    (ch >= '0' && ch <= '9') || ch == '_';
+    s += ok ? ch : '_';
+  }
+  if (s.empty() || (s[0] >= '0' && s[0] <= '9')) s.insert(s.begin(), '_');
+  return s;
+}
+
+// An encoded model's inputs and its first layer's input: numbers
+// (standardised as the derive did, then as the encoding does, 0 where NaN),
+// missing indicators, each category's embedding row (LabelEncoder to its
+// code, Gather from its table), concatenated in the encoded row's order
+// (encoding.hpp). Returns the encoded row's name.
+Result<std::string> BuildEncoding(const ModelFile& model, const trainer::InputEncoding& enc,
+                                  onnx::GraphProto& g) {
+  HPCML_RETURN_IF_ERROR(enc.Validate("the input encoding"));
+  if (enc.width() != model.config.input_dim) {
+    return InvalidArgument("the input encoding is {} wide, the first layer takes {}", enc.width(),
+                           model.config.input_dim);
+  }
+  std::vector<std::string> parts;
+  const std::int64_t n = enc.numbers();
+  if (n > 0) {
+    SetMatrixType(g.add_input(), "numbers", n);
+    std::string x = "numbers";
+    HPCML_ASSIGN_OR_RETURN(Standardization s, ReadStandardization(model));
+    if (!s.mean.empty()) x = AddStandardization(g, x, s);
+    std::vector<double> center, scale;
+    std::vector<std::int64_t> indicator_columns;
+    for (const trainer::ColumnEncoding& c : enc.columns) {
+      if (c.category()) continue;
+      if (c.indicator) indicator_columns.push_back(static_cast<std::int64_t>(center.size()));
+      center.push_back(c.center);
+      scale.push_back(c.scale);
+    }
+    // float((x - center) / scale) in double, as Encode computes it; then 0
+    // (the mean) where x is missing.
+    AddInitializer(g, "encode.center", {n}, center);
+    AddInitializer(g, "encode.scale", {n}, scale);
+    AddScalar(g, "encode.zero", 0.0f);
+    AddNode(g, "IsNaN", {x}, "encode.missing");
+    SetIntAttr(AddNode(g, "Cast", {x}, "encode.f64"), "to", onnx::TensorProto::DOUBLE);
+    AddNode(g, "Sub", {"encode.f64", "encode.center"}, "encode.centered");
+    AddNode(g, "Div", {"encode.centered", "encode.scale"}, "encode.scaled_f64");
+    SetIntAttr(AddNode(g, "Cast", {"encode.scaled_f64"}, "encode.scaled"), "to",
+               onnx::TensorProto::FLOAT);
+    AddNode(g, "Where", {"encode.missing", "encode.zero", "encode.scaled"}, "encode.numbers");
+    parts.push_back("encode.numbers");
+    if (!indicator_columns.empty()) {
+      const auto k = static_cast<std::int64_t>(indicator_columns.size());
+      AddInitializer(g, "encode.indicator_columns", {k}, indicator_columns);
+      SetIntAttr(AddNode(g, "Cast", {"encode.missing"}, "encode.missing_f32"), "to",
+                 onnx::TensorProto::FLOAT);
+      SetIntAttr(AddNode(g, "Gather", {"encode.missing_f32", "encode.indicator_columns"},
+                         "encode.indicators"),
+                 "axis", 1);
+      parts.push_back("encode.indicators");
+    }
+  }
+  const std::vector<OnnxInput> inputs = OnnxInputs(model);
+  const auto first_table = static_cast<size_t>(2 * model.config.num_layers());
+  size_t j = 0;  // category features so far
+  for (const trainer::ColumnEncoding& c : enc.columns) {
+    if (!c.category()) continue;
+    const std::string name = "embed" + std::to_string(j);
+    const auto input = std::find_if(inputs.begin(), inputs.end(), [&](const OnnxInput& i) {
+      return i.text && i.features.front() == c.name;
+    });
+    SetMatrixType(g.add_input(), input->name, 1, onnx::TensorProto::STRING);
+    HPCML_ASSIGN_OR_RETURN(const FullTensor* table,
+                           FindTensor(model, name + ".weight", {c.unknown() + 1, c.embed_dim}));
+    if (table != &model.tensors[first_table + j]) {
+      return InvalidArgument("tensor {} is not the model's table {}", table->name, j);
+    }
+    AddInitializer(g, table->name, table->shape, table->data);
+    // Kept values to their codes, anything else (unseen, rare, missing)
+    // to the unknown code. LabelEncoder needs a key: an empty vocabulary
+    // maps "" to the unknown code too.
+    std::vector<std::string> keys = c.vocabulary;
+    std::vector<std::int64_t> codes;
+    for (size_t i = 0; i < keys.size(); ++i) codes.push_back(static_cast<std::int64_t>(i));
+    if (keys.empty()) {
+      keys.push_back("");
+      codes.push_back(c.unknown());
+    }
+    onnx::NodeProto* lookup = AddNode(g, "LabelEncoder", {input->name}, name + ".code");
+    lookup->set_domain(kOnnxMlDomain);
+    SetStringsAttr(lookup, "keys_strings", keys);
+    SetIntsAttr(lookup, "values_int64s", codes);
+    SetIntAttr(lookup, "default_int64", c.unknown());
+    SetIntAttr(AddNode(g, "Gather", {table->name, name + ".code"}, name + ".rows"), "axis", 0);
+    if (j == 0) AddInitializer(g, "encode.axis1", {1}, std::vector<std::int64_t>{1});
+    AddNode(g, "Squeeze", {name + ".rows", "encode.axis1"}, name + ".vector");
+    parts.push_back(name + ".vector");
+    ++j;
+  }
+  if (parts.size() == 1) return parts.front();
+  onnx::NodeProto* concat = g.add_node();
+  concat->set_op_type("Concat");
+  concat->set_name("encode.row");
+  for (const std::string& p : parts) concat->add_input(p);
+  concat->add_output("encode.row");
+  SetIntAttr(concat, "axis", 1);
+  return std::string("encode.row");
+}
+
+// Input, standardisation (and an encoded model's encoding), layers, output
+// head. Returns the graph's last value.
 Result<std::string> BuildGraph(const ModelFile& model, onnx::GraphProto& g) {
   const trainer::ModelConfig& c = model.config;
-  SetFloatMatrixType(g.add_input(), "features", c.input_dim);
   std::string cur = "features";
-  HPCML_ASSIGN_OR_RETURN(Standardization s, ReadStandardization(model));
-  if (!s.mean.empty()) {
-    // In double, rounded to float, as the training derive standardised: in
-    // float32 the error would grow with mean / scale (2^-24 of it).
-    AddInitializer(g, "input_mean", {c.input_dim}, s.mean);
-    AddInitializer(g, "input_scale", {c.input_dim}, s.scale);
-    SetIntAttr(AddNode(g, "Cast", {cur}, "features_f64"), "to", onnx::TensorProto::DOUBLE);
-    AddNode(g, "Sub", {"features_f64", "input_mean"}, "centered");
-    AddNode(g, "Div", {"centered", "input_scale"}, "standardized_f64");
-    SetIntAttr(AddNode(g, "Cast", {"standardized_f64"}, "standardized"), "to",
-               onnx::TensorProto::FLOAT);
-    cur = "standardized";
+  if (const trainer::InputEncoding* enc = EncodingOf(model)) {
+    HPCML_ASSIGN_OR_RETURN(cur, BuildEncoding(model, *enc, g));
+  } else {
+    SetMatrixType(g.add_input(), "features", c.input_dim);
+    HPCML_ASSIGN_OR_RETURN(Standardization s, ReadStandardization(model));
+    if (!s.mean.empty()) cur = AddStandardization(g, cur, s);
   }
   if (c.activation == Activation::kGelu && c.num_layers() > 1) {
     AddScalar(g, "gelu_a", kGeluA);
@@ -182,7 +348,7 @@ Result<std::string> BuildGraph(const ModelFile& model, onnx::GraphProto& g) {
     SetIntAttr(AddNode(g, "Softmax", {cur}, "probabilities"), "axis", -1);
     cur = "probabilities";
   }
-  SetFloatMatrixType(g.add_output(), cur, c.output_dim);
+  SetMatrixType(g.add_output(), cur, c.output_dim);
   return cur;
 }
 
@@ -203,6 +369,12 @@ Result<onnx::ModelProto> BuildModel(const ModelFile& model) {
   onnx::OperatorSetIdProto* opset = m.add_opset_import();
   opset->set_domain("");
   opset->set_version(kOnnxOpset);
+  const trainer::InputEncoding* enc = EncodingOf(model);
+  if (enc && !enc->embeddings().empty()) {  // LabelEncoder
+    onnx::OperatorSetIdProto* ml = m.add_opset_import();
+    ml->set_domain(kOnnxMlDomain);
+    ml->set_version(kOnnxMlOpset);
+  }
   onnx::GraphProto* g = m.mutable_graph();
   g->set_name("hpcml_mlp");
   HPCML_RETURN_IF_ERROR(BuildGraph(model, *g).status());
@@ -212,6 +384,12 @@ Result<onnx::ModelProto> BuildModel(const ModelFile& model) {
   AddMetadata(m, "hpcml.activation", std::string(Name(model.config.activation)));
   AddMetadata(m, "hpcml.loss", std::string(Name(model.config.loss)));
   if (model.lineage) AddMetadata(m, "hpcml.lineage", trainer::LineageJson(*model.lineage));
+  nlohmann::ordered_json inputs = nlohmann::ordered_json::array();
+  for (const OnnxInput& i : OnnxInputs(model)) {
+    inputs.push_back(
+        {{"name", i.name}, {"type", i.text ? "string" : "float"}, {"features", i.features}});
+  }
+  AddMetadata(m, "hpcml.inputs", JsonText(inputs));
   return m;
 }
 
@@ -226,6 +404,30 @@ Status CheckModel(const onnx::ModelProto& m) {
 }
 
 }  // namespace
+
+std::vector<OnnxInput> OnnxInputs(const ModelFile& model) {
+  const trainer::InputEncoding* enc = EncodingOf(model);
+  if (enc == nullptr) {
+    OnnxInput all{"features", {}, false};
+    if (model.lineage) all.features = model.lineage->input.feature_names;
+    return {all};
+  }
+  std::vector<OnnxInput> out;
+  OnnxInput numbers{"numbers", {}, false};
+  for (const trainer::ColumnEncoding& c : enc->columns)
+    if (!c.category()) numbers.features.push_back(c.name);
+  if (!numbers.features.empty()) out.push_back(numbers);
+  std::set<std::string> taken = OwnNames();
+  for (const trainer::ColumnEncoding& c : enc->columns) {
+    if (!c.category()) continue;
+    const std::string base = SanitizeName(c.name);
+    std::string name = base;
+    for (int k = 2; taken.count(name) != 0; ++k) name = base + "_" + std::to_string(k);
+    taken.insert(name);
+    out.push_back({name, {c.name}, true});
+  }
+  return out;
+}
 
 Status ExportOnnx(const ModelFile& model, const std::string& path) {
   const std::string context = "ONNX export of " + model.path + " to " + path;

@@ -10,10 +10,22 @@
 // [batch, targets]. Opset 17, IR version 8 (ONNX 1.12). The lineage JSON and
 // the model file's SHA-256 are in the metadata.
 //
+// A model with an input encoding (trainer/encoding.hpp) takes raw inputs
+// instead (OnnxInputs): "numbers" float [batch, number features] (NaN:
+// missing) and one string input [batch, 1] per category feature. Inside:
+// the derive's standardisation of the numbers as above, then the encoding's
+// (x - center) / scale in double, 0 where IsNaN, the missing indicators;
+// each category's value to its code with ai.onnx.ml's LabelEncoder (opset
+// 3, the newest ONNX 1.12 knows; any value not kept is the unknown code, so
+// "" stands for a missing cell) and its embedding row by Gather; Concat in
+// the encoded row's order; then the layers as above. The metadata's "hpcml.inputs"
+// lists the inputs and their features.
+//
 // Thread-safe: no shared state.
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "hpcml/common/status.hpp"
 #include "hpcml/trainer/model_file.hpp"
@@ -21,6 +33,23 @@
 namespace hpcml::inference {
 
 inline constexpr int kOnnxOpset = 17;
+inline constexpr const char* kOnnxMlDomain = "ai.onnx.ml";
+inline constexpr int kOnnxMlOpset = 3;
+
+// One graph input and the model features it carries.
+struct OnnxInput {
+  std::string name;
+  std::vector<std::string> features;  // in order (empty: a model without names)
+  bool text = false;                  // string [batch, 1]; else float [batch, features]
+};
+
+// The graph's inputs, in order: "features" for a model without an encoding;
+// for an encoded one "numbers" (when it has number features), then one per
+// category feature, named after it: each character outside [A-Za-z0-9_]
+// becomes '_', a leading digit (or an empty name) gets a '_' in front, and
+// a name already taken (by an earlier input or one of the graph's own
+// values: features, numbers, standardized, one, half, ...) gets _2, _3, ...
+std::vector<OnnxInput> OnnxInputs(const trainer::ModelFile& model);
 
 // Builds the graph, checks it with onnx::checker, and writes it to `path`
 // atomically (temporary beside it, fsync, rename). InvalidArgument when the

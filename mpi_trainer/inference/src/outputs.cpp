@@ -16,6 +16,7 @@
 #include "hpcml/common/time.hpp"
 #include "hpcml/common/unique_fd.hpp"
 #include "hpcml/featurecache/access.hpp"
+#include "hpcml/featurecache/csv.hpp"
 #include "hpcml/featurecache/writer.hpp"
 
 namespace hpcml::inference {
@@ -25,6 +26,14 @@ namespace fc = hpcml::featurecache;
 
 bool Classifier(const trainer::ModelFile& m) {
   return m.config.loss == trainer::LossKind::kCrossEntropy;
+}
+
+// A classifier's class names by index (the lineage's label_classes, one per
+// output), or null: the classes are the indices.
+const std::vector<std::string>* ClassNames(const trainer::ModelFile& m) {
+  if (!Classifier(m) || !m.lineage) return nullptr;
+  const std::vector<std::string>& c = m.lineage->input.label_classes;
+  return !c.empty() && static_cast<std::int64_t>(c.size()) == m.config.output_dim ? &c : nullptr;
 }
 
 // One output row: the predictions, and for a classifier the argmax class.
@@ -126,8 +135,9 @@ class CsvOutput final : public Output {
   Status Start() {
     f_.reset(std::fopen(tmp_.c_str(), "w"));
     if (!f_) return ErrnoError(fmt::format("{}: cannot create", tmp_), errno);
-    std::vector<std::string> header = in_.id_names();
-    for (const std::string& n : OutputNames(m_)) header.push_back(n);
+    std::vector<std::string> header;
+    for (const std::string& n : in_.id_names()) header.push_back(fc::CsvQuote(n));
+    for (const std::string& n : OutputNames(m_)) header.push_back(fc::CsvQuote(n));
     return Write(fmt::format("{}\n", fmt::join(header, ",")));
   }
 
@@ -136,14 +146,20 @@ class CsvOutput final : public Output {
     HPCML_RETURN_IF_ERROR(in_.Ids(first, n, &ids));
     const size_t width = OutputNames(m_).size(), k = static_cast<size_t>(m_.config.output_dim);
     const size_t id_cols = in_.id_names().size();
+    const std::vector<std::string>* names = ClassNames(m_);
     std::vector<float> row(width);
     std::string text;
     for (std::uint64_t r = 0; r < n; ++r) {
       OutputRow(m_, p + r * k, row.data());
       for (size_t c = 0; c < id_cols; ++c) text += ids[r * id_cols + c] + ",";
       for (size_t c = 0; c < width; ++c) {
-        text += Classifier(m_) && c + 1 == width ? fmt::format("{}", static_cast<int>(row[c]))
-                                                 : fmt::format("{:.9g}", row[c]);
+        if (!Classifier(m_) || c + 1 < width) {
+          text += fmt::format("{:.9g}", row[c]);
+        } else if (names != nullptr) {  // the class by name
+          text += fc::CsvQuote((*names)[static_cast<size_t>(row[c])]);
+        } else {
+          text += fmt::format("{}", static_cast<int>(row[c]));
+        }
         text += c + 1 == width ? '\n' : ',';
       }
     }
@@ -199,9 +215,11 @@ std::vector<std::string> OutputNames(const trainer::ModelFile& m) {
   std::vector<std::string> names;
   const std::int64_t k = m.config.output_dim;
   const std::string label = m.lineage ? m.lineage->input.label_name : "";
+  const std::vector<std::string>* classes = ClassNames(m);
   for (std::int64_t i = 0; i < k; ++i) {
     if (Classifier(m)) {
-      names.push_back(fmt::format("p_{}", i));
+      names.push_back(classes != nullptr ? "p_" + (*classes)[static_cast<size_t>(i)]
+                                         : fmt::format("p_{}", i));
     } else {
       names.push_back(k == 1 && !label.empty() ? label + "_pred" : fmt::format("pred_{}", i));
     }

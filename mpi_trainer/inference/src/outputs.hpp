@@ -25,8 +25,11 @@ class Output {
   virtual Result<std::string> Finish() = 0;
 };
 
-// The output's columns: p_<class>... and class for a ce model; <label>_pred
-// (one target with a known label) or pred_<i> for an mse model.
+// The output's columns: for a ce model p_<class name> per class (the
+// lineage's label_classes; p_0, p_1, ... when it has none) and class (in a
+// CSV the class's name when there are names, else its index; in a feature
+// set always the index, an int feature); <label>_pred (one target with a
+// known label) or pred_<i> for an mse model.
 std::vector<std::string> OutputNames(const trainer::ModelFile& model);
 
 struct OutputOptions {

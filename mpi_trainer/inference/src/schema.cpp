@@ -34,12 +34,32 @@ Status CheckNames(const trainer::ModelFile& model, const std::string& what,
   return Status::Ok();
 }
 
+// An encoded model reads a category's cells as codes of a dictionary and a
+// number's as values: the input must agree on which is which.
+Status CheckKinds(const trainer::ModelFile& model, const std::string& what,
+                  const std::vector<std::string>& kinds) {
+  if (kinds.empty() || !model.lineage || !model.lineage->input.encoding) return Status::Ok();
+  const std::vector<trainer::ColumnEncoding>& cols = model.lineage->input.encoding->columns;
+  for (size_t j = 0; j < cols.size() && j < kinds.size(); ++j) {
+    const bool category = kinds[j] == "category";
+    if (category == cols[j].category()) continue;
+    return InvalidArgument(
+        "{}: feature \"{}\" is a {} column, but the model {} takes it as {}", what, cols[j].name,
+        kinds[j], model.path,
+        cols[j].category() ? "a category (give the version whose column holds its values by name)"
+                           : fmt::format("a number ({})", cols[j].kind));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<Input> MatchSchema(const trainer::ModelFile& model, const std::string& what,
                           const std::vector<std::string>& features,
+                          const std::vector<std::string>& kinds,
                           const std::vector<featurecache::ColumnScaling>& scaling) {
   HPCML_RETURN_IF_ERROR(CheckNames(model, what, features));
+  HPCML_RETURN_IF_ERROR(CheckKinds(model, what, kinds));
   const trainer::InputSchema* in = model.lineage ? &model.lineage->input : nullptr;
   const bool model_scales = in != nullptr && in->any_standardized();
   // Per feature: was it standardised in the input, and does that agree?

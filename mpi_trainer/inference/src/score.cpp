@@ -84,11 +84,11 @@ Status Scoring::Open() {
   }
   HPCML_RETURN_IF_ERROR(CheckModelZone(*model_));
   auto in = o_.data.empty() ? OpenCsvInput(o_.csv, *model_, o_.keep)
-                            : OpenVersionInput(o_.data, o_.data_version);
+                            : OpenVersionInput(o_.data, o_.data_version, *model_);
   HPCML_RETURN_IF_ERROR(in.status());
   input_ = std::move(in).value();
-  HPCML_ASSIGN_OR_RETURN(
-      mode_, MatchSchema(*model_, input_->what(), input_->features(), input_->scaling()));
+  HPCML_ASSIGN_OR_RETURN(mode_, MatchSchema(*model_, input_->what(), input_->features(),
+                                            input_->kinds(), input_->scaling()));
   HPCML_RETURN_IF_ERROR(CheckSkew());
   if (rank_ != 0) return Status::Ok();
   // Rank 0 opens the output before any scoring: a refused output fails fast.
@@ -136,7 +136,7 @@ Status Scoring::MakeEngine() {
 Status Scoring::ScoreMyBlocks() {
   const auto b = static_cast<std::uint64_t>(o_.batch);
   const auto k = static_cast<size_t>(model_->config.output_dim);
-  std::vector<float> x(b * static_cast<size_t>(model_->config.input_dim));
+  std::vector<float> x(b * static_cast<size_t>(engine_->inputs()));
   const auto t0 = std::chrono::steady_clock::now();
   for (std::uint64_t blk = 0; blk < blocks(); ++blk) {
     if (!mine(blk)) continue;

@@ -13,7 +13,10 @@ std::vector<Skew> FindSkew(const trainer::ModelFile& m, Input mode,
   if (!m.lineage || !m.lineage->input.stats) return out;
   const trainer::InputSchema& schema = m.lineage->input;
   const trainer::InputSchema::Stats& train = *schema.stats;
+  const std::optional<trainer::InputEncoding>& enc = schema.encoding;
   for (size_t j = 0; j < train.mean.size() && j < in.columns.size(); ++j) {
+    // A category's codes have no mean to compare (nor the same dictionary).
+    if (enc && j < enc->columns.size() && enc->columns[j].category()) continue;
     double mean = in.columns[j].mean;
     if (mode == Input::kRaw && schema.any_standardized() && schema.standardized[j]) {
       mean = (mean - schema.mean[j]) / schema.scale[j];  // into the model's space

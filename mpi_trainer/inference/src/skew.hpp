@@ -3,7 +3,8 @@
 // feature, the shift of the mean in training standard deviations, with the
 // input brought into the model's space first when the engine standardises
 // it (raw input to a model trained on a standardised version). A feature
-// with no training spread compares by absolute difference.
+// with no training spread compares by absolute difference. An encoded
+// model's category features are not compared.
 #pragma once
 
 #include <string>

@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <random>
 
+#include "test_models.hpp"
+
 namespace hpcml::inference {
 namespace {
 
@@ -179,6 +181,156 @@ TEST(Engine, Int8StaysCloseToFloat) {
     EXPECT_LT(worst, 0.03);
     EXPECT_GT(same, rows * 97 / 100);
   }
+}
+
+// An encoded model in double with plain loops: the derive's standardisation
+// (double, rounded to float, as the derive stored it), then per feature its
+// number ((x - center) / scale, 0 and the indicator where missing) or its
+// embedding row (the unknown row where missing), then the layers.
+std::vector<double> EncodedReference(const trainer::ModelFile& m, const float* x,
+                                     std::int64_t rows) {
+  const trainer::InputSchema& in = m.lineage->input;
+  const trainer::InputEncoding& enc = *in.encoding;
+  const size_t f = enc.columns.size();
+  std::vector<float> encoded;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    std::vector<double> numbers, indicators, embedded;
+    size_t table = static_cast<size_t>(2 * m.config.num_layers());
+    for (size_t j = 0; j < f; ++j) {
+      const trainer::ColumnEncoding& c = enc.columns[j];
+      float v = x[static_cast<size_t>(r) * f + j];
+      if (!in.standardized.empty() && in.standardized[j])
+        v = static_cast<float>((v - in.mean[j]) / in.scale[j]);
+      if (c.category()) {
+        const auto code = std::isnan(v) ? c.unknown() : static_cast<std::int64_t>(v);
+        const auto& t = m.tensors[table++].data;
+        for (std::int64_t d = 0; d < c.embed_dim; ++d)
+          embedded.push_back(t[static_cast<size_t>(code * c.embed_dim + d)]);
+        continue;
+      }
+      numbers.push_back(std::isnan(v) ? 0.0 : (v - c.center) / c.scale);
+      if (c.indicator) indicators.push_back(std::isnan(v) ? 1.0 : 0.0);
+    }
+    for (const auto* part : {&numbers, &indicators, &embedded})
+      for (double v : *part) encoded.push_back(static_cast<float>(v));
+  }
+  trainer::ModelFile plain = m;
+  plain.lineage.reset();  // the layers only
+  return Reference(plain, encoded.data(), rows);
+}
+
+double WorstDifference(const std::vector<float>& got, const std::vector<double>& want) {
+  double worst = 0;
+  for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::abs(got[i] - want[i]));
+  return worst;
+}
+
+// Raw rows (engine.hpp) of every encoded test model: numbers with NaN,
+// codes up to the unknown one, NaN categories, a derive standardisation.
+TEST(Engine, EncodedModelsMatchTheReference) {
+  int cases = 0;
+  for (const testing::TestCase& tc : testing::Cases()) {
+    if (!tc.encoding) continue;
+    SCOPED_TRACE(tc.name);
+    ++cases;
+    const trainer::ModelFile m = testing::MakeModel(tc);
+    const std::int64_t rows = 301;
+    const std::vector<float> x = testing::MakeRows(m, rows, 5);
+    ASSERT_TRUE(std::any_of(x.begin(), x.end(), [](float v) { return std::isnan(v); }));
+    const std::vector<double> want = EncodedReference(m, x.data(), rows);
+    for (std::int64_t max_batch : {1, 64, 4096}) {
+      auto e = Engine::Create(m, {2, max_batch});
+      ASSERT_TRUE(e.ok()) << e.status().ToString();
+      EXPECT_EQ((*e)->inputs(), static_cast<std::int64_t>(tc.encoding->columns.size()));
+      std::vector<float> got(want.size());
+      ASSERT_TRUE((*e)->Score(x.data(), rows, got.data(), Input::kRaw).ok());
+      EXPECT_LT(WorstDifference(got, want), 2e-5) << "max_batch " << max_batch;
+    }
+  }
+  EXPECT_EQ(cases, 3);
+}
+
+// The derive's standardisation is skipped for input standardised already:
+// the same scores, bitwise; the encoding still applies.
+TEST(Engine, EncodedModelTakesStandardisedInput) {
+  const trainer::ModelFile m = testing::MakeModel(testing::EncodedCase());
+  const trainer::InputSchema& in = m.lineage->input;
+  const std::int64_t rows = 40;
+  const size_t f = in.feature_names.size();
+  const std::vector<float> raw = testing::MakeRows(m, rows, 9);
+  std::vector<float> pre = raw;
+  for (size_t i = 0; i < pre.size(); ++i) {
+    const size_t j = i % f;
+    if (in.standardized[j]) pre[i] = static_cast<float>((pre[i] - in.mean[j]) / in.scale[j]);
+  }
+  auto e = Engine::Create(m, {1, 16});
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  std::vector<float> a(rows * 3), b(rows * 3);
+  ASSERT_TRUE((*e)->Score(raw.data(), rows, a.data(), Input::kRaw).ok());
+  ASSERT_TRUE((*e)->Score(pre.data(), rows, b.data(), Input::kStandardized).ok());
+  EXPECT_EQ(a, b);
+}
+
+// int8 runs the layers only: the encoding and embeddings stay float.
+TEST(Engine, EncodedModelInInt8) {
+  testing::TestCase tc = testing::EncodedCase();
+  tc.name += "_int8";
+  tc.config.hidden = {512, 256};  // 512 x 256 weights: int8
+  const trainer::ModelFile m = testing::MakeModel(tc);
+  const std::int64_t rows = 1000;
+  const std::vector<float> x = testing::MakeRows(m, rows, 3);
+  const std::vector<double> want = EncodedReference(m, x.data(), rows);
+  auto e = Engine::Create(m, {1, 256, Precision::kInt8});
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  EXPECT_EQ((*e)->int8_layers(), 1);
+  std::vector<float> got(want.size());
+  ASSERT_TRUE((*e)->Score(x.data(), rows, got.data(), Input::kRaw).ok());
+  const double worst = WorstDifference(got, want);
+  std::printf("int8, encoded: max |p - p_ref| %.4f\n", worst);
+  EXPECT_LT(worst, 0.03);
+}
+
+// A category cell that is not a code, or an infinite number: named by row
+// (0-based, from the first row of the call) and column.
+TEST(Engine, EncodedModelRefusesBadCells) {
+  const trainer::ModelFile m = testing::MakeModel(testing::EncodedCase());
+  const std::int64_t rows = 10;
+  const size_t f = m.lineage->input.feature_names.size();
+  std::vector<float> x = testing::MakeRows(m, rows, 4);
+  std::vector<float> out(rows * 3);
+  auto e = Engine::Create(m, {1, 4});
+  ASSERT_TRUE(e.ok());
+  x[6 * f + 1] = 5;  // colour keeps 4 values: codes 0 to 4
+  Status st = (*e)->Score(x.data(), rows, out.data(), Input::kRaw);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("rows 4 to 7 (0-based): row 2, column 2 (\"colour\"): 5 is not a "
+                              "code"),
+            std::string::npos)
+      << st.message();
+  x[6 * f + 1] = 1.5f;
+  EXPECT_FALSE((*e)->Score(x.data(), rows, out.data(), Input::kRaw).ok());
+  x[6 * f + 1] = 4;  // the unknown code
+  EXPECT_TRUE((*e)->Score(x.data(), rows, out.data(), Input::kRaw).ok());
+  x[f + 4] = INFINITY;
+  st = (*e)->Score(x.data(), rows, out.data(), Input::kRaw);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("\"calls\""), std::string::npos) << st.message();
+}
+
+TEST(Engine, EncodedModelWithoutItsTablesIsRefused) {
+  trainer::ModelFile m = testing::MakeModel(testing::EncodedCase());
+  m.tensors.back().shape = {4, 3};
+  m.tensors.back().data.resize(12);
+  auto e = Engine::Create(m, {});
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("embed1.weight does not have the shape [4, 2]"),
+            std::string::npos)
+      << e.status().message();
+  m.tensors.pop_back();
+  e = Engine::Create(m, {});
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("2 embeddings"), std::string::npos) << e.status().message();
 }
 
 TEST(Engine, RefusesTensorsThatDoNotFitTheConfig) {

@@ -10,6 +10,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -85,10 +86,42 @@ void ExpectMatrixType(const onnx::ValueInfoProto& v, const std::string& name, st
   EXPECT_EQ(t.shape().dim(1).dim_value(), cols);
 }
 
+const onnx::NodeProto* Node(const onnx::GraphProto& g, const std::string& output) {
+  for (const onnx::NodeProto& n : g.node())
+    if (n.output(0) == output) return &n;
+  return nullptr;
+}
+
+const onnx::AttributeProto* Attr(const onnx::NodeProto& n, const std::string& name) {
+  for (const onnx::AttributeProto& a : n.attribute())
+    if (a.name() == name) return &a;
+  return nullptr;
+}
+
+// An encoded model's nodes before its first Gemm.
+std::vector<std::string> EncodingOps(const TestCase& tc) {
+  const trainer::InputEncoding& enc = *tc.encoding;
+  std::vector<std::string> ops;
+  if (enc.numbers() > 0) {
+    if (!tc.standardized.empty()) ops = {"Cast", "Sub", "Div", "Cast"};
+    for (const char* op : {"IsNaN", "Cast", "Sub", "Div", "Cast", "Where"}) ops.push_back(op);
+    if (enc.indicators() > 0) ops.insert(ops.end(), {"Cast", "Gather"});
+  }
+  for (size_t j = 0; j < enc.embeddings().size(); ++j)
+    ops.insert(ops.end(), {"LabelEncoder", "Gather", "Squeeze"});
+  const size_t parts = (enc.numbers() > 0) + (enc.indicators() > 0) + enc.embeddings().size();
+  if (parts > 1) ops.push_back("Concat");
+  return ops;
+}
+
 // The op types the model's graph must have, in order.
 std::vector<std::string> ExpectedOps(const TestCase& tc) {
   std::vector<std::string> ops;
-  if (!tc.standardized.empty()) ops = {"Cast", "Sub", "Div", "Cast"};
+  if (tc.encoding) {
+    ops = EncodingOps(tc);
+  } else if (!tc.standardized.empty()) {
+    ops = {"Cast", "Sub", "Div", "Cast"};
+  }
   const std::vector<std::string> gelu = {"Mul",  "Mul", "Mul", "Add", "Mul",
                                          "Tanh", "Add", "Mul", "Mul"};
   for (int i = 0; i < tc.config.num_layers(); ++i) {
@@ -116,13 +149,30 @@ TEST_F(OnnxExportTest, GraphOfEveryCase) {
     const trainer::ModelFile model = MakeModel(tc);
     const onnx::ModelProto m = ExportAndRead(model);
     EXPECT_EQ(m.ir_version(), 8);
-    ASSERT_EQ(m.opset_import_size(), 1);
+    const bool ml = tc.encoding && !tc.encoding->embeddings().empty();
+    ASSERT_EQ(m.opset_import_size(), ml ? 2 : 1);
     EXPECT_EQ(m.opset_import(0).domain(), "");
     EXPECT_EQ(m.opset_import(0).version(), 17);
+    if (ml) {
+      EXPECT_EQ(m.opset_import(1).domain(), "ai.onnx.ml");
+      EXPECT_EQ(m.opset_import(1).version(), 3);
+    }
     const onnx::GraphProto& g = m.graph();
-    ASSERT_EQ(g.input_size(), 1);
+    const std::vector<OnnxInput> inputs = OnnxInputs(model);
+    ASSERT_EQ(g.input_size(), static_cast<int>(inputs.size()));
     ASSERT_EQ(g.output_size(), 1);
-    ExpectMatrixType(g.input(0), "features", tc.config.input_dim);
+    if (!tc.encoding) ExpectMatrixType(g.input(0), "features", tc.config.input_dim);
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const auto& t = g.input(static_cast<int>(i)).type().tensor_type();
+      EXPECT_EQ(g.input(static_cast<int>(i)).name(), inputs[i].name);
+      EXPECT_EQ(t.elem_type(),
+                inputs[i].text ? onnx::TensorProto::STRING : onnx::TensorProto::FLOAT);
+      ASSERT_EQ(t.shape().dim_size(), 2);
+      EXPECT_EQ(t.shape().dim(1).dim_value(),
+                inputs[i].text ? 1
+                               : static_cast<std::int64_t>(tc.encoding ? tc.encoding->numbers()
+                                                                       : tc.config.input_dim));
+    }
     const bool ce = tc.config.loss == LossKind::kCrossEntropy;
     ExpectMatrixType(g.output(0), ce ? "probabilities" : "predictions", tc.config.output_dim);
     EXPECT_EQ(OpTypes(g), ExpectedOps(tc));
@@ -272,6 +322,122 @@ TEST_F(OnnxExportTest, BadStandardisationIsRefused) {
   st = ExportOnnx(model, dir_ + "/a.onnx");
   ASSERT_FALSE(st.ok());
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+}
+
+// The encoded model's raw inputs: its numbers, then one string input per
+// category feature, named after it (metadata lists them).
+TEST_F(OnnxExportTest, EncodedInputsAreNamedAfterTheFeatures) {
+  const trainer::ModelFile model = MakeModel(testing::EncodedCase());
+  const onnx::ModelProto m = ExportAndRead(model);
+  std::vector<std::string> names;
+  for (const auto& i : m.graph().input()) names.push_back(i.name());
+  EXPECT_EQ(names, (std::vector<std::string>{"numbers", "colour", "plan_name"}));
+  const std::vector<OnnxInput> inputs = OnnxInputs(model);
+  EXPECT_EQ(inputs[0].features, (std::vector<std::string>{"age", "spend", "calls", "active"}));
+  EXPECT_EQ(inputs[2].features, (std::vector<std::string>{"plan name"}));
+  const auto meta = nlohmann::json::parse(Metadata(m, "hpcml.inputs").value_or("null"));
+  ASSERT_TRUE(meta.is_array());
+  ASSERT_EQ(meta.size(), 3u);
+  EXPECT_EQ(meta[2]["name"], "plan_name");
+  EXPECT_EQ(meta[2]["type"], "string");
+  EXPECT_EQ(meta[2]["features"], nlohmann::json::array({"plan name"}));
+  EXPECT_EQ(meta[0]["type"], "float");
+
+  // "one" is the GELU graph's constant; "2nd level" starts with a digit.
+  TestCase cats;
+  for (const TestCase& tc : Cases())
+    if (tc.name == "encoded_gelu_mse_cats") cats = tc;
+  names.clear();
+  for (const OnnxInput& i : OnnxInputs(MakeModel(cats))) names.push_back(i.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"one_2", "_2nd_level"}));
+}
+
+TEST_F(OnnxExportTest, EncodedNumbersAndIndicators) {
+  const TestCase tc = testing::EncodedCase();
+  const trainer::ModelFile model = MakeModel(tc);
+  const onnx::ModelProto m = ExportAndRead(model);
+  const onnx::GraphProto& g = m.graph();
+  // The derive's standardisation first, on the number features only
+  // (spend, the second of age, spend, calls, active).
+  const onnx::TensorProto* mean = Initializer(g, "input_mean");
+  ASSERT_NE(mean, nullptr);
+  const std::vector<double> mv = Values<double>(*mean);
+  ASSERT_EQ(mv.size(), 4u);
+  EXPECT_EQ(mv[1], model.lineage->input.mean[2]);
+  EXPECT_EQ(mv[0], 0.0);
+  EXPECT_EQ(g.node(0).input(0), "numbers");
+  // Then the encoding's, in double, from the standardised values.
+  const onnx::NodeProto* isnan = Node(g, "encode.missing");
+  ASSERT_NE(isnan, nullptr);
+  EXPECT_EQ(isnan->input(0), "standardized");
+  const std::vector<double> center = Values<double>(*Initializer(g, "encode.center"));
+  const std::vector<double> scale = Values<double>(*Initializer(g, "encode.scale"));
+  EXPECT_EQ(center, (std::vector<double>{41.5, 0.1, 4.5, 0.6}));
+  EXPECT_EQ(scale, (std::vector<double>{12.25, 1.2, 2.75, 0.49}));
+  EXPECT_EQ(Values<std::int64_t>(*Initializer(g, "encode.indicator_columns")),
+            (std::vector<std::int64_t>{0, 2}));  // age and calls
+  const onnx::NodeProto* where = Node(g, "encode.numbers");
+  ASSERT_NE(where, nullptr);
+  EXPECT_EQ(where->op_type(), "Where");
+  EXPECT_EQ(where->input(0), "encode.missing");
+  const onnx::NodeProto* concat = Node(g, "encode.row");
+  ASSERT_NE(concat, nullptr);
+  EXPECT_EQ(std::vector<std::string>(concat->input().begin(), concat->input().end()),
+            (std::vector<std::string>{"encode.numbers", "encode.indicators", "embed0.vector",
+                                      "embed1.vector"}));
+  EXPECT_EQ(Node(g, "layer0.z")->input(0), "encode.row");
+}
+
+// Each category: LabelEncoder from its vocabulary to codes, the unknown
+// code by default; Gather from its table, the model's tensor.
+TEST_F(OnnxExportTest, EncodedCategoriesLookUpTheirTables) {
+  const trainer::ModelFile model = MakeModel(testing::EncodedCase());
+  const onnx::ModelProto m = ExportAndRead(model);
+  const onnx::GraphProto& g = m.graph();
+  const onnx::NodeProto* code = Node(g, "embed0.code");
+  ASSERT_NE(code, nullptr);
+  EXPECT_EQ(code->op_type(), "LabelEncoder");
+  EXPECT_EQ(code->domain(), "ai.onnx.ml");
+  EXPECT_EQ(code->input(0), "colour");
+  const onnx::AttributeProto* keys = Attr(*code, "keys_strings");
+  ASSERT_NE(keys, nullptr);
+  EXPECT_EQ(std::vector<std::string>(keys->strings().begin(), keys->strings().end()),
+            (std::vector<std::string>{"red", "green", "light blue", "NA"}));
+  const onnx::AttributeProto* values = Attr(*code, "values_int64s");
+  EXPECT_EQ(std::vector<std::int64_t>(values->ints().begin(), values->ints().end()),
+            (std::vector<std::int64_t>{0, 1, 2, 3}));
+  EXPECT_EQ(Attr(*code, "default_int64")->i(), 4);
+  const onnx::NodeProto* rows = Node(g, "embed0.rows");
+  EXPECT_EQ(rows->input(0), "embed0.weight");
+  EXPECT_EQ(Attr(*rows, "axis")->i(), 0);
+  for (size_t j = 0; j < 2; ++j) {
+    const trainer::FullTensor& t = model.tensors[model.tensors.size() - 2 + j];
+    const onnx::TensorProto* init = Initializer(g, t.name);
+    ASSERT_NE(init, nullptr) << t.name;
+    EXPECT_EQ(std::vector<std::int64_t>(init->dims().begin(), init->dims().end()), t.shape);
+    EXPECT_EQ(Values(*init), t.data);
+  }
+
+  // An empty vocabulary: every value is the unknown code 0.
+  TestCase cats;
+  for (const TestCase& tc : Cases())
+    if (tc.name == "encoded_gelu_mse_cats") cats = tc;
+  const onnx::ModelProto m2 = ExportAndRead(MakeModel(cats));
+  const onnx::GraphProto& g2 = m2.graph();
+  const onnx::NodeProto* empty = Node(g2, "embed1.code");
+  ASSERT_NE(empty, nullptr);
+  EXPECT_EQ(Attr(*empty, "keys_strings")->strings_size(), 1);
+  EXPECT_EQ(Attr(*empty, "values_int64s")->ints(0), 0);
+  EXPECT_EQ(Attr(*empty, "default_int64")->i(), 0);
+}
+
+TEST_F(OnnxExportTest, EncodedModelWithAStandardisedCategoryIsRefused) {
+  trainer::ModelFile model = MakeModel(testing::EncodedCase());
+  model.lineage->input.standardized[1] = true;  // colour
+  Status st = ExportOnnx(model, dir_ + "/a.onnx");
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("category feature \"colour\""), std::string::npos) << st.message();
 }
 
 }  // namespace

@@ -3,25 +3,39 @@
 //   model.json        dims, activation, loss, standardisation (doubles)
 //   layer<i>.weight.f32, layer<i>.bias.f32   the tensors, raw float32
 //   rows.f32          raw input rows, float32 [rows, inputs]
-// The checker scores rows.f32 in ONNX Runtime and compares every
+// and for an encoded model (format 3) its raw inputs as the graph takes them:
+//   numbers.f32       the number features, float32 [rows, numbers] (NaN: missing)
+//   strings.json      {"<graph input>": [value per row], ...} per category
+//                     ("": missing; "never kept": a value the model did not keep)
+//   model.h5          the model file itself (the export and the engine read it)
+//   rows.csv          the same rows for hpcml-infer score --csv: an id column,
+//                     the features in reverse order, categories as text,
+//                     missing cells empty or NA, bools as true/false
+// model.json then also has the encoding, the graph's inputs and the class
+// names. rows.f32 holds the engine's raw rows: category codes, NaN.
+// The checker scores the inputs in ONNX Runtime and compares every
 // scores.<source>.f32 it finds with its numpy reference: a scorer added
 // here (the C++ Engine) writes its own scores.<name>.f32 beside them.
 //
 //   inference_onnx_fixture OUT_DIR [ROWS]
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <string>
 #include <string_view>
 
 #include "hpcml/common/fs.hpp"
+#include "hpcml/featurecache/csv.hpp"
 #include "hpcml/inference/engine.hpp"
 #include "onnx_export.hpp"
 #include "test_models.hpp"
 
 namespace hpcml::inference {
 namespace {
+
+namespace fc = hpcml::featurecache;
 
 Status WriteFloats(const std::string& path, const std::vector<float>& v) {
   return WriteFileAtomic(
@@ -45,7 +59,64 @@ nlohmann::json Describe(const trainer::ModelFile& model, std::int64_t rows) {
     j["mean"] = in.mean;
     j["scale"] = in.scale;
   }
+  if (model.lineage && model.lineage->input.encoding) {
+    j["encoding"] = nlohmann::json::parse(trainer::EncodingJson(*model.lineage->input.encoding));
+    j["label_classes"] = model.lineage->input.label_classes;
+    j["inputs"] = nlohmann::json::array();
+    for (const OnnxInput& i : OnnxInputs(model)) {
+      j["inputs"].push_back({{"name", i.name}, {"features", i.features}, {"text", i.text}});
+    }
+  }
   return j;
+}
+
+// The encoded model's raw rows `x` as the graph's inputs and as a CSV.
+Status WriteRawInputs(const trainer::ModelFile& model, const std::vector<float>& x,
+                      std::int64_t rows, const std::string& dir) {
+  const trainer::InputEncoding& enc = *model.lineage->input.encoding;
+  const size_t f = enc.columns.size();
+  std::vector<float> numbers;
+  nlohmann::json strings = nlohmann::json::object();
+  const std::vector<OnnxInput> inputs = OnnxInputs(model);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (size_t j = 0; j < f; ++j) {
+      const float v = x[static_cast<size_t>(r) * f + j];
+      if (!enc.columns[j].category()) {
+        numbers.push_back(v);
+        continue;
+      }
+      for (const OnnxInput& i : inputs)
+        if (i.text && i.features.front() == enc.columns[j].name)
+          strings[i.name].push_back(testing::CategoryText(enc.columns[j], v));
+    }
+  }
+  if (!numbers.empty()) HPCML_RETURN_IF_ERROR(WriteFloats(dir + "/numbers.f32", numbers));
+  HPCML_RETURN_IF_ERROR(WriteFileAtomic(dir + "/strings.json", strings.dump() + "\n"));
+  std::string csv;
+  for (size_t k = 0; k < f; ++k) {
+    csv += fc::CsvQuote(enc.columns[f - 1 - k].name) + ",";
+    if (k == 0) csv += "id,";
+  }
+  csv.back() = '\n';
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (size_t k = 0; k < f; ++k) {
+      const trainer::ColumnEncoding& c = enc.columns[f - 1 - k];
+      const float v = x[static_cast<size_t>(r) * f + (f - 1 - k)];
+      if (c.category()) {
+        csv += fc::CsvQuote(testing::CategoryText(c, v));
+      } else if (std::isnan(v)) {
+        csv += r % 2 == 0 ? "" : "NA";
+      } else if (c.kind == "bool") {
+        csv += v != 0.0f ? "true" : "false";
+      } else {
+        csv += fmt::format("{:.9g}", v);
+      }
+      csv += ",";
+      if (k == 0) csv += fmt::format("{},", r);
+    }
+    csv.back() = '\n';
+  }
+  return WriteFileAtomic(dir + "/rows.csv", csv);
 }
 
 Status WriteCase(const testing::TestCase& tc, const std::string& root, std::int64_t rows) {
@@ -53,12 +124,18 @@ Status WriteCase(const testing::TestCase& tc, const std::string& root, std::int6
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return IoError("{}: {}", dir, ec.message());
-  const trainer::ModelFile model = testing::MakeModel(tc);
+  trainer::ModelFile model;
+  if (tc.encoding) {
+    HPCML_ASSIGN_OR_RETURN(model, testing::WriteModel(tc, dir + "/model.h5"));
+  } else {
+    model = testing::MakeModel(tc);
+  }
   HPCML_RETURN_IF_ERROR(ExportOnnx(model, dir + "/model.onnx"));
   for (const trainer::FullTensor& t : model.tensors)
     HPCML_RETURN_IF_ERROR(WriteFloats(dir + "/" + t.name + ".f32", t.data));
   const std::vector<float> x = testing::MakeRows(model, rows, 7);
   HPCML_RETURN_IF_ERROR(WriteFloats(dir + "/rows.f32", x));
+  if (tc.encoding) HPCML_RETURN_IF_ERROR(WriteRawInputs(model, x, rows, dir));
   // hpcml-infer's engine on the same rows, in slices of 128 as ORT gets them.
   HPCML_ASSIGN_OR_RETURN(auto engine, Engine::Create(model, {1, 128}));
   std::vector<float> scores(static_cast<size_t>(rows * model.config.output_dim));

@@ -8,8 +8,17 @@ compares every scores.<source>.f32 of the case with an independent float64
 numpy reference of the model's math. Prints the largest absolute difference
 per case and source; fails when one exceeds --tolerance (1e-5).
 
+An encoded model (format 3) is scored in ONNX Runtime from its raw inputs
+(numbers.f32 with NaN, category values as strings in strings.json) and, with
+--infer, by hpcml-infer score from rows.csv (the same rows as text); its
+header must name the classes and its class column give the class names.
+"infer" is hpcml-infer against numpy, "inf-ort" against ONNX Runtime.
+
 The reference standardises as the training derive does: (raw - mean) / scale
-in double, rounded to float32; then every layer in float64.
+in double, rounded to float32; an encoded model's numbers then as the
+encoding does, (x - center) / scale, 0 and the indicator 1 where missing, its
+categories by a dict of the vocabulary (any other value, missing included:
+the unknown row of the embedding table); then every layer in float64.
 
 Fails, never skips, when node or onnxruntime-node is missing.
 """
@@ -17,6 +26,7 @@ import argparse
 import glob
 import json
 import os
+import csv
 import subprocess
 import sys
 import tempfile
@@ -49,16 +59,53 @@ def gelu(x):
 ACTIVATIONS = {"relu": lambda x: np.maximum(x, 0.0), "tanh": np.tanh, "gelu": gelu}
 
 
+def encoded_reference(case_dir, desc):
+    """An encoded model's first-layer input from its raw inputs, float64."""
+    cols = desc["encoding"]["columns"]
+    std = desc["standardized"]
+    numbers = [j for j, c in enumerate(cols) if c["kind"] != "category"]
+    with open(os.path.join(case_dir, "strings.json")) as f:
+        strings = json.load(f)
+    input_of = {i["features"][0]: i["name"] for i in desc["inputs"] if i["text"]}
+    x = None
+    if numbers:
+        x = np.fromfile(os.path.join(case_dir, "numbers.f32"), dtype="<f4")
+        x = x.reshape(-1, len(numbers))
+    values, indicators, embedded = [], [], []
+    table = 0
+    for j, c in enumerate(cols):
+        if c["kind"] == "category":
+            codes = {v: i for i, v in enumerate(c["vocabulary"])}
+            unknown = len(c["vocabulary"])
+            code = np.array([codes.get(v, unknown) for v in strings[input_of[c["name"]]]])
+            w = np.fromfile(os.path.join(case_dir, f"embed{table}.weight.f32"), dtype="<f4")
+            embedded.append(w.reshape(unknown + 1, c["embed_dim"]).astype(np.float64)[code])
+            table += 1
+            continue
+        v = x[:, numbers.index(j)]
+        if std and std[j]:
+            v = ((v.astype(np.float64) - desc["mean"][j]) / desc["scale"][j]).astype(np.float32)
+        missing = np.isnan(v)
+        values.append(np.where(missing, 0.0, (v.astype(np.float64) - c["center"]) / c["scale"]))
+        if c["indicator"]:
+            indicators.append(missing.astype(np.float64))
+    return np.column_stack([*values, *indicators, *embedded])
+
+
 def reference(case_dir, desc):
-    """The model's outputs for rows.f32, float64."""
+    """The model's outputs for rows.f32 (an encoded model: its raw inputs), float64."""
     dims = desc["dims"]
-    x = np.fromfile(os.path.join(case_dir, "rows.f32"), dtype="<f4").reshape(-1, dims[0])
-    std = np.array(desc["standardized"], dtype=bool)
-    if std.any():
-        mean = np.where(std, np.array(desc["mean"]), 0.0)
-        scale = np.where(std, np.array(desc["scale"]), 1.0)
-        x = ((x.astype(np.float64) - mean) / scale).astype(np.float32)
-    h = x.astype(np.float64)
+    if "encoding" in desc:
+        h = encoded_reference(case_dir, desc)
+        assert h.shape[1] == dims[0], (h.shape, dims)
+    else:
+        x = np.fromfile(os.path.join(case_dir, "rows.f32"), dtype="<f4").reshape(-1, dims[0])
+        std = np.array(desc["standardized"], dtype=bool)
+        if std.any():
+            mean = np.where(std, np.array(desc["mean"]), 0.0)
+            scale = np.where(std, np.array(desc["scale"]), 1.0)
+            x = ((x.astype(np.float64) - mean) / scale).astype(np.float32)
+        h = x.astype(np.float64)
     layers = len(dims) - 1
     for i in range(layers):
         w = np.fromfile(os.path.join(case_dir, f"layer{i}.weight.f32"), dtype="<f4")
@@ -78,15 +125,55 @@ def check_onnx_file(path):
     return model
 
 
-def run_ort(args, case_dir):
+def run_ort(args, case_dir, desc):
     cmd = [args.node, args.runner, "score", "--ort-dir", args.ort_dir,
            "--model", os.path.join(case_dir, "model.onnx"),
-           "--input", os.path.join(case_dir, "rows.f32"),
            "--output", os.path.join(case_dir, "scores.ort.f32"),
            "--batch", str(args.batch), "--threads", str(args.threads)]
+    if "encoding" in desc:  # the raw inputs
+        if os.path.exists(os.path.join(case_dir, "numbers.f32")):
+            cmd += ["--input", os.path.join(case_dir, "numbers.f32")]
+        cmd += ["--strings", os.path.join(case_dir, "strings.json")]
+    else:
+        cmd += ["--input", os.path.join(case_dir, "rows.f32")]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         fail(f"{' '.join(cmd)} exited {r.returncode}: {r.stderr.strip()}")
+
+
+def run_infer(args, case_dir, desc):
+    """hpcml-infer score on rows.csv: checks the header and the class names,
+    writes the probabilities or predictions as scores.infer.f32."""
+    name = os.path.basename(case_dir)
+    out = os.path.join(case_dir, "scored.csv")
+    cmd = [args.infer, "score", "--model", os.path.join(case_dir, "model.h5"),
+           "--csv", os.path.join(case_dir, "rows.csv"), "--keep", "id", "--output", out]
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMP_NUM_THREADS="1")
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        fail(f"{' '.join(cmd)} exited {r.returncode}: {r.stdout.strip()} {r.stderr.strip()}")
+    with open(out, newline="") as f:
+        rows = list(csv.reader(f))
+    header, body = rows[0], rows[1:]
+    k = desc["dims"][-1]
+    classes = desc.get("label_classes") or []
+    if desc["loss"] == "ce":
+        names = [f"p_{c}" for c in classes] if classes else [f"p_{i}" for i in range(k)]
+        want = ["id", *names, "class"]
+    else:
+        want = ["id", *(["y_pred"] if k == 1 else [f"pred_{i}" for i in range(k)])]
+    if header != want:
+        fail(f"{name}: hpcml-infer's header is {header}, expected {want}")
+    if [int(row[0]) for row in body] != list(range(len(body))):
+        fail(f"{name}: hpcml-infer's ids are not the rows in order")
+    p = np.array([[float(v) for v in row[1:1 + k]] for row in body], dtype=np.float32)
+    if desc["loss"] == "ce":
+        best = p.argmax(axis=1)
+        want_class = [classes[i] if classes else str(i) for i in best]
+        if [row[-1] for row in body] != want_class:
+            fail(f"{name}: hpcml-infer's class column is not the most probable class by name")
+    p.tofile(os.path.join(case_dir, "scores.infer.f32"))
 
 
 def check_case(args, case_dir):
@@ -95,7 +182,9 @@ def check_case(args, case_dir):
     with open(os.path.join(case_dir, "model.json")) as f:
         desc = json.load(f)
     check_onnx_file(os.path.join(case_dir, "model.onnx"))
-    run_ort(args, case_dir)
+    run_ort(args, case_dir, desc)
+    if args.infer and os.path.exists(os.path.join(case_dir, "rows.csv")):
+        run_infer(args, case_dir, desc)
     ref = reference(case_dir, desc)
     if not np.isfinite(ref).all() or ref.std() < 1e-3:
         fail(f"{name}: degenerate reference (non-finite or constant outputs)")
@@ -113,6 +202,12 @@ def check_case(args, case_dir):
         a = np.fromfile(engine, dtype="<f4").astype(np.float64)
         b = np.fromfile(os.path.join(case_dir, "scores.ort.f32"), dtype="<f4").astype(np.float64)
         results.append(("eng-ort", float(np.nan_to_num(np.abs(a - b), nan=np.inf).max())))
+    # hpcml-infer (from the CSV's text) against ONNX Runtime (from the strings).
+    scored = os.path.join(case_dir, "scores.infer.f32")
+    if os.path.exists(scored):
+        a = np.fromfile(scored, dtype="<f4").astype(np.float64)
+        b = np.fromfile(os.path.join(case_dir, "scores.ort.f32"), dtype="<f4").astype(np.float64)
+        results.append(("inf-ort", float(np.nan_to_num(np.abs(a - b), nan=np.inf).max())))
     return name, results
 
 
@@ -122,6 +217,7 @@ def main():
     p.add_argument("--runner", required=True)
     p.add_argument("--node", required=True)
     p.add_argument("--ort-dir", required=True)
+    p.add_argument("--infer", help="hpcml-infer: also score each encoded case's rows.csv with it")
     p.add_argument("--rows", type=int, default=1000)
     p.add_argument("--batch", type=int, default=128)  # 1000 rows: a partial last batch
     p.add_argument("--threads", type=int, default=1)
@@ -143,6 +239,8 @@ def main():
             name, results = check_case(args, case_dir)
             if "ort" not in dict(results) or "eng-ort" not in dict(results):
                 fail(f"{name}: no ORT or no engine scores")
+            if args.infer and name.startswith("encoded") and "inf-ort" not in dict(results):
+                fail(f"{name}: no hpcml-infer scores")
             for source, diff in results:
                 ok = diff <= args.tolerance
                 print(f"{name:<20} {source:<8} {diff:.3e}{'' if ok else '  > tolerance'}")

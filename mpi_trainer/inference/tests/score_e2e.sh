@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # score_e2e.sh <mpiexec> <hpcml-fcache> <hpcml-train> <hpcml-infer> <node> <ort_score.mjs> <ort dir>
+#              <inference_onnx_fixture>
 # A newcomer's path end to end: ingest a CSV, derive a standardised version,
 # train on it, then score with hpcml-infer on 1, 2 and 3 ranks:
 #  - the raw version (the model applies its recorded standardisation) and
@@ -11,9 +12,14 @@
 #  - the model exported to ONNX gives hpcml-infer's numbers in ONNX Runtime;
 #  - a version whose feature moved is reported as skew, and refused with
 #    --max-skew;
-#  - a different schema, a bad CSV cell and a missing model fail clearly.
+#  - a different schema, a bad CSV cell and a missing model fail clearly;
+#  - an encoded model (format 3, from inference_onnx_fixture) scores a CSV
+#    with string categories and missing cells, and an ingested version of
+#    the same rows (its own dictionaries), alike; a version whose column
+#    kind differs from the model's, or a CSV without a model column, fails
+#    naming the column.
 set -eu
-mpiexec=$1 fcache=$2 train=$3 infer=$4 node=$5 ort_runner=$6 ort_dir=$7
+mpiexec=$1 fcache=$2 train=$3 infer=$4 node=$5 ort_runner=$6 ort_dir=$7 fixture=$8
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 unset HPCML_ZONE
@@ -187,4 +193,56 @@ expect_error 'set.h5 v5: row 1, feature "spend": a missing (NaN) value; the mode
   --data-version v5 --output x.csv
 expect_error 'training/serving skew beyond --max-skew 1: spend' \
   "$infer" score --model model.h5 --data set.h5 --data-version v4 --max-skew 1 --output x.csv
+
+# An encoded model: hpcml-train does not write one yet, so the fixture's
+# (age, colour, spend, plan name, calls, active; classes stay, churn,
+# "up,grade"). Its rows.csv has the features in reverse order, categories as
+# text (a kept "NA" colour, values never kept), missing cells empty or NA.
+run "$fixture" enc 300 >/dev/null
+m=enc/encoded_relu_ce
+run "$infer" score --model $m/model.h5 --csv $m/rows.csv --keep id --output enc_csv.csv >/dev/null
+# The same rows ingested: in file order, with a timestamp; colour keeps "NA"
+# as a value. The version's dictionaries number values by first appearance.
+/usr/bin/python3 - $m/rows.csv <<'PY'
+import csv, sys
+rows = list(csv.reader(open(sys.argv[1], newline="")))
+with open("enc.csv", "w", newline="") as f:
+    w = csv.writer(f)
+    w.writerow(rows[0] + ["event_time"])
+    for i, r in enumerate(rows[1:]):
+        w.writerow(r + [1700000000 + 60 * i])
+drop = rows[0].index("plan name")  # for the missing-column error below
+with open("cut.csv", "w", newline="") as f:
+    csv.writer(f).writerows([r[:drop] + r[drop + 1:] for r in rows])
+PY
+run "$fcache" ingest enc.h5 --csv enc.csv --entity id --timestamp event_time \
+  --features 'age,colour,spend,plan name,calls,active' --column-na-values colour= \
+  --types calls=int,active=bool --zone ae --classification internal >/dev/null   # v1
+run "$mpiexec" --oversubscribe -n 2 "$infer" score --model $m/model.h5 --data enc.h5 \
+  --data-version v1 --batch 64 --output enc_set.csv >/dev/null
+/usr/bin/python3 - $m/scores.engine.f32 <<'PY' || fail "encoded model"
+import csv, sys
+import numpy as np
+a = list(csv.reader(open("enc_csv.csv", newline="")))
+b = list(csv.reader(open("enc_set.csv", newline="")))
+assert a[0] == ["id", "p_stay", "p_churn", "p_up,grade", "class"], a[0]
+assert b[0] == ["id", "event_time", "p_stay", "p_churn", "p_up,grade", "class"], b[0]
+pa = np.array([[float(v) for v in r[1:4]] for r in a[1:]])
+pb = np.array([[float(v) for v in r[2:5]] for r in b[1:]])
+engine = np.fromfile(sys.argv[1], dtype="<f4").reshape(pa.shape)
+assert [r[0] for r in a[1:]] == [r[0] for r in b[1:]]
+assert [r[4] for r in a[1:]] == [["stay", "churn", "up,grade"][i] for i in pa.argmax(1)]
+assert [r[4] for r in a[1:]] == [r[5] for r in b[1:]]
+d_set, d_eng = np.abs(pa - pb).max(), np.abs(pa - engine).max()
+print(f"encoded model: CSV vs the ingested version {d_set:.1e}, vs the engine {d_eng:.1e}")
+assert d_set <= 1e-6 and d_eng <= 1e-6
+PY
+# A version where calls is a category: the kinds differ (v2).
+run "$fcache" ingest enc.h5 --csv enc.csv --entity id --timestamp event_time \
+  --features 'age,colour,spend,plan name,calls,active' --types calls=category,active=bool \
+  --classification internal >/dev/null
+expect_error 'enc.h5 v2: feature "calls" is a category column, but the model .* as a number (int)' \
+  "$infer" score --model $m/model.h5 --data enc.h5 --data-version v2 --output x.csv
+expect_error 'the header has no column "plan name" (a feature of the model)' \
+  "$infer" score --model $m/model.h5 --csv cut.csv --keep id --output x.csv
 echo "PASS: hpcml-infer end to end"

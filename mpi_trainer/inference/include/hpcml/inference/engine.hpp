@@ -13,6 +13,14 @@
 // kernels. Memory: the packed weights (about the model's size) and two
 // activation buffers of max_batch x the widest layer.
 //
+// A model with an input encoding (format hpcml-mlp-3, trainer/encoding.hpp)
+// takes raw rows, one float per feature in the lineage's order: a number
+// cell is its value or NaN (missing: the encoding imputes it), a category
+// cell the model's code (0 to the unknown code) or NaN (missing: the unknown
+// code). Score applies the recorded derive standardisation (Input::kRaw),
+// then Encode, then each category's embedding row, then the layers; int8
+// concerns the layers only. Other models take the first layer's input.
+//
 // Not thread-safe: one thread calls Score; it runs `threads` OpenMP threads
 // (set for the process when Score runs).
 #pragma once
@@ -50,12 +58,16 @@ class Engine {
                                                 const EngineOptions& options);
   virtual ~Engine() = default;
 
+  // Floats per input row: features for an encoded model, else the first
+  // layer's width.
   std::int64_t inputs() const { return inputs_; }
   // Layers that run in int8 (0 for Precision::kFloat32).
   virtual int int8_layers() const = 0;
   std::int64_t outputs() const { return outputs_; }
 
-  // x: rows x inputs(), row-major; out: rows x outputs().
+  // x: rows x inputs(), row-major; out: rows x outputs(). An encoded
+  // model's cell that is not a code of its column, or an infinite number,
+  // is InvalidArgument naming the row and column.
   virtual Status Score(const float* x, std::int64_t rows, float* out, Input input) = 0;
 
  protected:
