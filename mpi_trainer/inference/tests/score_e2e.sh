@@ -176,25 +176,47 @@ expect_error 'feature 1 is "spend", but the model model.h5 was trained with "age
   "$mpiexec" --oversubscribe -n 2 "$infer" score --model model.h5 --data set.h5 \
   --data-version v3 --output x.csv
 [ ! -e x.csv ] || fail "a refused run left x.csv"
+# A number feature cell that is neither a number nor a missing word (the model is
+# encoded: "NA" or an empty cell would be imputed).
 printf 'calls,id,spend,age\n1,7,oops,30\n' >bad.csv
-expect_error 'bad.csv: line 2, column 3: "oops" is not a finite number' \
+expect_error 'bad.csv: line 2, column 3: "oops" is not a number' \
   "$infer" score --model model.h5 --csv bad.csv --output x.csv
 expect_error 'nope.h5: cannot open' "$infer" score --model nope.h5 --data set.h5 --output x.csv
 expect_error 'a feature-set output needs a feature-set input' \
   "$infer" score --model model.h5 --csv score.csv --output x.h5
 expect_error 'exactly one of --data and --csv' "$infer" score --model model.h5 --output x.csv
-# A version with a missing cell: a model given NaN can print a finite, wrong
-# score, so the cell is refused by row and feature (v5).
+# A version with a missing cell (v5). The model hpcml-train wrote is encoded:
+# the cell is imputed as in training and both rows are scored. A model
+# without an encoding (format 2, as written before encodings: made here from
+# model.h5, whose three number features need no indicator) given NaN could
+# print a finite, wrong score, so there the cell is refused by row and feature.
 printf 'customer,event_time,churned,age,spend,calls\n1,1700000000,0,30,10,1\n2,1700000060,1,40,NA,2\n' >holes.csv
 run "$fcache" ingest set.h5 --csv holes.csv --entity customer --timestamp event_time \
   --label churned --classification internal >/dev/null
+run "$infer" score --model model.h5 --data set.h5 --data-version v5 --output holes_scored.csv >/dev/null
+/usr/bin/python3 - <<'PY' || fail "the encoded model on a version with a missing cell"
+import csv, math
+rows = list(csv.DictReader(open("holes_scored.csv", newline="")))
+assert len(rows) == 2 and all(math.isfinite(float(r["p_1"])) for r in rows), rows
+PY
+/usr/bin/python3 - <<'PY' || fail "making a format-2 model"
+import json, shutil
+import h5py
+shutil.copy("model.h5", "legacy.h5")
+with h5py.File("legacy.h5", "r+") as f:
+    lineage = json.loads(f.attrs["lineage"])
+    assert all(c["kind"] != "category" and not c["indicator"]
+               for c in lineage["input"].pop("encoding")["columns"])
+    f.attrs["lineage"] = json.dumps(lineage)
+    f.attrs["format"] = "hpcml-mlp-2"
+PY
 expect_error 'set.h5 v5: row 1, feature "spend": a missing (NaN) value; the model needs every cell' \
-  "$mpiexec" --oversubscribe -n 2 "$infer" score --model model.h5 --data set.h5 \
+  "$mpiexec" --oversubscribe -n 2 "$infer" score --model legacy.h5 --data set.h5 \
   --data-version v5 --output x.csv
 expect_error 'training/serving skew beyond --max-skew 1: spend' \
   "$infer" score --model model.h5 --data set.h5 --data-version v4 --max-skew 1 --output x.csv
 
-# An encoded model: hpcml-train does not write one yet, so the fixture's
+# An encoded model with category features, the fixture's
 # (age, colour, spend, plan name, calls, active; classes stay, churn,
 # "up,grade"). Its rows.csv has the features in reverse order, categories as
 # text (a kept "NA" colour, values never kept), missing cells empty or NA.
