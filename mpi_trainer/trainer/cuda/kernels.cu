@@ -176,9 +176,9 @@ __global__ void CrossEntropyK(const float* z, const float* labels, const float* 
     dr[c] = ws * (c == t ? p - 1.0f : p);
   }
   if (lane == 0) {
-    row_loss[r] = static_cast<double>(w) * (static_cast<double>(mx) +
-                                            log(static_cast<double>(sum)) -
-                                            static_cast<double>(zr[t]));
+    row_loss[r] =
+        static_cast<double>(w) *
+        (static_cast<double>(mx) + log(static_cast<double>(sum)) - static_cast<double>(zr[t]));
   }
 }
 
