@@ -1,0 +1,122 @@
+#include "hpcml/trees/model_file.hpp"
+
+#include <hdf5.h>
+
+#include <filesystem>
+
+#include "hpcml/common/fs.hpp"
+#include "hpcml/common/h5.hpp"
+#include "hpcml/common/sha256.hpp"
+#include "hpcml/trees/xgb.hpp"
+
+namespace hpcml::trees {
+namespace {
+
+bool KnownObjective(std::string_view o) {
+  return o == "binary:logistic" || o == "multi:softprob" || o == "reg:squarederror";
+}
+
+Status WriteBytes(hid_t file, const std::string& bytes, const std::string& path) {
+  const hsize_t n = bytes.size();
+  HPCML_ASSIGN_OR_RETURN(hid_t s, h5::Check(H5Screate_simple(1, &n, nullptr), path));
+  h5::Dataspace space(s);
+  HPCML_ASSIGN_OR_RETURN(hid_t d, h5::Check(H5Dcreate2(file, "booster", H5T_STD_U8LE, space.get(),
+                                                       H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                                            path + ": /booster"));
+  h5::Dataset ds(d);
+  return h5::CheckErr(
+      H5Dwrite(ds.get(), H5T_NATIVE_UCHAR, H5S_ALL, H5S_ALL, H5P_DEFAULT, bytes.data()),
+      path + ": /booster");
+}
+
+Result<std::string> ReadBytes(hid_t file, const std::string& path) {
+  HPCML_ASSIGN_OR_RETURN(hid_t d,
+                         h5::Check(H5Dopen2(file, "booster", H5P_DEFAULT), path + ": /booster"));
+  h5::Dataset ds(d);
+  HPCML_ASSIGN_OR_RETURN(std::vector<hsize_t> dims, h5::DatasetDims(ds.get(), "/booster"));
+  if (dims.size() != 1) return Corrupt("{}: /booster is not one-dimensional", path);
+  std::string bytes(dims[0], '\0');
+  HPCML_RETURN_IF_ERROR(
+      h5::CheckErr(H5Dread(ds.get(), H5T_NATIVE_UCHAR, H5S_ALL, H5S_ALL, H5P_DEFAULT, bytes.data()),
+                   path + ": /booster"));
+  return bytes;
+}
+
+}  // namespace
+
+bool IsGbdtModelFile(const std::string& path) {
+  h5::SilenceErrorPrinting();
+  const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (f < 0) return false;
+  h5::File file(f);
+  auto format = h5::ReadStringAttr(file.get(), "format");
+  return format.ok() && *format == kGbdtModelFormat;
+}
+
+Status SaveGbdtModel(const std::string& path, const GbdtModelFile& m) {
+  if (!KnownObjective(m.objective)) return Internal("objective {}", m.objective);
+  if (!m.lineage.input.encoding) return Internal("a GBDT model needs its input encoding");
+  h5::SilenceErrorPrinting();
+  const std::string tmp = path + ".tmp";
+  {
+    HPCML_ASSIGN_OR_RETURN(
+        hid_t f, h5::Check(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT),
+                           fmt::format("{}: cannot create", tmp)));
+    h5::File file(f);
+    const hid_t g = file.get();
+    HPCML_RETURN_IF_ERROR(h5::WriteAttr(g, "format", kGbdtModelFormat, h5::StringStorage::kFixed));
+    HPCML_RETURN_IF_ERROR(h5::WriteAttr(g, "objective", m.objective, h5::StringStorage::kFixed));
+    HPCML_RETURN_IF_ERROR(h5::WriteAttr(g, "outputs", m.outputs));
+    HPCML_RETURN_IF_ERROR(h5::WriteAttr(g, "rounds", m.rounds));
+    HPCML_RETURN_IF_ERROR(h5::WriteAttr(g, "booster_sha256", Sha256::Hex(m.booster)));
+    HPCML_RETURN_IF_ERROR(h5::WriteAttr(g, "lineage", trainer::LineageJson(m.lineage)));
+    HPCML_RETURN_IF_ERROR(WriteBytes(g, m.booster, tmp));
+    HPCML_RETURN_IF_ERROR(h5::CheckErr(H5Fflush(g, H5F_SCOPE_GLOBAL), tmp));
+  }
+  HPCML_RETURN_IF_ERROR(SyncFile(tmp));
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) return IoError("{}: cannot rename to {}: {}", tmp, path, ec.message());
+  const auto dir = std::filesystem::path(path).parent_path();
+  return SyncDirectory(dir.empty() ? "." : dir.string());
+}
+
+Result<GbdtModelFile> LoadGbdtModel(const std::string& path) {
+  h5::SilenceErrorPrinting();
+  HPCML_ASSIGN_OR_RETURN(hid_t f, h5::Check(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT),
+                                            fmt::format("{}: cannot open", path)));
+  h5::File file(f);
+  const hid_t g = file.get();
+  auto format = h5::ReadStringAttr(g, "format");
+  if (!format.ok() || *format != kGbdtModelFormat) {
+    return InvalidArgument("{}: not an hpcml GBDT model (format {})", path,
+                           format.ok() ? *format : std::string("missing"));
+  }
+  GbdtModelFile m;
+  m.path = path;
+  HPCML_ASSIGN_OR_RETURN(m.objective, h5::ReadStringAttr(g, "objective"));
+  if (!KnownObjective(m.objective)) {
+    return Corrupt("{}: objective \"{}\" is not one hpcml writes", path, m.objective);
+  }
+  HPCML_ASSIGN_OR_RETURN(m.outputs, h5::ReadIntAttr(g, "outputs"));
+  HPCML_ASSIGN_OR_RETURN(m.rounds, h5::ReadIntAttr(g, "rounds"));
+  HPCML_ASSIGN_OR_RETURN(m.booster, ReadBytes(g, path));
+  HPCML_ASSIGN_OR_RETURN(std::string digest, h5::ReadStringAttr(g, "booster_sha256"));
+  if (digest != Sha256::Hex(m.booster)) {
+    return Corrupt("{}: /booster does not match its booster_sha256", path);
+  }
+  HPCML_ASSIGN_OR_RETURN(std::string text, h5::ReadStringAttr(g, "lineage"));
+  auto lineage = trainer::ParseLineageJson(text);
+  if (!lineage.ok()) return lineage.status().WithContext(path);
+  m.lineage = std::move(*lineage);
+  if (!m.lineage.input.encoding) return Corrupt("{}: the lineage has no input encoding", path);
+  const bool classifier = m.objective != "reg:squarederror";
+  if (m.outputs < 1 || (classifier && m.outputs < 2) || (!classifier && m.outputs != 1)) {
+    return Corrupt("{}: {} outputs for objective {}", path, m.outputs, m.objective);
+  }
+  HPCML_RETURN_IF_ERROR(LoadBooster(m.booster).status().WithContext(path));
+  HPCML_ASSIGN_OR_RETURN(m.sha256, Sha256File(path));
+  return m;
+}
+
+}  // namespace hpcml::trees
