@@ -11,6 +11,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
+#include "gbdt_program.hpp"
 #include "hpcml/common/exit_codes.hpp"
 #include "hpcml/common/identity.hpp"
 #include "hpcml/common/log.hpp"
@@ -63,6 +64,15 @@ int PrintPlan(const TrainOptions& o) {
 // command line (the same on every rank).
 int Train(const TrainOptions& o, int rank) {
   hpcml::Logger log("hpcml-train");
+  if (o.model == hpcml::trainer::ModelKind::kGbdt) {
+    if (hpcml::Status st = hpcml::trainer::CheckTreeOptions(o); !st.ok()) {
+      if (rank == 0) log.error("{}", st.message());
+      return hpcml::kExitUsage;
+    }
+    hpcml::Status s = hpcml::trainer::RunGbdt(o, log);
+    if (!s.ok()) log.error("{}", s.message());
+    return s.ok() ? hpcml::kExitOk : hpcml::kExitError;
+  }
   if (hpcml::Status st = hpcml::trainer::CheckTrainOptions(o); !st.ok()) {
     if (rank == 0) log.error("{}", st.message());
     return hpcml::kExitUsage;

@@ -22,7 +22,18 @@ namespace hpcml::trainer {
 enum class BindMode { kAuto, kOff, kForce };
 std::string_view Name(BindMode b);
 
+// --model: the MLP (every layout, both backends) or gradient-boosted trees
+// (XGBoost, one rank; docs/trainer.md "Trees").
+enum class ModelKind { kMlp, kGbdt };
+std::string_view Name(ModelKind m);
+
 struct TrainOptions {
+  ModelKind model = ModelKind::kMlp;
+  // --model gbdt: XGBoost's parameters (its defaults).
+  std::int64_t rounds = 100;
+  int max_depth = 6;
+  double eta = 0.3, min_child_weight = 1.0, lambda = 1.0, colsample = 1.0;
+  int max_bin = 256;
   GridShape grid;
   BackendKind backend = BackendKind::kCpu;
   GemmLibrary gemm = GemmLibrary::kOneDnn;  // the cpu backend's

@@ -1,0 +1,69 @@
+// Gradient-boosted trees from a feature-cache version, through XGBoost's C
+// API (hist, categorical splits on category features). One process; the
+// rows stream from the version into XGBoost's quantile matrix (no second
+// full copy in hpcml). docs/trainer.md ("Trees") is the reference.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hpcml/common/status.hpp"
+#include "hpcml/trainer/model_file.hpp"
+#include "hpcml/trees/model_file.hpp"
+
+namespace hpcml::trees {
+
+// XGBoost's parameters, with its defaults (the values python3-xgboost's
+// XGBClassifier uses when none are given).
+struct GbdtParams {
+  std::int64_t rounds = 100;
+  int max_depth = 6;
+  double eta = 0.3;
+  double min_child_weight = 1.0;
+  double lambda = 1.0;
+  double colsample_bytree = 1.0;
+  int max_bin = 256;
+  int threads = 1;
+  std::uint64_t seed = 0;
+  // 0: off; else stop after this many rounds without a lower validation
+  // loss, and keep the trees up to the best round.
+  int early_stopping_rounds = 0;
+  std::vector<float> class_weights;  // per class; empty: 1
+  // Instead: rows / (classes * class rows) from the training label's statistics.
+  bool balanced_weights = false;
+};
+
+struct GbdtData {
+  std::string path, version;  // a feature set and its version ("": latest)
+};
+
+// One round's figures: the training loss and, with validation, the
+// validation loss (logloss, mlogloss or rmse) and AUC (binary only).
+struct RoundMetrics {
+  std::int64_t round = 0;  // 1-based
+  double train_loss = 0.0;
+  std::optional<double> val_loss, val_auc;
+  double seconds = 0.0;  // wall time of the round
+};
+
+struct GbdtRun {
+  GbdtModelFile model;          // ready for SaveGbdtModel (path, sha256 unset)
+  std::int64_t best_round = 0;  // 1-based; the last round without early stopping
+  std::vector<RoundMetrics> rounds;
+  double load_seconds = 0.0;
+};
+
+// Trains on `train` (labels: `classes` classes, or 0 for regression),
+// validating on `val` when given (its features and label must be the
+// training version's; its categories are mapped by value). `on_round` is
+// called after every round (logging). `lineage` is completed with the data,
+// input schema and encoding, class rows and validation record.
+Result<GbdtRun> TrainGbdt(const GbdtData& train, const std::optional<GbdtData>& val,
+                          std::int64_t classes, const GbdtParams& params,
+                          trainer::ModelLineage lineage,
+                          const std::function<void(const RoundMetrics&)>& on_round = {});
+
+}  // namespace hpcml::trees

@@ -1,0 +1,421 @@
+#include "hpcml/trees/train.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <unordered_map>
+
+#include "hpcml/featurecache/feature_set.hpp"
+#include "hpcml/featurecache/loader.hpp"
+#include "hpcml/trees/xgb.hpp"
+
+namespace hpcml::trees {
+namespace {
+
+namespace fc = hpcml::featurecache;
+using Clock = std::chrono::steady_clock;
+
+// Rows per batch handed to XGBoost (a version of fewer rows is one batch).
+constexpr std::uint64_t kBatchRows = std::uint64_t{1} << 20;
+
+// One version streamed into XGBoost: the loader (file order), and per
+// feature the map from the version's category codes to the model's (-1:
+// not in the model's vocabulary, given to XGBoost as missing).
+struct Stream {
+  explicit Stream(fc::Loader l) : loader(std::move(l)) {}
+  std::string what;  // "set.h5 v3", for messages
+  fc::Loader loader;
+  fc::VersionStats stats;
+  std::vector<std::vector<std::int32_t>> maps;
+  std::int64_t classes = 0;
+  std::vector<float> class_weights;
+  // The iterator's state between XGBoost's calls.
+  DMatrix proxy;
+  fc::Batch batch;
+  std::vector<float> weights;
+  std::uint64_t served = 0;
+  std::vector<const char*> names, types;
+  std::vector<std::string> type_text;
+  Status status;
+};
+
+Result<Stream> OpenStream(const GbdtData& d, std::int64_t classes) {
+  fc::LoaderOptions opt;
+  opt.batch_rows = kBatchRows;
+  opt.shuffle = false;
+  opt.drop_last = false;
+  opt.prefetch_depth = 2;
+  HPCML_ASSIGN_OR_RETURN(fc::Loader loader, fc::Loader::Open(d.path, d.version, opt));
+  Stream s(std::move(loader));
+  const fc::VersionInfo& v = s.loader.info();
+  s.what = fmt::format("{} {}", d.path, v.name);
+  if (!s.loader.has_labels()) return InvalidArgument("{}: the version has no labels", s.what);
+  // The statistics of the version the loader opened (not a fresh lookup):
+  // the same digest, or none.
+  HPCML_ASSIGN_OR_RETURN(fc::FeatureSet fs, fc::FeatureSet::Open(d.path));
+  HPCML_ASSIGN_OR_RETURN(fc::VersionInfo again, fs.Info(v.name));
+  if (again.data_sha256 != v.data_sha256) {
+    return FailedPrecondition("{}: the version changed while it was opened", s.what);
+  }
+  auto stats = fs.Stats(v.name);
+  if (!stats.ok()) {
+    return InvalidArgument(
+        "{}: the version has no stored statistics, which training needs "
+        "(rewrite it with hpcml-fcache derive)",
+        s.what);
+  }
+  s.stats = std::move(*stats);
+  if (s.stats.columns.size() > v.features() && s.stats.columns.back().missing > 0) {
+    return fc::MissingCellsError(s.what, "training",
+                                 {{v.label_name, s.stats.columns.back().missing}});
+  }
+  s.classes = classes;
+  const auto label_classes = static_cast<std::int64_t>(v.label_classes.size());
+  if (label_classes > 0 && label_classes != classes) {
+    return InvalidArgument("{}: the label \"{}\" has {} classes, so train with --outputs {}",
+                           s.what, v.label_name, label_classes, label_classes);
+  }
+  return s;
+}
+
+// The encoding a tree model records: numbers as they are, a category's
+// value as its index in the training dictionary (encoding.hpp's layout with
+// unit scale and no indicators; trees have no embeddings, embed_dim 1).
+trainer::InputEncoding TreeEncoding(const Stream& s) {
+  const fc::VersionInfo& v = s.loader.info();
+  trainer::InputEncoding enc;
+  enc.min_count = 1;
+  for (size_t j = 0; j < v.features(); ++j) {
+    trainer::ColumnEncoding c;
+    c.name = v.feature_names[j];
+    c.kind = std::string(v.kind(j));
+    if (c.category()) {
+      c.vocabulary = s.stats.columns[j].categories;
+      c.embed_dim = 1;
+    }
+    enc.columns.push_back(std::move(c));
+  }
+  return enc;
+}
+
+// `s`'s category codes mapped by value into `enc`'s vocabularies; a column
+// whose kind differs is refused, naming it.
+Status Bind(const trainer::InputEncoding& enc, Stream* s) {
+  const fc::VersionInfo& v = s->loader.info();
+  if (v.feature_names.size() != enc.columns.size()) {
+    return InvalidArgument("{} has {} features, the training version {}", s->what,
+                           v.feature_names.size(), enc.columns.size());
+  }
+  for (size_t j = 0; j < v.features(); ++j) {
+    const trainer::ColumnEncoding& c = enc.columns[j];
+    if (v.feature_names[j] != c.name) {
+      return InvalidArgument("{}: feature {} is \"{}\", in the training version \"{}\"", s->what,
+                             j + 1, v.feature_names[j], c.name);
+    }
+    const bool coded = v.kind(j) == "category";
+    if (coded != c.category()) {
+      return InvalidArgument("{}: feature \"{}\" is {} here but {} in the training version",
+                             s->what, c.name, coded ? "a category" : "a number",
+                             c.category() ? "a category" : "a number");
+    }
+    std::vector<std::int32_t> map;
+    if (coded) {
+      map = trainer::CodeMap(c, s->stats.columns[j].categories);
+      for (auto& code : map)
+        if (code == c.unknown()) code = -1;
+    }
+    s->maps.push_back(std::move(map));
+    s->type_text.push_back(coded ? "c" : "q");
+  }
+  for (const std::string& n : v.feature_names) s->names.push_back(n.c_str());
+  for (const std::string& t : s->type_text) s->types.push_back(t.c_str());
+  return Status::Ok();
+}
+
+// XGBoost's array interface for a dense float32 matrix.
+std::string ArrayInterface(const void* data, std::size_t rows, std::size_t cols) {
+  return fmt::format(R"({{"data": [{}, true], "shape": [{}, {}], "typestr": "<f4", "version": 3}})",
+                     reinterpret_cast<std::uintptr_t>(data), rows, cols);
+}
+
+// The next batch into the proxy: 1, or 0 at the end (and on an error, kept
+// in s->status: XGBoost's callbacks cannot carry one).
+int Next(DataIterHandle handle) {
+  auto* s = static_cast<Stream*>(handle);
+  if (!s->status.ok() || s->served >= s->loader.batches_per_epoch()) return 0;
+  auto batch = s->loader.Next();
+  if (!batch.ok()) {
+    s->status = batch.status();
+    return 0;
+  }
+  s->batch = std::move(*batch);
+  ++s->served;
+  const std::size_t rows = s->batch.rows(), nf = s->batch.features();
+  std::span<float> x = s->batch.mutable_x();
+  for (std::size_t j = 0; j < nf; ++j) {
+    const auto& map = s->maps[j];
+    if (map.empty()) continue;
+    for (std::size_t i = j; i < x.size(); i += nf) {
+      if (std::isnan(x[i])) continue;
+      const auto code = static_cast<std::size_t>(x[i]);
+      x[i] = code < map.size() && map[code] >= 0 ? static_cast<float>(map[code])
+                                                 : std::numeric_limits<float>::quiet_NaN();
+    }
+  }
+  auto y = s->batch.y();
+  for (std::size_t i = 0; i < rows; ++i) {
+    const float v = y[i];
+    const bool ok = s->classes > 0
+                        ? v >= 0.0f && v == std::floor(v) && v < static_cast<float>(s->classes)
+                        : std::isfinite(v);
+    if (!ok) {
+      s->status =
+          InvalidArgument("{}: row {} has label {}{}", s->what, s->batch.row_ids()[i], v,
+                          s->classes > 0 ? fmt::format(", not a class in [0, {})", s->classes)
+                                         : std::string(", not a finite number"));
+      return 0;
+    }
+  }
+  const DMatrixHandle p = s->proxy.get();
+  Status st = XgbCheck(XGProxyDMatrixSetDataDense(p, ArrayInterface(x.data(), rows, nf).c_str()),
+                       "setting a batch");
+  if (st.ok()) st = XgbCheck(XGDMatrixSetDenseInfo(p, "label", y.data(), rows, 1), "labels");
+  if (st.ok() && !s->class_weights.empty()) {
+    s->weights.resize(rows);
+    for (std::size_t i = 0; i < rows; ++i)
+      s->weights[i] = s->class_weights[static_cast<std::size_t>(y[i])];
+    st = XgbCheck(XGDMatrixSetDenseInfo(p, "weight", s->weights.data(), rows, 1), "weights");
+  }
+  if (st.ok()) {
+    st = XgbCheck(XGDMatrixSetStrFeatureInfo(p, "feature_name", s->names.data(), nf),
+                  "feature names");
+  }
+  if (st.ok()) {
+    st = XgbCheck(XGDMatrixSetStrFeatureInfo(p, "feature_type", s->types.data(), nf),
+                  "feature types");
+  }
+  if (!st.ok()) {
+    s->status = std::move(st);
+    return 0;
+  }
+  return 1;
+}
+
+void Reset(DataIterHandle handle) {
+  auto* s = static_cast<Stream*>(handle);
+  s->served = 0;
+  if (s->status.ok()) s->status = s->loader.Restore(fc::Position::EpochStart(0));
+}
+
+// XGBoost's quantile matrix of the stream (`ref`: the training matrix whose
+// bins a validation matrix shares).
+Result<DMatrix> Quantiles(Stream* s, DMatrixHandle ref, const GbdtParams& p) {
+  DMatrixHandle proxy = nullptr;
+  HPCML_RETURN_IF_ERROR(XgbCheck(XGProxyDMatrixCreate(&proxy), "XGProxyDMatrixCreate"));
+  s->proxy.reset(proxy);
+  const std::string config =
+      fmt::format(R"({{"missing": NaN, "nthread": {}, "max_bin": {}}})", p.threads, p.max_bin);
+  DMatrixHandle out = nullptr;
+  const int rc =
+      XGQuantileDMatrixCreateFromCallback(s, proxy, ref, Reset, Next, config.c_str(), &out);
+  DMatrix m(out);
+  HPCML_RETURN_IF_ERROR(s->status.WithContext(s->what));
+  HPCML_RETURN_IF_ERROR(XgbCheck(rc, fmt::format("{}: building its matrix", s->what)));
+  s->proxy.reset();
+  return m;
+}
+
+std::string Objective(std::int64_t classes) {
+  return classes == 0 ? "reg:squarederror" : classes == 2 ? "binary:logistic" : "multi:softprob";
+}
+
+Status SetParams(BoosterHandle b, std::int64_t classes, const GbdtParams& p) {
+  const std::vector<std::pair<std::string, std::string>> kv = {
+      {"tree_method", "hist"},
+      {"objective", Objective(classes)},
+      {"eta", fmt::format("{}", p.eta)},
+      {"max_depth", fmt::format("{}", p.max_depth)},
+      {"min_child_weight", fmt::format("{}", p.min_child_weight)},
+      {"lambda", fmt::format("{}", p.lambda)},
+      {"colsample_bytree", fmt::format("{}", p.colsample_bytree)},
+      {"max_bin", fmt::format("{}", p.max_bin)},
+      {"nthread", fmt::format("{}", p.threads)},
+      {"seed", fmt::format("{}", p.seed)},
+  };
+  for (const auto& [k, v] : kv) {
+    HPCML_RETURN_IF_ERROR(XgbCheck(XGBoosterSetParam(b, k.c_str(), v.c_str()), k));
+  }
+  if (classes > 2) {
+    HPCML_RETURN_IF_ERROR(
+        XgbCheck(XGBoosterSetParam(b, "num_class", std::to_string(classes).c_str()), "num_class"));
+  }
+  // The first metric is the loss early stopping watches.
+  std::vector<std::string> metrics = {classes == 0   ? "rmse"
+                                      : classes == 2 ? "logloss"
+                                                     : "mlogloss"};
+  if (classes == 2) metrics.push_back("auc");
+  for (const std::string& m : metrics) {
+    HPCML_RETURN_IF_ERROR(XgbCheck(XGBoosterSetParam(b, "eval_metric", m.c_str()), "eval_metric"));
+  }
+  return Status::Ok();
+}
+
+// "[3]\ttrain-logloss:0.41\tval-logloss:0.44\tval-auc:0.91" -> the figures.
+Status ParseEval(std::string_view text, RoundMetrics* r) {
+  std::size_t at = 0;
+  while ((at = text.find('\t', at)) != std::string_view::npos) {
+    ++at;
+    const std::size_t colon = text.find(':', at), end = text.find('\t', at);
+    if (colon == std::string_view::npos) return Internal("XGBoost evaluation \"{}\"", text);
+    const std::string key(text.substr(at, colon - at));
+    const double v =
+        std::strtod(std::string(text.substr(colon + 1, end - colon - 1)).c_str(), nullptr);
+    if (key.rfind("train-", 0) == 0 && key != "train-auc") r->train_loss = v;
+    if (key == "val-auc")
+      r->val_auc = v;
+    else if (key.rfind("val-", 0) == 0)
+      r->val_loss = v;
+  }
+  return Status::Ok();
+}
+
+void DescribeData(const Stream& s, trainer::TrainingData* d) {
+  const fc::VersionInfo& v = s.loader.info();
+  d->path = s.what.substr(0, s.what.rfind(' '));
+  d->version = v.name;
+  d->data_sha256 = v.data_sha256;
+  d->zone = v.zone;
+  d->classification = v.classification;
+  d->rows = v.rows;
+}
+
+}  // namespace
+
+Result<GbdtRun> TrainGbdt(const GbdtData& train, const std::optional<GbdtData>& val,
+                          std::int64_t classes, const GbdtParams& params,
+                          trainer::ModelLineage lineage,
+                          const std::function<void(const RoundMetrics&)>& on_round) {
+  if (params.rounds < 1) return InvalidArgument("--rounds must be >= 1");
+  if (params.early_stopping_rounds > 0 && !val) {
+    return InvalidArgument("early stopping needs a validation version (--val-version)");
+  }
+  if (!params.class_weights.empty() &&
+      static_cast<std::int64_t>(params.class_weights.size()) != classes) {
+    return InvalidArgument("{} class weights for {} classes", params.class_weights.size(), classes);
+  }
+  const auto t0 = Clock::now();
+  HPCML_ASSIGN_OR_RETURN(Stream tr, OpenStream(train, classes));
+  const trainer::InputEncoding enc = TreeEncoding(tr);
+  HPCML_RETURN_IF_ERROR(Bind(enc, &tr));
+  tr.class_weights = params.class_weights;
+  if (params.balanced_weights) {
+    const fc::ColumnStats& label = tr.stats.columns.back();
+    if (!label.coded || static_cast<std::int64_t>(label.frequencies.size()) != classes) {
+      return InvalidArgument(
+          "--class-weight balanced needs a string label's class counts; give "
+          "w0,w1,... instead");
+    }
+    std::uint64_t rows = 0;
+    for (std::uint64_t n : label.frequencies) rows += n;
+    for (std::uint64_t n : label.frequencies) {
+      tr.class_weights.push_back(
+          n == 0 ? 0.0f
+                 : static_cast<float>(static_cast<double>(rows) /
+                                      (static_cast<double>(classes) * static_cast<double>(n))));
+    }
+  }
+  HPCML_ASSIGN_OR_RETURN(DMatrix dtrain, Quantiles(&tr, nullptr, params));
+  std::optional<Stream> va;
+  DMatrix dval;
+  if (val) {
+    HPCML_ASSIGN_OR_RETURN(va, OpenStream(*val, classes));
+    if (va->loader.info().label_classes != tr.loader.info().label_classes) {
+      return InvalidArgument("{} has other label classes than the training version", va->what);
+    }
+    HPCML_RETURN_IF_ERROR(Bind(enc, &*va));
+    HPCML_ASSIGN_OR_RETURN(dval, Quantiles(&*va, dtrain.get(), params));
+  }
+  GbdtRun run;
+  run.load_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+
+  std::vector<DMatrixHandle> cache = {dtrain.get()};
+  if (dval) cache.push_back(dval.get());
+  BoosterHandle bh = nullptr;
+  HPCML_RETURN_IF_ERROR(
+      XgbCheck(XGBoosterCreate(cache.data(), cache.size(), &bh), "XGBoosterCreate"));
+  Booster booster(bh);
+  HPCML_RETURN_IF_ERROR(SetParams(booster.get(), classes, params));
+  const char* names[] = {"train", "val"};
+  double best = std::numeric_limits<double>::infinity();
+  for (std::int64_t i = 0; i < params.rounds; ++i) {
+    const auto r0 = Clock::now();
+    HPCML_RETURN_IF_ERROR(XgbCheck(
+        XGBoosterUpdateOneIter(booster.get(), static_cast<int>(i), dtrain.get()), "a round"));
+    const char* text = nullptr;
+    HPCML_RETURN_IF_ERROR(XgbCheck(XGBoosterEvalOneIter(booster.get(), static_cast<int>(i),
+                                                        cache.data(), names, cache.size(), &text),
+                                   "evaluating a round"));
+    RoundMetrics m;
+    m.round = i + 1;
+    HPCML_RETURN_IF_ERROR(ParseEval(text, &m));
+    m.seconds = std::chrono::duration<double>(Clock::now() - r0).count();
+    if (!std::isfinite(m.train_loss) || (m.val_loss && !std::isfinite(*m.val_loss))) {
+      return FailedPrecondition("round {}: non-finite loss ({}); no model written", m.round, text);
+    }
+    run.rounds.push_back(m);
+    if (on_round) on_round(m);
+    if (!m.val_loss || *m.val_loss < best) {
+      best = m.val_loss.value_or(best);
+      run.best_round = m.round;
+    } else if (params.early_stopping_rounds > 0 &&
+               m.round - run.best_round >= params.early_stopping_rounds) {
+      break;
+    }
+  }
+  if (!val) run.best_round = static_cast<std::int64_t>(run.rounds.size());
+  // The trees up to the best round: what python-xgboost predicts with
+  // best_iteration after early stopping.
+  Booster kept;
+  if (run.best_round < static_cast<std::int64_t>(run.rounds.size())) {
+    BoosterHandle sliced = nullptr;
+    HPCML_RETURN_IF_ERROR(
+        XgbCheck(XGBoosterSlice(booster.get(), 0, static_cast<int>(run.best_round), 1, &sliced),
+                 "keeping the best round's trees"));
+    kept.reset(sliced);
+  }
+  HPCML_ASSIGN_OR_RETURN(run.model.booster, SaveBooster(kept ? kept.get() : booster.get()));
+  run.model.objective = Objective(classes);
+  run.model.outputs = classes == 0 ? 1 : classes;
+  run.model.rounds = run.best_round;
+
+  const fc::VersionInfo& v = tr.loader.info();
+  DescribeData(tr, &lineage.data);
+  if (classes > 0 && !tr.stats.columns.empty() && tr.stats.columns.back().coded) {
+    lineage.data.class_rows = tr.stats.columns.back().frequencies;
+  }
+  lineage.input.feature_names = v.feature_names;
+  lineage.input.label_name = v.label_name;
+  lineage.input.label_classes = v.label_classes;
+  lineage.input.encoding = enc;
+  lineage.steps = run.best_round;
+  lineage.first_loss = run.rounds.front().train_loss;
+  lineage.final_loss = run.rounds[static_cast<size_t>(run.best_round - 1)].train_loss;
+  if (va) {
+    trainer::ValidationRecord rec;
+    DescribeData(*va, &rec.data);
+    rec.rows = static_cast<std::int64_t>(va->loader.rows());
+    rec.step = run.best_round;
+    rec.selected = params.early_stopping_rounds > 0 ? "best" : "final";
+    const RoundMetrics& b = run.rounds[static_cast<size_t>(run.best_round - 1)];
+    rec.monitor = classes == 0 ? "rmse" : "log_loss";
+    rec.metrics =
+        b.val_auc ? fmt::format(R"({{"{}": {}, "auc": {}}})", rec.monitor, *b.val_loss, *b.val_auc)
+                  : fmt::format(R"({{"{}": {}}})", rec.monitor, b.val_loss.value_or(0));
+    lineage.validation = rec;
+  }
+  run.model.lineage = std::move(lineage);
+  return run;
+}
+
+}  // namespace hpcml::trees
