@@ -2,6 +2,7 @@
 
 #include <mpi.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -11,6 +12,7 @@
 #include "hpcml/common/json.hpp"
 #include "hpcml/common/time.hpp"
 #include "hpcml/trees/train.hpp"
+#include "metrics_textfile.hpp"
 
 namespace hpcml::trainer {
 namespace {
@@ -24,6 +26,10 @@ int Threads(const TrainOptions& o) {
     if (v != nullptr && std::atoi(v) > 0) return std::atoi(v);
   }
   return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+double UnixNow() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 }  // namespace
@@ -109,10 +115,20 @@ Status RunGbdt(const TrainOptions& o, Logger& log) {
                                                {"threads", p.threads}})
             << '\n';
   }
-  ModelLineage lineage;
-  lineage.created_by = CurrentPrincipal();
   const char* job = std::getenv("SLURM_JOB_ID");
   const char* restarts = std::getenv("SLURM_RESTART_COUNT");
+  // The MLP's gauges, a round for a step (docs/monitoring.md).
+  TrainerGauges gauges;
+  gauges.job_id = job ? job : "";
+  gauges.attempt = restarts ? std::atoi(restarts) : 0;
+  gauges.steps = p.rounds;
+  gauges.now_unix = UnixNow();
+  MetricsTextfile textfile;
+  if (!o.metrics_textfile.empty()) {
+    HPCML_RETURN_IF_ERROR(textfile.Open(o.metrics_textfile, gauges));
+  }
+  ModelLineage lineage;
+  lineage.created_by = CurrentPrincipal();
   lineage.job_id = job ? job : "";
   lineage.attempt = job ? (restarts ? restarts : "0") : "";
   lineage.tool = fmt::format("hpcml-train {}", Version());
@@ -129,6 +145,10 @@ Status RunGbdt(const TrainOptions& o, Logger& log) {
       metrics << JsonText(j) << '\n' << std::flush;
     }
     if (m.round == 1 || m.round % o.log_interval == 0 || m.round == p.rounds) {
+      gauges.step = m.round;
+      gauges.loss = m.train_loss;
+      gauges.now_unix = UnixNow();
+      if (Status st = textfile.Write(gauges); !st.ok()) log.warn("{}", st.message());
       log.info("round {}/{} train loss {:.6f}{}{} ({:.3f} s)", m.round, p.rounds, m.train_loss,
                m.val_loss ? fmt::format(" val loss {:.6f}", *m.val_loss) : "",
                m.val_auc ? fmt::format(" auc {:.4f}", *m.val_auc) : "", m.seconds);

@@ -9,7 +9,8 @@
 #    validation and test versions mapped by value, as hpcml does);
 #  - the model file holds the kept rounds, the objective, the encoding (the
 #    training dictionary of each category column) and the class names; the
-#    metrics file has a line per round and a done event;
+#    metrics file has a line per round and a done event; the Prometheus
+#    textfile the round of the last log line;
 #  - options trees cannot honour yet are refused with exit 2, naming them.
 set -eu
 fcache=$1 train=$2
@@ -49,8 +50,9 @@ done
 args=(--model gbdt --data set.h5 --data-version v1 --outputs 2)
 out=$(timeout 120 "$train" "${args[@]}" --val-version v2 --rounds 300 --max-depth 4 --eta 0.1 \
   --seed 3 --threads 2 --early-stop-patience 20 --class-weight balanced --log-interval 50 \
-  --metrics m.jsonl --output g.h5 2>&1) || { echo "$out"; fail "training"; }
+  --metrics m.jsonl --metrics-textfile run.prom --output g.h5 2>&1) || { echo "$out"; fail "training"; }
 echo "$out" | grep -E "early stop|done:"
+grep -Eq '^hpcml_train_step(\{[^}]*\})? 50$' run.prom || { cat run.prom; fail "the textfile's last logged round"; }
 
 $py - <<'PY' || fail "against python3-xgboost"
 import json
