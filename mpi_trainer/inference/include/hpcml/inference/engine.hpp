@@ -4,6 +4,8 @@
 //   auto model = trainer::LoadModelFile("run/model.h5");       // Result<ModelFile>
 //   auto engine = Engine::Create(*model, {.threads = 2});      // Result<unique_ptr<Engine>>
 //   engine->Score(x, rows, out, Input::kRaw);  // x [rows, inputs], out [rows, outputs]
+//   auto gbdt = trees::LoadGbdtModel("run/gbdt.h5");           // Result<GbdtModelFile>
+//   auto trees = Engine::Create(*gbdt, {.threads = 2});        // the same interface
 //
 // One oneDNN matmul per layer with bias and activation fused, as the
 // trainer's CPU backend runs the forward pass, but with the weights
