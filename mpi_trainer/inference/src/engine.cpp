@@ -372,6 +372,10 @@ Status CheckEncoding(const trainer::ModelFile& m, const trainer::InputEncoding& 
 
 Result<std::unique_ptr<Engine>> Engine::Create(const trainer::ModelFile& model,
                                                const EngineOptions& options) {
+  if (model.format == trees::kGbdtModelFormat) {
+    return InvalidArgument("{}: a GBDT model; its engine is made from trees::GbdtModelFile",
+                           model.path);
+  }
   const trainer::ModelConfig& c = model.config;
   const trainer::InputEncoding* enc = EncodingOf(model);
   const std::vector<trainer::EmbeddingShape> tables =

@@ -1,5 +1,6 @@
 // hpcml-infer: batch scoring on CPU nodes, model inspection and ONNX export
-// (docs/inference.md).
+// (docs/inference.md), of MLP and GBDT model files (told apart by their
+// format attribute; GBDT models have no ONNX export yet).
 //
 //   srun -n 4 hpcml-infer score --model m.h5 --data /data/ae/x.h5 --data-version v3
 //       --output /data/ae/scores.h5
@@ -20,6 +21,7 @@
 #include "hpcml/common/identity.hpp"
 #include "hpcml/common/log.hpp"
 #include "hpcml/common/mpi.hpp"
+#include "hpcml/trees/model_file.hpp"
 #include "inspect.hpp"
 #include "onnx_export.hpp"
 #include "score.hpp"
@@ -37,7 +39,8 @@ struct Args {
 void AddScore(CLI::App& app, Args& a) {
   CLI::App* s = app.add_subcommand("score", "score a feature-cache version or a CSV");
   hi::ScoreOptions& o = a.score;
-  s->add_option("--model", o.model, "model file written by hpcml-train")->required();
+  s->add_option("--model", o.model, "model file written by hpcml-train (an MLP or GBDT model)")
+      ->required();
   s->add_option("--data", o.data, "feature set (.h5) to score");
   s->add_option("--data-version", o.data_version, "its version (default: latest)");
   s->add_option("--csv", o.csv, "or a CSV with a header row naming the model's features");
@@ -52,8 +55,8 @@ void AddScore(CLI::App& app, Args& a) {
       ->capture_default_str();
   hpcml::AddEnumOption(*s, "--precision", &o.precision,
                        {hi::Precision::kFloat32, hi::Precision::kInt8},
-                       "fp32, or int8: weights and activations quantised, int32 accumulation "
-                       "(docs/inference.md has the accuracy change)");
+                       "fp32, or int8 (MLP models): weights and activations quantised, int32 "
+                       "accumulation (docs/inference.md has the accuracy change)");
   s->add_option("--skew-warn", o.skew_warn,
                 "report features whose mean moved more than this many training standard "
                 "deviations from the training version's")
@@ -80,10 +83,27 @@ void AddExport(CLI::App& app, Args& a) {
   s->add_option("--output,-o", a.onnx, "the .onnx file to write")->required();
 }
 
-// inspect and export-onnx: rank 0 does the work.
+// inspect and export-onnx of a GBDT model (rank 0).
+int GbdtModelCommand(const std::string& cmd, const Args& a, hpcml::Logger& log) {
+  if (cmd == "export-onnx") {
+    log.error("{}: ONNX export of GBDT models is not built yet (issue 39)", a.model);
+    return hpcml::kExitError;
+  }
+  auto m = hpcml::trees::LoadGbdtModel(a.model);
+  if (!m.ok()) {
+    log.error("{}", m.status().message());
+    return hpcml::kExitError;
+  }
+  const std::string text = a.json ? hi::InspectJson(*m) : hi::InspectText(*m);
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  return hpcml::kExitOk;
+}
+
+// inspect and export-onnx: rank 0 does the work, for either kind of model.
 int ModelCommand(const std::string& cmd, const Args& a, int rank) {
   if (rank != 0) return hpcml::kExitOk;
   hpcml::Logger log("hpcml-infer");
+  if (hpcml::trees::IsGbdtModelFile(a.model)) return GbdtModelCommand(cmd, a, log);
   auto m = hpcml::trainer::LoadModelFile(a.model);
   if (!m.ok()) {
     log.error("{}", m.status().message());

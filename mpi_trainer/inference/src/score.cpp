@@ -14,6 +14,7 @@
 #include "inputs.hpp"
 #include "outputs.hpp"
 #include "schema.hpp"
+#include "scoring_model.hpp"
 #include "skew.hpp"
 
 namespace hpcml::inference {
@@ -64,7 +65,8 @@ class Scoring {
   MPI_Comm world_;
   Logger& log_;
   int rank_ = 0, ranks_ = 1, threads_ = 1;
-  std::unique_ptr<trainer::ModelFile> model_;
+  std::unique_ptr<ScoringModel> loaded_;
+  const trainer::ModelFile* model_ = nullptr;  // loaded_->file
   std::unique_ptr<InputData> input_;
   Input mode_ = Input::kRaw;
   std::unique_ptr<Output> output_;
@@ -75,9 +77,16 @@ class Scoring {
 
 Status Scoring::Open() {
   HPCML_RETURN_IF_ERROR(CheckScoreOptions(o_));
-  auto m = trainer::LoadModelFile(o_.model);
+  auto m = LoadScoringModel(o_.model);
   HPCML_RETURN_IF_ERROR(m.status());
-  model_ = std::make_unique<trainer::ModelFile>(std::move(m).value());
+  loaded_ = std::make_unique<ScoringModel>(std::move(m).value());
+  model_ = &loaded_->file;
+  if (loaded_->gbdt && o_.precision == Precision::kInt8) {
+    return InvalidArgument(
+        "--precision int8: {} is a GBDT model, which scores in fp32 only (int8 quantises an "
+        "MLP's layers)",
+        o_.model);
+  }
   if (o_.batch > (1 << 30) / model_->config.output_dim) {  // one block is one MPI message
     return InvalidArgument("--batch {}: at most {} rows for {} outputs", o_.batch,
                            (1 << 30) / model_->config.output_dim, model_->config.output_dim);
@@ -127,7 +136,7 @@ Status Scoring::MakeEngine() {
   eo.threads = threads_;
   eo.max_batch = o_.batch;
   eo.precision = o_.precision;
-  auto e = Engine::Create(*model_, eo);
+  auto e = inference::MakeEngine(*loaded_, eo);
   HPCML_RETURN_IF_ERROR(Agree(e.status()));
   engine_ = std::move(e).value();
   return Status::Ok();
@@ -190,10 +199,13 @@ Status Scoring::WriteInOrder() {
 void Scoring::LogRun(double seconds) const {
   const auto rows = input_->rows();
   log_.info(
-      "scored {} rows of {} with {} (sha256 {}) on {} rank(s) x {} thread(s) in {:.3f} s "
+      "scored {} rows of {} with {} (sha256 {}{}) on {} rank(s) x {} thread(s) in {:.3f} s "
       "({:.0f} rows/s), {} input, {}",
-      rows, input_->what(), model_->path, model_->sha256.substr(0, 12), ranks_, threads_, seconds,
-      seconds > 0 ? static_cast<double>(rows) / seconds : 0.0,
+      rows, input_->what(), model_->path, model_->sha256.substr(0, 12),
+      loaded_->gbdt
+          ? fmt::format(", GBDT {}, {} rounds", loaded_->gbdt->objective, loaded_->gbdt->rounds)
+          : "",
+      ranks_, threads_, seconds, seconds > 0 ? static_cast<double>(rows) / seconds : 0.0,
       mode_ == Input::kRaw ? "raw" : "already standardised",
       o_.precision == Precision::kInt8
           ? fmt::format("int8 ({} of {} layers; smaller ones stay fp32)", engine_->int8_layers(),

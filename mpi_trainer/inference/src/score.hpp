@@ -1,5 +1,6 @@
-// `hpcml-infer score`: a model over a feature-cache version or a CSV, on one
-// or several MPI ranks, to a new feature-cache version or a CSV.
+// `hpcml-infer score`: a model (an MLP or a GBDT model file,
+// scoring_model.hpp) over a feature-cache version or a CSV, on one or
+// several MPI ranks, to a new feature-cache version or a CSV.
 //
 // Sharding: rows are cut into blocks of `batch` rows; block b is scored by
 // rank b % ranks (every rank reads only its own blocks' features). Rank 0

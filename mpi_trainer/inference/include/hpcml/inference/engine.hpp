@@ -1,8 +1,11 @@
-// Batch scoring of a trained MLP on the CPU (hpcml-infer's core).
+// Batch scoring of a trained MLP or GBDT model on the CPU (hpcml-infer's
+// core).
 //
 //   auto model = trainer::LoadModelFile("run/model.h5");       // Result<ModelFile>
 //   auto engine = Engine::Create(*model, {.threads = 2});      // Result<unique_ptr<Engine>>
 //   engine->Score(x, rows, out, Input::kRaw);  // x [rows, inputs], out [rows, outputs]
+//   auto gbdt = trees::LoadGbdtModel("run/gbdt.h5");           // Result<GbdtModelFile>
+//   auto trees = Engine::Create(*gbdt, {.threads = 2});        // the same interface
 //
 // One oneDNN matmul per layer with bias and activation fused, as the
 // trainer's CPU backend runs the forward pass, but with the weights
@@ -21,8 +24,15 @@
 // then Encode, then each category's embedding row, then the layers; int8
 // concerns the layers only. Other models take the first layer's input.
 //
+// A GBDT model (trees/model_file.hpp, src/gbdt_engine.cpp) takes the same
+// raw rows as an encoded MLP; a category's unknown code and NaN are both
+// missing for XGBoost, which sends them its learned default way. Its
+// outputs: binary:logistic [1 - p, p], multi:softprob the class
+// probabilities, reg:squarederror the value. float32 only.
+//
 // Not thread-safe: one thread calls Score; it runs `threads` OpenMP threads
-// (set for the process when Score runs).
+// (set for the process when Score runs; a GBDT engine sets its booster's
+// nthread instead).
 #pragma once
 
 #include <cstdint>
@@ -30,6 +40,7 @@
 
 #include "hpcml/common/status.hpp"
 #include "hpcml/trainer/model_file.hpp"
+#include "hpcml/trees/model_file.hpp"
 
 namespace hpcml::inference {
 
@@ -56,18 +67,24 @@ class Engine {
  public:
   static Result<std::unique_ptr<Engine>> Create(const trainer::ModelFile& model,
                                                 const EngineOptions& options);
+  // Precision::kInt8 is InvalidArgument (int8 quantises an MLP's layers).
+  // The booster must take one input per feature of the encoding, and the
+  // encoding's numbers must be as they are (center 0, scale 1, no
+  // indicator).
+  static Result<std::unique_ptr<Engine>> Create(const trees::GbdtModelFile& model,
+                                                const EngineOptions& options);
   virtual ~Engine() = default;
 
-  // Floats per input row: features for an encoded model, else the first
-  // layer's width.
+  // Floats per input row: features for an encoded MLP or a GBDT model,
+  // else the first layer's width.
   std::int64_t inputs() const { return inputs_; }
   // Layers that run in int8 (0 for Precision::kFloat32).
   virtual int int8_layers() const = 0;
   std::int64_t outputs() const { return outputs_; }
 
-  // x: rows x inputs(), row-major; out: rows x outputs(). An encoded
-  // model's cell that is not a code of its column, or an infinite number,
-  // is InvalidArgument naming the row and column.
+  // x: rows x inputs(), row-major; out: rows x outputs(). An encoded MLP's
+  // or a GBDT model's cell that is not a code of its column, or an
+  // infinite number, is InvalidArgument naming the row and column.
   virtual Status Score(const float* x, std::int64_t rows, float* out, Input input) = 0;
 
  protected:
