@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <unordered_map>
 
@@ -282,7 +283,11 @@ Status ParseEval(std::string_view text, RoundMetrics* r) {
 
 void DescribeData(const Stream& s, trainer::TrainingData* d) {
   const fc::VersionInfo& v = s.loader.info();
-  d->path = s.what.substr(0, s.what.rfind(' '));
+  // The canonical path, as the MLP's lineage records it.
+  const std::string path = s.what.substr(0, s.what.rfind(' '));
+  std::error_code ec;
+  const auto canonical = std::filesystem::canonical(path, ec);
+  d->path = ec ? path : canonical.string();
   d->version = v.name;
   d->data_sha256 = v.data_sha256;
   d->zone = v.zone;
@@ -384,7 +389,16 @@ Result<GbdtRun> TrainGbdt(const GbdtData& train, const std::optional<GbdtData>& 
                  "keeping the best round's trees"));
     kept.reset(sliced);
   }
-  HPCML_ASSIGN_OR_RETURN(run.model.booster, SaveBooster(kept ? kept.get() : booster.get()));
+  // Names and kinds on the booster itself, as python-xgboost's train sets
+  // them: a user loading /booster sees the features, and hpcml-infer checks them.
+  const BoosterHandle out = kept ? kept.get() : booster.get();
+  HPCML_RETURN_IF_ERROR(
+      XgbCheck(XGBoosterSetStrFeatureInfo(out, "feature_name", tr.names.data(), tr.names.size()),
+               "feature names"));
+  HPCML_RETURN_IF_ERROR(
+      XgbCheck(XGBoosterSetStrFeatureInfo(out, "feature_type", tr.types.data(), tr.types.size()),
+               "feature types"));
+  HPCML_ASSIGN_OR_RETURN(run.model.booster, SaveBooster(out));
   run.model.objective = Objective(classes);
   run.model.outputs = classes == 0 ? 1 : classes;
   run.model.rounds = run.best_round;
