@@ -283,3 +283,37 @@ TEST(Loader, AccessCheckApplies) {
 
 }  // namespace
 }  // namespace hpcml::featurecache
+
+namespace hpcml::featurecache {
+namespace {
+
+// A batch's features are a float array on float alignment whatever offset
+// the version's chunks have in the file (they follow metadata of any size;
+// XGBoost's array interface, for one, refuses a misaligned pointer). Many
+// versions of odd sizes in one file put chunks at offsets of every residue.
+TEST(Loader, BatchFeaturesAreFloatAligned) {
+  TempDir dir;
+  std::string path = dir / "fs.h5";
+  for (uint64_t v = 0; v < 12; ++v) {
+    const VersionInfo info =
+        MakeVersion(path, {.rows = 37 + 13 * v, .features = 1 + v % 3, .chunk_rows = 5 + v});
+    for (bool direct : {true, false}) {
+      LoaderOptions o;
+      o.batch_rows = 8;
+      o.shuffle = false;
+      o.direct_io = direct;
+      auto l = Loader::Open(path, info.name, o);
+      ASSERT_TRUE(l.ok()) << l.status().ToString();
+      for (uint64_t s = 0; s < l->batches_per_epoch(); ++s) {
+        auto b = l->Next();
+        ASSERT_TRUE(b.ok());
+        const auto at = reinterpret_cast<std::uintptr_t>(b->x().data());
+        ASSERT_EQ(at % alignof(float), 0u) << info.name << " batch " << s << " direct " << direct;
+        CheckBatch(*b, info.features(), true);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace hpcml::featurecache
