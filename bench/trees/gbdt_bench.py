@@ -46,6 +46,8 @@ def parse_args():
     p.add_argument("--rows", type=int, default=2_000_000)
     p.add_argument("--rounds", type=int, default=50)
     p.add_argument("--threads", default="1,2")
+    p.add_argument("--reuse", action="store_true",
+                   help="keep --work's table from an earlier run of the same --rows")
     return p.parse_args()
 
 
@@ -93,18 +95,20 @@ def main():
     a = parse_args()
     fcache = os.path.join(a.build, "featurecache/hpcml-fcache")
     train = os.path.join(a.build, "mpi_trainer/trainer/hpcml-train")
-    shutil.rmtree(a.work, ignore_errors=True)
-    os.makedirs(a.work)
     csv, fs = os.path.join(a.work, "table.csv"), os.path.join(a.work, "table.h5")
-    t0 = time.perf_counter()
-    write_table(csv, a.rows)
-    print(f"gbdt_bench: {a.rows} rows x 50 columns written in {time.perf_counter() - t0:.1f} s")
-    t0 = time.perf_counter()
-    subprocess.run([fcache, "ingest", fs, "--csv", csv, "--entity", "id", "--timestamp", "ts",
-                    "--label", "label", "--zone", "bench", "--classification", "internal"],
-                   check=True, capture_output=True)
-    print(f"  ingested in {time.perf_counter() - t0:.1f} s; xgboost {xgb.__version__}, "
-          f"{os.cpu_count()} cores, {a.rounds} rounds, depth 6, eta 0.3, max_bin 256")
+    if not (a.reuse and os.path.exists(fs)):
+        shutil.rmtree(a.work, ignore_errors=True)
+        os.makedirs(a.work)
+        t0 = time.perf_counter()
+        write_table(csv, a.rows)
+        print(f"gbdt_bench: {a.rows} rows x 50 columns written in {time.perf_counter() - t0:.1f} s")
+        t0 = time.perf_counter()
+        subprocess.run([fcache, "ingest", fs, "--csv", csv, "--entity", "id", "--timestamp", "ts",
+                        "--label", "label", "--zone", "bench", "--classification", "internal"],
+                       check=True, capture_output=True)
+        print(f"  ingested in {time.perf_counter() - t0:.1f} s")
+    print(f"gbdt_bench: {a.rows} rows; xgboost {xgb.__version__}, {os.cpu_count()} cores, "
+          f"{a.rounds} rounds, depth 6, eta 0.3, max_bin 256")
     x, y = frame(fs, "v1")
     probe = x.iloc[:10000]
     print(f"  {'threads':>7} {'hpcml s':>8} {'(rounds)':>8} {'python s':>8} {'(rounds)':>8} "

@@ -3,6 +3,7 @@
 #include <mpi.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -97,6 +98,7 @@ Status RunGbdt(const TrainOptions& o, Logger& log) {
   p.threads = Threads(o);
   p.seed = o.seed;
   p.early_stopping_rounds = o.early_stop_patience;
+  p.train_loss_every = o.log_interval;
   p.balanced_weights = o.class_weight == "balanced";
   if (!o.class_weight.empty() && !p.balanced_weights) {
     HPCML_ASSIGN_OR_RETURN(p.class_weights, ClassWeights(o, classes, {}));
@@ -138,7 +140,8 @@ Status RunGbdt(const TrainOptions& o, Logger& log) {
            val ? fmt::format(", validating on {} {}", val->path, val->version) : "");
   auto on_round = [&](const trees::RoundMetrics& m) {
     if (metrics.is_open()) {
-      nlohmann::ordered_json j = {{"round", m.round}, {"train_loss", m.train_loss}};
+      nlohmann::ordered_json j = {{"round", m.round}};
+      if (m.train_loss) j["train_loss"] = *m.train_loss;
       if (m.val_loss) j["val_loss"] = *m.val_loss;
       if (m.val_auc) j["val_auc"] = *m.val_auc;
       j["seconds"] = m.seconds;
@@ -146,10 +149,11 @@ Status RunGbdt(const TrainOptions& o, Logger& log) {
     }
     if (m.round == 1 || m.round % o.log_interval == 0 || m.round == p.rounds) {
       gauges.step = m.round;
-      gauges.loss = m.train_loss;
+      if (m.train_loss) gauges.loss = *m.train_loss;
       gauges.now_unix = UnixNow();
       if (Status st = textfile.Write(gauges); !st.ok()) log.warn("{}", st.message());
-      log.info("round {}/{} train loss {:.6f}{}{} ({:.3f} s)", m.round, p.rounds, m.train_loss,
+      log.info("round {}/{} train loss {:.6f}{}{} ({:.3f} s)", m.round, p.rounds,
+               m.train_loss.value_or(NAN),
                m.val_loss ? fmt::format(" val loss {:.6f}", *m.val_loss) : "",
                m.val_auc ? fmt::format(" auc {:.4f}", *m.val_auc) : "", m.seconds);
     }

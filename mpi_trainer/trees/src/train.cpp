@@ -357,17 +357,27 @@ Result<GbdtRun> TrainGbdt(const GbdtData& train, const std::optional<GbdtData>& 
     const auto r0 = Clock::now();
     HPCML_RETURN_IF_ERROR(XgbCheck(
         XGBoosterUpdateOneIter(booster.get(), static_cast<int>(i), dtrain.get()), "a round"));
-    const char* text = nullptr;
-    HPCML_RETURN_IF_ERROR(XgbCheck(XGBoosterEvalOneIter(booster.get(), static_cast<int>(i),
-                                                        cache.data(), names, cache.size(), &text),
-                                   "evaluating a round"));
     RoundMetrics m;
     m.round = i + 1;
-    HPCML_RETURN_IF_ERROR(ParseEval(text, &m));
-    m.seconds = std::chrono::duration<double>(Clock::now() - r0).count();
-    if (!std::isfinite(m.train_loss) || (m.val_loss && !std::isfinite(*m.val_loss))) {
-      return FailedPrecondition("round {}: non-finite loss ({}); no model written", m.round, text);
+    const std::int64_t every = std::max<std::int64_t>(params.train_loss_every, 1);
+    const bool train_loss = m.round == 1 || m.round % every == 0 || m.round == params.rounds;
+    // The matrices evaluated: the training one only at those rounds.
+    std::vector<DMatrixHandle> eval(cache.begin() + (train_loss ? 0 : 1), cache.end());
+    const char** eval_names = train_loss ? names : names + 1;
+    if (!eval.empty()) {
+      const char* text = nullptr;
+      HPCML_RETURN_IF_ERROR(
+          XgbCheck(XGBoosterEvalOneIter(booster.get(), static_cast<int>(i), eval.data(), eval_names,
+                                        eval.size(), &text),
+                   "evaluating a round"));
+      HPCML_RETURN_IF_ERROR(ParseEval(text, &m));
+      if ((m.train_loss && !std::isfinite(*m.train_loss)) ||
+          (m.val_loss && !std::isfinite(*m.val_loss))) {
+        return FailedPrecondition("round {}: non-finite loss ({}); no model written", m.round,
+                                  text);
+      }
     }
+    m.seconds = std::chrono::duration<double>(Clock::now() - r0).count();
     run.rounds.push_back(m);
     if (on_round) on_round(m);
     if (!m.val_loss || *m.val_loss < best) {
@@ -413,8 +423,14 @@ Result<GbdtRun> TrainGbdt(const GbdtData& train, const std::optional<GbdtData>& 
   lineage.input.label_classes = v.label_classes;
   lineage.input.encoding = enc;
   lineage.steps = run.best_round;
-  lineage.first_loss = run.rounds.front().train_loss;
-  lineage.final_loss = run.rounds[static_cast<size_t>(run.best_round - 1)].train_loss;
+  lineage.first_loss = run.rounds.front().train_loss.value_or(0.0);
+  // The training loss of the last round that has one, up to the best.
+  for (std::int64_t r = run.best_round; r >= 1; --r) {
+    if (const auto& l = run.rounds[static_cast<size_t>(r - 1)].train_loss) {
+      lineage.final_loss = *l;
+      break;
+    }
+  }
   if (va) {
     trainer::ValidationRecord rec;
     DescribeData(*va, &rec.data);

@@ -34,6 +34,10 @@ struct GbdtParams {
   std::vector<float> class_weights;  // per class; empty: 1
   // Instead: rows / (classes * class rows) from the training label's statistics.
   bool balanced_weights = false;
+  // The training loss is evaluated at round 1, every this many rounds and
+  // the last (a pass over the training rows' predictions; logging needs no
+  // more). The validation loss is evaluated every round (early stopping).
+  std::int64_t train_loss_every = 1;
 };
 
 struct GbdtData {
@@ -43,8 +47,8 @@ struct GbdtData {
 // One round's figures: the training loss and, with validation, the
 // validation loss (logloss, mlogloss or rmse) and AUC (binary only).
 struct RoundMetrics {
-  std::int64_t round = 0;  // 1-based
-  double train_loss = 0.0;
+  std::int64_t round = 0;            // 1-based
+  std::optional<double> train_loss;  // at the rounds GbdtParams::train_loss_every says
   std::optional<double> val_loss, val_auc;
   double seconds = 0.0;  // wall time of the round
 };
