@@ -39,6 +39,15 @@ Status SyncFile(const std::string& path) {
   return fd.Close();
 }
 
+Status CommitFile(const std::string& tmp, const std::string& path) {
+  HPCML_RETURN_IF_ERROR(SyncFile(tmp));
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) return IoError("{}: cannot rename to {}: {}", tmp, path, ec.message());
+  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  return SyncDirectory(dir.empty() ? "." : dir.string());
+}
+
 Status WriteFileAtomic(const std::string& path, std::string_view data, unsigned mode) {
   namespace fs = std::filesystem;
   fs::path target(path);

@@ -275,13 +275,7 @@ Status SaveModelFile(const std::string& path, const ModelConfig& config,
     for (const FullTensor& t : tensors) HPCML_RETURN_IF_ERROR(WriteTensor(file.get(), t));
     HPCML_RETURN_IF_ERROR(h5::CheckErr(H5Fflush(file.get(), H5F_SCOPE_GLOBAL), tmp));
   }
-  HPCML_RETURN_IF_ERROR(SyncFile(tmp));
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) return IoError("{}: cannot rename to {}: {}", tmp, path, ec.message());
-  return SyncDirectory(std::filesystem::path(path).parent_path().empty()
-                           ? "."
-                           : std::filesystem::path(path).parent_path().string());
+  return CommitFile(tmp, path);
 }
 
 Result<ModelFile> LoadModelFile(const std::string& path) {

@@ -73,12 +73,7 @@ Status SaveGbdtModel(const std::string& path, const GbdtModelFile& m) {
     HPCML_RETURN_IF_ERROR(WriteBytes(g, m.booster, tmp));
     HPCML_RETURN_IF_ERROR(h5::CheckErr(H5Fflush(g, H5F_SCOPE_GLOBAL), tmp));
   }
-  HPCML_RETURN_IF_ERROR(SyncFile(tmp));
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) return IoError("{}: cannot rename to {}: {}", tmp, path, ec.message());
-  const auto dir = std::filesystem::path(path).parent_path();
-  return SyncDirectory(dir.empty() ? "." : dir.string());
+  return CommitFile(tmp, path);
 }
 
 Result<GbdtModelFile> LoadGbdtModel(const std::string& path) {

@@ -20,6 +20,10 @@ Status SyncDirectory(const std::string& dir);
 // fsync of a file written through another descriptor (HDF5's, a copy's).
 Status SyncFile(const std::string& path);
 
+// Makes a file written under a temporary name (by HDF5, say) durable at
+// `path`: fsync of `tmp`, rename over `path`, fsync of the directory.
+Status CommitFile(const std::string& tmp, const std::string& path);
+
 // Whole file into a string; the error names the path.
 Result<std::string> ReadFile(const std::string& path);
 
