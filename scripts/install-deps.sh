@@ -27,8 +27,9 @@ packages=(
   openmpi-bin libopenmpi-dev
   # numeric and I/O libraries
   libhdf5-dev hdf5-tools libblosc-dev hdf5-filter-plugin-blosc-serial libhwloc-dev hwloc libopenblas-dev libdnnl-dev libboost-dev zlib1g-dev
-  # gradient-boosted trees (hpcml::trees), and the same library from Python for their tests
-  libxgboost-dev python3-xgboost
+  # gradient-boosted trees (hpcml::trees), and the same library from Python for their
+  # tests (its XGBClassifier needs scikit-learn)
+  libxgboost-dev python3-xgboost python3-sklearn
   # small libraries
   libtomlplusplus-dev libcli11-dev libfmt-dev nlohmann-json3-dev libpugixml-dev libxxhash-dev nettle-dev
   # tests and benchmarks (numpy/h5py are used through /usr/bin/python3)
