@@ -156,7 +156,18 @@ int Next(DataIterHandle handle) {
   std::span<float> x = s->batch.mutable_x();
   for (std::size_t j = 0; j < nf; ++j) {
     const auto& map = s->maps[j];
-    if (map.empty()) continue;
+    if (map.empty()) {
+      // XGBoost would take an infinity as a value past every bin, silently.
+      for (std::size_t i = j; i < x.size(); i += nf) {
+        if (std::isinf(x[i])) {
+          s->status =
+              InvalidArgument("{}: row {}, column {} (\"{}\") is {}: a number or a missing cell",
+                              s->what, s->batch.row_ids()[i / nf], j + 1, s->names[j], x[i]);
+          return 0;
+        }
+      }
+      continue;
+    }
     for (std::size_t i = j; i < x.size(); i += nf) {
       if (std::isnan(x[i])) continue;
       const auto code = static_cast<std::size_t>(x[i]);

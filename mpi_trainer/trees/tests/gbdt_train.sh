@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# gbdt_train.sh <hpcml-fcache> <hpcml-train>
+# gbdt_train.sh <hpcml-fcache> <hpcml-train> <trainer_make_fcache_fixture>
 # hpcml-train --model gbdt end to end on a table with number and category
 # columns, missing cells and a string label, ingested as CSVs:
 #  - trained with validation, early stopping and balanced class weights,
@@ -11,9 +11,10 @@
 #    training dictionary of each category column) and the class names; the
 #    metrics file has a line per round and a done event; the Prometheus
 #    textfile the round of the last log line;
+#  - an infinite feature cell stops the run naming its row and column, no model written;
 #  - options trees cannot honour yet are refused with exit 2, naming them.
 set -eu
-fcache=$1 train=$2
+fcache=$1 train=$2 fixture=$3
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 unset HPCML_ZONE
@@ -126,4 +127,11 @@ expect_usage() {  # expect_usage <fragment> <args...>
 expect_usage "--early-stop-patience needs a validation version" --early-stop-patience 5
 expect_usage "--checkpoint-dir: checkpoints of GBDT runs are not built yet" --checkpoint-dir ck
 expect_usage "runs on one rank" --dp 2
+# An infinite cell (row 700, column 3), which XGBoost would bin silently.
+"$fixture" inf.h5 1024 2 5 a,b,c,d inf@700 >/dev/null
+if out=$("$train" --model gbdt --data inf.h5 --outputs 2 --rounds 5 --output inf_model.h5 2>&1); then
+  fail "an infinite cell was trained on"
+fi
+grep -qF 'row 700, column 3 ("c") is inf' <<<"$out" || { echo "$out"; fail "the infinite cell's message"; }
+[ ! -e inf_model.h5 ] || fail "a model was written from an infinite cell"
 echo "gbdt_train: ok"
