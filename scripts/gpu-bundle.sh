@@ -165,9 +165,12 @@ cat >"$stage/env.sh" <<'EOF'
 # cuBLAS/cuBLASLt 13, NCCL 2 and the driver's libcuda.so.1. Searched, first
 # match wins: HPCML_CUDA_LIB_DIRS (colon-separated, e.g. a CUDA forward
 # compatibility dir /usr/local/cuda-13.0/compat), CUDA_HOME/CUDA_PATH,
-# /usr/local/cuda*, pip's nvidia/*/lib packages (virtualenv, conda, system
-# and user site-packages), the loader cache (ldconfig -p) and the usual
-# system directories. Missing ones are named on stderr.
+# /usr/local/cuda*, pip's nvidia/*/lib packages (virtualenv, conda, the
+# python3 on PATH, system and user site-packages), the loader cache
+# (ldconfig -p) and the usual system directories. A library that needs a
+# newer glibc than the bundle's is passed over (a distribution's own NCCL
+# package, say: the programs run on the bundle's glibc). Missing ones are
+# named on stderr.
 if [ -z "${HPCML_GPU_HOME-}" ]; then
   if [ -n "${BASH_SOURCE-}" ]; then
     HPCML_GPU_HOME=$(CDPATH='' cd -- "$(dirname -- "${BASH_SOURCE}")" && pwd)
@@ -185,7 +188,9 @@ _hpcml_candidates() {
     [ -n "$r" ] || continue
     for s in lib64 lib targets/x86_64-linux/lib; do echo "$r/$s"; done
   done
+  _py=$(command -v python3 2>/dev/null) && _py=$(dirname "$(dirname "$_py")")
   for sp in "${VIRTUAL_ENV-}"/lib/python3*/site-packages "${CONDA_PREFIX-}"/lib/python3*/site-packages \
+    "${_py:-/nonexistent}"/lib/python3*/site-packages \
     /usr/local/lib/python3*/dist-packages /usr/local/lib/python3*/site-packages \
     /usr/lib/python3*/dist-packages /usr/lib/python3*/site-packages \
     "${HOME-}"/.local/lib/python3*/site-packages; do
@@ -196,11 +201,19 @@ _hpcml_candidates() {
     sed -nE 's,^[[:space:]]*lib(cuda|cudart|cublas|cublasLt|nccl)\.so.*x86-64.* => (.*)/[^/]*$,\2,p'
   for d in /usr/lib/x86_64-linux-gnu /usr/lib64 /usr/local/nvidia/lib64 /usr/lib/wsl/lib; do echo "$d"; done
 }
+# Whether library $1 runs on the bundle's glibc (@GLIBC@): the newest
+# GLIBC_2.N symbol version it asks for is not newer (the version names sit
+# in the dynamic string table, near the start of the file).
+_hpcml_glibc_ok() {
+  _need=$(head -c 8388608 "$1" 2>/dev/null | grep -ao 'GLIBC_2\.[0-9]*' | sed 's/GLIBC_2\.//' | sort -n | tail -n1)
+  [ -z "$_need" ] || [ "$_need" -le "${_hpcml_glibc#2.}" ]
+}
+_hpcml_glibc=@GLIBC@
 _hpcml_missing=
 for _lib in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libnccl.so.2 libcuda.so.1; do
   _found=
   for _d in $(_hpcml_candidates); do
-    if [ -e "$_d/$_lib" ]; then _found=$_d; break; fi
+    if [ -e "$_d/$_lib" ] && _hpcml_glibc_ok "$_d/$_lib"; then _found=$_d; break; fi
   done
   if [ -n "$_found" ]; then _hpcml_add "$_found"; else _hpcml_missing="$_hpcml_missing $_lib"; fi
 done
@@ -221,9 +234,12 @@ export OMPI_MCA_ess_singleton_isolated=1
 export PMIX_INSTALL_PREFIX="$HPCML_GPU_HOME"
 export PMIX_MCA_mca_base_component_path="$HPCML_GPU_HOME/lib/pmix"
 export HWLOC_PLUGINS_PATH="$HPCML_GPU_HOME/lib/hwloc"
-unset _hpcml_dirs _hpcml_missing _lib _found _d _IFS
-unset -f _hpcml_add _hpcml_candidates
+unset _hpcml_dirs _hpcml_missing _lib _found _d _IFS _py _need _hpcml_glibc
+unset -f _hpcml_add _hpcml_candidates _hpcml_glibc_ok
 EOF
+glibc=$(ldd --version | head -n1 | grep -oE '[0-9]+\.[0-9]+$')
+[[ $glibc == 2.* ]] || die "cannot tell this machine's glibc version ($glibc)"
+sed -i "s/@GLIBC@/$glibc/" "$stage/env.sh"
 
 # shellcheck disable=SC1091
 cat >"$stage/README" <<EOF

@@ -31,6 +31,12 @@
 set -uo pipefail
 here=$(CDPATH='' cd -- "$(dirname -- "$0")" && pwd)
 bin=${HPCML_GPU_BIN:-$here/bin}
+# The bundle's environment once, not in every wrapper.
+if [[ -z ${HPCML_GPU_BIN-} && -f $here/env.sh ]]; then
+  HPCML_GPU_HOME=$here
+  # shellcheck disable=SC1091
+  . "$here/env.sh"
+fi
 out=${OUT:-$PWD/gpu-check}
 python=${PYTHON:-python3}
 steps=(probe backend memcheck agree resume bench pytorch)
@@ -139,8 +145,9 @@ step_resume() {
   judge resume
   [[ $result == pass ]] || { figure="the uninterrupted run: $result"; return; }
   cp -r "$work/full" "$work/cut"
-  for s in "$work"/cut/step-*; do
-    ((10#${s##*step-} > 10)) && rm -rf "$s"
+  local set
+  for set in "$work"/cut/step-*; do
+    ((10#${set##*step-} > 10)) && rm -rf "$set"
   done
   run resume "$bin/hpcml-train" --backend cuda "${small[@]}" "${ck[@]}" \
     --checkpoint-dir "$work/cut" --metrics "$work/cut.jsonl"

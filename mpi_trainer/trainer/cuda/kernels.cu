@@ -1,5 +1,6 @@
 #include "kernels.cuh"
 
+#include <cuda_bf16.h>
 #include <dirent.h>
 
 #include <cctype>
@@ -82,6 +83,28 @@ __device__ I Stride() {
 
 __global__ void FillK(float* x, std::size_t n, float v) {
   for (std::size_t i = First<std::size_t>(); i < n; i += Stride<std::size_t>()) x[i] = v;
+}
+
+// Contiguous: four floats in, four bf16 out per step (n a multiple of 4).
+__global__ void ToBf16K4(const float4* src, std::size_t n4, uint2* dst) {
+  for (std::size_t i = First<std::size_t>(); i < n4; i += Stride<std::size_t>()) {
+    const float4 v = src[i];
+    const __nv_bfloat162 lo = __floats2bfloat162_rn(v.x, v.y), hi = __floats2bfloat162_rn(v.z, v.w);
+    uint2 out;
+    out.x = *reinterpret_cast<const unsigned*>(&lo);
+    out.y = *reinterpret_cast<const unsigned*>(&hi);
+    dst[i] = out;
+  }
+}
+
+__global__ void ToBf16K(const float* src, std::int64_t ld, std::int64_t rows, std::int64_t cols,
+                        __nv_bfloat16* dst) {
+  const auto n = static_cast<std::size_t>(rows * cols);
+  for (std::size_t i = First<std::size_t>(); i < n; i += Stride<std::size_t>()) {
+    const auto r = static_cast<std::int64_t>(i / static_cast<std::size_t>(cols));
+    const std::int64_t at = r * ld + static_cast<std::int64_t>(i % static_cast<std::size_t>(cols));
+    dst[at] = __float2bfloat16_rn(src[at]);
+  }
 }
 
 template <typename I>
@@ -366,6 +389,21 @@ DeviceCount CountDevices() {
 cudaError_t Fill(float* x, std::size_t n, float v, cudaStream_t s) {
   if (n == 0) return cudaSuccess;
   FillK<<<Blocks(n), kThreads, 0, s>>>(x, n, v);
+  return cudaGetLastError();
+}
+
+cudaError_t ToBf16(const float* src, std::int64_t ld, std::int64_t rows, std::int64_t cols,
+                   void* dst, cudaStream_t s) {
+  const auto n = static_cast<std::size_t>(rows * cols);
+  if (n == 0) return cudaSuccess;
+  const bool aligned = reinterpret_cast<std::uintptr_t>(src) % 16 == 0 &&
+                       reinterpret_cast<std::uintptr_t>(dst) % 8 == 0;
+  if (ld == cols && n % 4 == 0 && aligned) {
+    ToBf16K4<<<Blocks(n / 4), kThreads, 0, s>>>(reinterpret_cast<const float4*>(src), n / 4,
+                                                static_cast<uint2*>(dst));
+  } else {
+    ToBf16K<<<Blocks(n), kThreads, 0, s>>>(src, ld, rows, cols, static_cast<__nv_bfloat16*>(dst));
+  }
   return cudaGetLastError();
 }
 

@@ -48,6 +48,11 @@ DeviceCount CountDevices();
 // --- elementwise
 
 cudaError_t Fill(float* x, std::size_t n, float v, cudaStream_t s);
+// The rows x cols matrix at `src` (row stride `ld` floats) rounded to bf16
+// (nearest even) at `dst`, with the same row stride; `dst` is 2-byte
+// elements (__nv_bfloat16), void here so callers need no CUDA headers.
+cudaError_t ToBf16(const float* src, std::int64_t ld, std::int64_t rows, std::int64_t cols,
+                   void* dst, cudaStream_t s);
 // z[r, :] += b; then out = act(z) unless act is kNoActivation (out unused).
 cudaError_t AddBiasAct(int act, float* z, const float* b, float* out, std::int64_t rows,
                        std::int64_t cols, cudaStream_t s);

@@ -1,6 +1,6 @@
 // CUDA backend: fp32 master weights and activations in device memory, GEMMs
-// on cuBLAS with bf16 tensor-core compute (CUBLAS_COMPUTE_32F_FAST_16BF:
-// fp32 storage, inputs rounded to bf16, fp32 accumulation), kernels in
+// on cuBLAS with bf16 tensor cores (operands rounded to bf16 copies, fp32
+// accumulation and output; see Gemm), kernels in
 // ../cuda/kernels.cu, NCCL communicators for the tensor, data and pipeline
 // groups (ids broadcast over MPI), host sums of doubles over MPI.
 //
@@ -242,6 +242,8 @@ class CudaBackend final : public Backend {
     if (stream_.get() != nullptr) {
       row_loss_.Release(S());
       bias_scratch_.Release(S());
+      a16_.Release(S());
+      b16_.Release(S());
       cudaStreamSynchronize(S());
     }
     if (partials_ != nullptr) cudaFree(partials_);
@@ -307,16 +309,29 @@ class CudaBackend final : public Backend {
     Launched(cuda::Fill(x, n, v, S()), "Fill");
   }
 
+  // cuBLAS given fp32 operands with CUBLAS_COMPUTE_32F_FAST_16BF ran TF32
+  // kernels on an H200 (sm90_xmma_gemm_f32f32_tf32f32_*, ncu), at half the
+  // bf16 rate. So the operands are rounded to bf16 copies first and the
+  // product runs on bf16 tensor cores: fp32 accumulation, fp32 C.
   void Gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
             const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float beta,
             float* c, std::int64_t ldc) override {
+    if (m == 0 || n == 0) return;
+    // Row-major op(A) is m x k: stored k x m when transposed. With k = 0
+    // nothing is read (C = beta C): the fp32 operands are passed as they are.
+    const std::int64_t a_rows = trans_a ? k : m, a_cols = trans_a ? m : k;
+    const std::int64_t b_rows = trans_b ? n : k, b_cols = trans_b ? k : n;
+    const void* a16 = k == 0 ? a : Bf16Copy(a16_, a, lda, a_rows, a_cols);
+    const void* b16 = k == 0 ? b : Bf16Copy(b16_, b, ldb, b_rows, b_cols);
+    const cudaDataType_t type = k == 0 ? CUDA_R_32F : CUDA_R_16BF;
+    if (a16 == nullptr || b16 == nullptr) return;
     // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T, and a
     // row-major matrix read column-major is its transpose.
     const cublasStatus_t st = cublasGemmEx(
         cublas_.get(), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
-        static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha, b, CUDA_R_32F,
-        static_cast<int>(ldb), a, CUDA_R_32F, static_cast<int>(lda), &beta, c, CUDA_R_32F,
-        static_cast<int>(ldc), CUBLAS_COMPUTE_32F_FAST_16BF, CUBLAS_GEMM_DEFAULT);
+        static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha, b16, type,
+        static_cast<int>(ldb), a16, type, static_cast<int>(lda), &beta, c, CUDA_R_32F,
+        static_cast<int>(ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     if (st != CUBLAS_STATUS_SUCCESS) {
       Fail(Internal("cublasGemmEx {}x{}x{}: {}", m, n, k, cublasGetStatusString(st)));
     }
@@ -575,6 +590,19 @@ class CudaBackend final : public Backend {
     return *host_scalar_;
   }
 
+  // `x` (rows x cols, row stride ld) rounded to bf16 in `buf`, same stride.
+  void* Bf16Copy(Scratch& buf, const float* x, std::int64_t ld, std::int64_t rows,
+                 std::int64_t cols) {
+    const auto elems = static_cast<std::size_t>((rows - 1) * ld + cols);
+    Status st = buf.Ensure(elems * 2, S());
+    if (st.ok()) st = CudaCheck(cuda::ToBf16(x, ld, rows, cols, buf.as<void>(), S()), "ToBf16");
+    if (!st.ok()) {
+      Fail(std::move(st));
+      return nullptr;
+    }
+    return buf.as<void>();
+  }
+
   float* BiasScratch(std::int64_t rows, std::int64_t cols) {
     Status st = bias_scratch_.Ensure(cuda::BiasGradScratch(rows, cols) * sizeof(float), S());
     if (!st.ok()) {
@@ -628,6 +656,7 @@ class CudaBackend final : public Backend {
   float* stage_ = nullptr;         // pinned staging for ToDevice/ToHost
   std::size_t stage_cap_ = 0, staged_ = 0;
   Scratch row_loss_, bias_scratch_;
+  Scratch a16_, b16_;  // Gemm's bf16 operands
   Status error_;
 };
 
