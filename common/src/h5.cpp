@@ -267,4 +267,26 @@ Result<std::vector<hsize_t>> DatasetDims(hid_t dset, std::string_view what) {
   return dims;
 }
 
+Status WriteBytes(hid_t obj, const char* name, std::string_view bytes, std::string_view what) {
+  const hsize_t n = bytes.size();
+  HPCML_ASSIGN_OR_RETURN(Dataspace space, Own<Dataspace>(H5Screate_simple(1, &n, nullptr),
+                                                         StatusCode::kInternal, what));
+  HPCML_ASSIGN_OR_RETURN(Dataset ds, Own<Dataset>(H5Dcreate2(obj, name, H5T_STD_U8LE, space.get(),
+                                                             H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                                                  StatusCode::kInternal, what));
+  return CheckErr(H5Dwrite(ds.get(), H5T_NATIVE_UCHAR, H5S_ALL, H5S_ALL, H5P_DEFAULT, bytes.data()),
+                  what);
+}
+
+Result<std::string> ReadBytes(hid_t obj, const char* name, std::string_view what) {
+  HPCML_ASSIGN_OR_RETURN(
+      Dataset ds, Own<Dataset>(H5Dopen2(obj, name, H5P_DEFAULT), StatusCode::kCorrupt, what));
+  HPCML_ASSIGN_OR_RETURN(std::vector<hsize_t> dims, DatasetDims(ds.get(), what));
+  if (dims.size() != 1) return Error(StatusCode::kCorrupt, what);
+  std::string bytes(dims[0], '\0');
+  HPCML_RETURN_IF_ERROR(CheckErr(
+      H5Dread(ds.get(), H5T_NATIVE_UCHAR, H5S_ALL, H5S_ALL, H5P_DEFAULT, bytes.data()), what));
+  return bytes;
+}
+
 }  // namespace hpcml::h5

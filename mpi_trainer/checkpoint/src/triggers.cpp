@@ -8,6 +8,7 @@
 #include <boost/beast/http.hpp>
 #include <cmath>
 #include <csignal>
+#include <cstdlib>
 
 namespace hpcml::checkpoint {
 
@@ -130,6 +131,37 @@ long SlurmSecondsLeft(std::uint32_t job_id) {
   if (job_id == 0) return -1;
   long left = slurm_get_rem_time(job_id);
   return left < 0 ? -1 : left;
+}
+
+Result<std::unique_ptr<StopTriggers>> StopTriggers::Start(const StopTriggerOptions& options) {
+  auto t = std::make_unique<StopTriggers>();
+  t->opt_ = options;
+  StopSignals::Install();
+  if (!options.spot_url.empty()) {
+    HPCML_ASSIGN_OR_RETURN(
+        t->poller_, SpotNoticePoller::Start(options.spot_url, options.spot_kind,
+                                            std::chrono::milliseconds(options.spot_poll_ms)));
+  }
+  return t;
+}
+
+std::string StopTriggers::Poll() {
+  if (const int sig = StopSignals::Pending(); sig != 0) {
+    return sig == SIGTERM ? "SIGTERM" : sig == SIGUSR1 ? "SIGUSR1" : fmt::format("signal {}", sig);
+  }
+  if (poller_ && poller_->noticed()) return "spot notice";
+  if (opt_.stop_before_end_seconds <= 0) return "";
+  // slurm_get_rem_time asks slurmctld: at most every 30 s.
+  if (Clock::now() - last_time_check_ >= std::chrono::seconds(30)) {
+    last_time_check_ = Clock::now();
+    const char* job = std::getenv("SLURM_JOB_ID");
+    time_left_s_ =
+        job ? SlurmSecondsLeft(static_cast<std::uint32_t>(std::strtoul(job, nullptr, 10))) : -1;
+  }
+  if (time_left_s_ >= 0 && static_cast<double>(time_left_s_) < opt_.stop_before_end_seconds) {
+    return fmt::format("time limit ({} s left)", time_left_s_);
+  }
+  return "";
 }
 
 double DalyInterval(double cost_s, double mtbi_s) {

@@ -55,13 +55,16 @@ Result<std::unique_ptr<Checkpointer>> Checkpointer::Create(const CheckpointOptio
   HPCML_ASSIGN_OR_RETURN(ck::CheckpointDir dir, ck::CheckpointDir::Open(options.dir, options.keep));
   c->dir_ = std::make_unique<ck::CheckpointDir>(std::move(dir));
   c->writer_ = std::make_unique<ck::AsyncWriter>(*c->dir_);
-  ck::StopSignals::Install();
-  if (!options.spot_url.empty() && c->world_rank() == 0) {
-    HPCML_ASSIGN_OR_RETURN(
-        c->poller_, ck::SpotNoticePoller::Start(options.spot_url, options.spot_kind,
-                                                std::chrono::milliseconds(options.spot_poll_ms)));
+  // The spot poller and the time-left check on rank 0 only; a signal is
+  // seen by the rank it reaches. AfterStep agrees on what any rank saw.
+  ck::StopTriggerOptions t;
+  if (c->world_rank() == 0) {
+    t.spot_url = options.spot_url;
+    t.spot_kind = options.spot_kind;
+    t.spot_poll_ms = options.spot_poll_ms;
+    t.stop_before_end_seconds = options.stop_before_end_seconds;
   }
-  c->last_time_check_ = Clock::now() - std::chrono::hours(1);
+  HPCML_ASSIGN_OR_RETURN(c->triggers_, ck::StopTriggers::Start(t));
   return c;
 }
 
@@ -185,31 +188,8 @@ Status Checkpointer::CommitPending() {
 }
 
 bool Checkpointer::LocalStopWanted(std::string* reason) {
-  if (int sig = ck::StopSignals::Pending(); sig != 0) {
-    *reason = sig == SIGTERM   ? "SIGTERM"
-              : sig == SIGUSR1 ? "SIGUSR1"
-                               : fmt::format("signal {}", sig);
-    return true;
-  }
-  if (poller_ && poller_->noticed()) {
-    *reason = "spot notice";
-    return true;
-  }
-  if (opt_.stop_before_end_seconds > 0 && world_rank() == 0) {
-    // slurm_get_rem_time asks slurmctld: at most every 30 s.
-    if (Seconds(Clock::now() - last_time_check_) >= 30) {
-      last_time_check_ = Clock::now();
-      const char* job = std::getenv("SLURM_JOB_ID");
-      time_left_s_ =
-          job ? ck::SlurmSecondsLeft(static_cast<std::uint32_t>(std::strtoul(job, nullptr, 10)))
-              : -1;
-    }
-    if (time_left_s_ >= 0 && static_cast<double>(time_left_s_) < opt_.stop_before_end_seconds) {
-      *reason = fmt::format("time limit ({} s left)", time_left_s_);
-      return true;
-    }
-  }
-  return false;
+  *reason = triggers_->Poll();
+  return !reason->empty();
 }
 
 Result<std::optional<StopRequest>> Checkpointer::AfterStep(const StepStats& stats) {

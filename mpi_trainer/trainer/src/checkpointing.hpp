@@ -113,7 +113,7 @@ class Checkpointer {
   Logger* log_ = nullptr;
   std::unique_ptr<checkpoint::CheckpointDir> dir_;
   std::unique_ptr<checkpoint::AsyncWriter> writer_;
-  std::unique_ptr<checkpoint::SpotNoticePoller> poller_;
+  std::unique_ptr<checkpoint::StopTriggers> triggers_;
   checkpoint::AdaptiveInterval interval_{30, 3600, 4 * 3600};
   std::int64_t pending_step_ = -1;    // set written in the background, not yet committed
   nlohmann::json pending_run_state_;  // run_state_() when pending_step_'s save started
@@ -121,8 +121,6 @@ class Checkpointer {
   nlohmann::json resumed_run_state_;
   Clock::time_point pending_started_;
   Clock::time_point last_save_ = Clock::now();
-  Clock::time_point last_time_check_;
-  long time_left_s_ = -1;
   Clock::time_point attempt_start_ = Clock::now();
   double elapsed_before_ = 0;  // training seconds of earlier attempts (from the manifest)
   CheckpointStats stats_;

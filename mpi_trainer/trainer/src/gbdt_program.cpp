@@ -5,15 +5,20 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <ctime>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "checkpointing.hpp"
+#include "hpcml/checkpoint/triggers.hpp"
 #include "hpcml/common/identity.hpp"
 #include "hpcml/common/json.hpp"
 #include "hpcml/common/time.hpp"
+#include "hpcml/trees/checkpoint.hpp"
 #include "hpcml/trees/train.hpp"
 #include "metrics_textfile.hpp"
+#include "usage.hpp"
 
 namespace hpcml::trainer {
 namespace {
@@ -46,8 +51,17 @@ Status CheckTreeOptions(const TrainOptions& o) {
   if (o.early_stop_patience > 0 && o.val_version.empty()) {
     return InvalidArgument("--early-stop-patience needs a validation version (--val-version)");
   }
-  if (!o.ckpt.dir.empty()) {
-    return InvalidArgument("--checkpoint-dir: checkpoints of GBDT runs are not built yet");
+  if (!o.ckpt.dir.empty() && o.colsample < 1.0) {
+    return InvalidArgument(
+        "--colsample {} with --checkpoint-dir: XGBoost's column sampling cannot be resumed "
+        "exactly (a resumed run would end with another model); leave --colsample at 1, or "
+        "train without checkpoints",
+        o.colsample);
+  }
+  if (!o.ckpt_adaptive.empty()) {
+    return InvalidArgument(
+        "--checkpoint-adaptive is for the MLP; trees save every --checkpoint-every rounds or "
+        "--checkpoint-seconds (a save is one small file)");
   }
   if (o.loss == LossKind::kMse && o.outputs != 1) {
     return InvalidArgument("--model gbdt --loss mse has one output (--outputs 1)");
@@ -66,6 +80,7 @@ std::string SettingsJson(const TrainOptions& o, const trees::GbdtParams& p) {
                               {"eta", p.eta},
                               {"min_child_weight", p.min_child_weight},
                               {"lambda", p.lambda},
+                              {"subsample", p.subsample},
                               {"colsample_bytree", p.colsample_bytree},
                               {"max_bin", p.max_bin},
                               {"seed", p.seed},
@@ -79,7 +94,7 @@ std::string SettingsJson(const TrainOptions& o, const trees::GbdtParams& p) {
 
 }  // namespace
 
-Status RunGbdt(const TrainOptions& o, Logger& log) {
+Result<bool> RunGbdt(const TrainOptions& o, Logger& log) {
   int world = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   if (world > 1) {
@@ -94,6 +109,7 @@ Status RunGbdt(const TrainOptions& o, Logger& log) {
   p.min_child_weight = o.min_child_weight;
   p.lambda = o.lambda;
   p.colsample_bytree = o.colsample;
+  p.subsample = o.subsample;
   p.max_bin = o.max_bin;
   p.threads = Threads(o);
   p.seed = o.seed;
@@ -158,28 +174,108 @@ Status RunGbdt(const TrainOptions& o, Logger& log) {
                m.val_auc ? fmt::format(" auc {:.4f}", *m.val_auc) : "", m.seconds);
     }
   };
+  trees::GbdtHooks hooks;
+  hooks.on_round = on_round;
+  // The settings that shape the model: a resume must match them (rounds
+  // may grow, threads may change).
+  {
+    nlohmann::json key = nlohmann::json::parse(lineage.settings);
+    key.erase("rounds");
+    key.erase("threads");
+    hooks.settings = JsonText(key);
+  }
+  const auto wall_start = std::chrono::steady_clock::now();
+  const auto start_time = static_cast<std::int64_t>(std::time(nullptr));
+  // Checkpoints: resume, schedule, stop triggers, save.
+  std::unique_ptr<checkpoint::StopTriggers> triggers;
+  std::string stop_reason;
+  std::int64_t last_saved = 0;
+  double save_seconds = 0;
+  auto last_save = std::chrono::steady_clock::now();
+  const CheckpointOptions& ck = o.ckpt;
+  if (!ck.dir.empty()) {
+    std::vector<std::string> warnings;
+    HPCML_ASSIGN_OR_RETURN(hooks.resume, trees::LoadLatestGbdtCheckpoint(ck.dir, &warnings));
+    for (const std::string& w : warnings) log.warn("{}", w);
+    if (hooks.resume) {
+      last_saved = hooks.resume->round;
+      log.info("resumed from checkpoint round {} in {}", hooks.resume->round, ck.dir);
+    }
+    checkpoint::StopTriggerOptions t;
+    t.spot_url = ck.spot_url;
+    t.spot_kind = ck.spot_kind;
+    t.spot_poll_ms = ck.spot_poll_ms;
+    t.stop_before_end_seconds = ck.stop_before_end_seconds;
+    HPCML_ASSIGN_OR_RETURN(triggers, checkpoint::StopTriggers::Start(t));
+    hooks.after_round = [&](std::int64_t round) {
+      stop_reason = triggers->Poll();
+      if (!stop_reason.empty()) return trees::GbdtHooks::Action::kSaveAndStop;
+      const double since =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - last_save).count();
+      const bool due = (ck.every_steps > 0 && round % ck.every_steps == 0) ||
+                       (ck.every_seconds > 0 && since >= ck.every_seconds);
+      return due ? trees::GbdtHooks::Action::kSave : trees::GbdtHooks::Action::kContinue;
+    };
+    hooks.save = [&](const trees::GbdtCheckpoint& c) {
+      const auto t0 = std::chrono::steady_clock::now();
+      HPCML_RETURN_IF_ERROR(trees::SaveGbdtCheckpoint(ck.dir, ck.keep, c));
+      last_save = std::chrono::steady_clock::now();
+      save_seconds += std::chrono::duration<double>(last_save - t0).count();
+      last_saved = c.round;
+      return Status::Ok();
+    };
+  }
   HPCML_ASSIGN_OR_RETURN(trees::GbdtRun run,
                          trees::TrainGbdt(trees::GbdtData{o.data, o.data_version}, val, classes, p,
-                                          std::move(lineage), on_round));
+                                          std::move(lineage), hooks));
+  const auto rounds_done = static_cast<std::int64_t>(run.rounds.size());
+  auto publish_usage = [&] {
+    AttemptUsage a;
+    a.start_time = start_time;
+    a.written_at = static_cast<std::int64_t>(std::time(nullptr));
+    a.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+    a.steps_done = rounds_done - run.resumed_round;
+    a.batch = static_cast<std::int64_t>(run.train_rows);  // a round sees every row
+    a.gpu_type = o.gpu_type;
+    if (!ck.dir.empty()) {
+      a.steps_since_checkpoint = rounds_done - last_saved;
+      a.checkpoint_seconds = save_seconds;
+    }
+    PublishAttemptUsage(o.usage_dir.empty() ? ck.dir : o.usage_dir, a, o.no_comment, log);
+  };
+  if (run.interrupted) {
+    log.info(
+        "stopping at round {} ({}): checkpoint saved in {}; exit {} so that Slurm requeues the job",
+        rounds_done, stop_reason, ck.dir, o.stop_exit_code);
+    if (metrics.is_open()) {
+      metrics << JsonText(nlohmann::ordered_json{
+                     {"event", "stopped"}, {"round", rounds_done}, {"reason", stop_reason}})
+              << '\n';
+    }
+    publish_usage();
+    return true;
+  }
   run.model.lineage.created_at = UtcNow();
-  const bool stopped = static_cast<std::int64_t>(run.rounds.size()) < p.rounds;
+  const bool stopped = rounds_done < p.rounds;
   if (stopped) {
     log.info("early stop at round {}: {} rounds without a lower validation loss than at round {}",
-             run.rounds.size(), p.early_stopping_rounds, run.best_round);
+             rounds_done, p.early_stopping_rounds, run.best_round);
   }
   if (!o.output.empty()) HPCML_RETURN_IF_ERROR(trees::SaveGbdtModel(o.output, run.model));
   if (metrics.is_open()) {
     metrics << JsonText(nlohmann::ordered_json{{"event", "done"},
-                                               {"rounds", run.rounds.size()},
+                                               {"rounds", rounds_done},
                                                {"best_round", run.best_round},
                                                {"early_stopped", stopped},
+                                               {"resumed_round", run.resumed_round},
                                                {"load_seconds", run.load_seconds}})
             << '\n';
   }
-  log.info("done: {} rounds (trees of {} kept), data in {:.2f} s{}", run.rounds.size(),
-           run.best_round, run.load_seconds,
+  log.info("done: {} rounds (trees of {} kept), data in {:.2f} s{}", rounds_done, run.best_round,
+           run.load_seconds,
            o.output.empty() ? std::string() : fmt::format(", model written to {}", o.output));
-  return Status::Ok();
+  publish_usage();
+  return false;
 }
 
 }  // namespace hpcml::trainer

@@ -69,9 +69,9 @@ int Train(const TrainOptions& o, int rank) {
       if (rank == 0) log.error("{}", st.message());
       return hpcml::kExitUsage;
     }
-    hpcml::Status s = hpcml::trainer::RunGbdt(o, log);
-    if (!s.ok()) log.error("{}", s.message());
-    return s.ok() ? hpcml::kExitOk : hpcml::kExitError;
+    hpcml::Result<bool> stopped = hpcml::trainer::RunGbdt(o, log);
+    if (!stopped.ok()) log.error("{}", stopped.status().message());
+    return !stopped.ok() ? hpcml::kExitError : *stopped ? o.stop_exit_code : hpcml::kExitOk;
   }
   if (hpcml::Status st = hpcml::trainer::CheckTrainOptions(o); !st.ok()) {
     if (rank == 0) log.error("{}", st.message());

@@ -600,9 +600,7 @@ Status Program::Finish() {
 // checkpoints and as a summary in the job's Comment, for hpcml-cost.
 // Accounting never stops training: a failure is a warning.
 void Program::PublishUsage(std::int64_t first_step, double wall_s, std::int64_t start_time) {
-  const std::string dir = o_.usage_dir.empty() ? o_.ckpt.dir : o_.usage_dir;
-  const std::optional<SlurmJob> job = SlurmJobFromEnv();
-  if (!rank0_ || !job || dir.empty()) return;
+  if (!rank0_) return;
   AttemptUsage a;
   a.start_time = start_time;
   a.written_at = static_cast<std::int64_t>(std::time(nullptr));
@@ -614,15 +612,7 @@ void Program::PublishUsage(std::int64_t first_step, double wall_s, std::int64_t 
     a.steps_since_checkpoint = trainer_->step() - ckpt_->stats().last_saved_step;
     a.checkpoint_seconds = ckpt_->stats().save_seconds;
   }
-  const accounting::UsageRecord r = MakeUsageRecord(*job, a);
-  accounting::PublishOptions po;
-  po.update_comment = !o_.no_comment;
-  auto written = accounting::PublishUsageRecord(dir, r, po);
-  if (written.ok()) {
-    log_.info("usage record {} ({} GPU-seconds, {} steps)", *written, r.gpu_seconds, r.steps_done);
-  } else {
-    log_.warn("usage record not published: {}", written.status().message());
-  }
+  PublishAttemptUsage(o_.usage_dir.empty() ? o_.ckpt.dir : o_.usage_dir, a, o_.no_comment, log_);
 }
 
 // What the model file records: the training data (from the opened

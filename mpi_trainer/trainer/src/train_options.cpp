@@ -76,6 +76,10 @@ void AddTreeOptions(CLI::App& app, TrainOptions& o) {
   app.add_option("--lambda", o.lambda, "gbdt: L2 regularisation of leaf weights")
       ->capture_default_str()
       ->check(kFiniteNonNegative);
+  app.add_option("--subsample", o.subsample,
+                 "gbdt: share of the rows each round sees (drawn by hpcml: resumable)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0).description("in (0, 1]"));
   app.add_option("--colsample", o.colsample, "gbdt: share of the features each tree sees")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0).description("in (0, 1]"));

@@ -32,7 +32,7 @@ struct TrainOptions {
   // --model gbdt: XGBoost's parameters (its defaults).
   std::int64_t rounds = 100;
   int max_depth = 6;
-  double eta = 0.3, min_child_weight = 1.0, lambda = 1.0, colsample = 1.0;
+  double eta = 0.3, min_child_weight = 1.0, lambda = 1.0, colsample = 1.0, subsample = 1.0;
   int max_bin = 256;
   GridShape grid;
   BackendKind backend = BackendKind::kCpu;

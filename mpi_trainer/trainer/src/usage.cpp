@@ -40,4 +40,19 @@ accounting::UsageRecord MakeUsageRecord(const SlurmJob& job, const AttemptUsage&
   return r;
 }
 
+void PublishAttemptUsage(const std::string& dir, const AttemptUsage& a, bool no_comment,
+                         Logger& log) {
+  const std::optional<SlurmJob> job = SlurmJobFromEnv();
+  if (!job || dir.empty()) return;
+  const accounting::UsageRecord r = MakeUsageRecord(*job, a);
+  accounting::PublishOptions po;
+  po.update_comment = !no_comment;
+  auto written = accounting::PublishUsageRecord(dir, r, po);
+  if (written.ok()) {
+    log.info("usage record {} ({} GPU-seconds, {} steps)", *written, r.gpu_seconds, r.steps_done);
+  } else {
+    log.warn("usage record not published: {}", written.status().message());
+  }
+}
+
 }  // namespace hpcml::trainer

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "hpcml/accounting/usage_record.hpp"
+#include "hpcml/common/log.hpp"
 
 namespace hpcml::trainer {
 
@@ -37,5 +38,12 @@ struct AttemptUsage {
 // GPUs are those Slurm allocated on the job's nodes (gpus_on_node x nodes);
 // steps after the newest checkpoint are redone by the next attempt: lost.
 accounting::UsageRecord MakeUsageRecord(const SlurmJob& job, const AttemptUsage& a);
+
+// Inside a Slurm job: the attempt's record as JSON in `dir` and, unless
+// `no_comment`, as a summary in the job's Comment, for hpcml-cost. Outside
+// a job, or with no `dir`, nothing. Accounting never stops training: a
+// failure is a warning in `log`.
+void PublishAttemptUsage(const std::string& dir, const AttemptUsage& a, bool no_comment,
+                         Logger& log);
 
 }  // namespace hpcml::trainer

@@ -16,32 +16,6 @@ bool KnownObjective(std::string_view o) {
   return o == "binary:logistic" || o == "multi:softprob" || o == "reg:squarederror";
 }
 
-Status WriteBytes(hid_t file, const std::string& bytes, const std::string& path) {
-  const hsize_t n = bytes.size();
-  HPCML_ASSIGN_OR_RETURN(hid_t s, h5::Check(H5Screate_simple(1, &n, nullptr), path));
-  h5::Dataspace space(s);
-  HPCML_ASSIGN_OR_RETURN(hid_t d, h5::Check(H5Dcreate2(file, "booster", H5T_STD_U8LE, space.get(),
-                                                       H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
-                                            path + ": /booster"));
-  h5::Dataset ds(d);
-  return h5::CheckErr(
-      H5Dwrite(ds.get(), H5T_NATIVE_UCHAR, H5S_ALL, H5S_ALL, H5P_DEFAULT, bytes.data()),
-      path + ": /booster");
-}
-
-Result<std::string> ReadBytes(hid_t file, const std::string& path) {
-  HPCML_ASSIGN_OR_RETURN(hid_t d,
-                         h5::Check(H5Dopen2(file, "booster", H5P_DEFAULT), path + ": /booster"));
-  h5::Dataset ds(d);
-  HPCML_ASSIGN_OR_RETURN(std::vector<hsize_t> dims, h5::DatasetDims(ds.get(), "/booster"));
-  if (dims.size() != 1) return Corrupt("{}: /booster is not one-dimensional", path);
-  std::string bytes(dims[0], '\0');
-  HPCML_RETURN_IF_ERROR(
-      h5::CheckErr(H5Dread(ds.get(), H5T_NATIVE_UCHAR, H5S_ALL, H5S_ALL, H5P_DEFAULT, bytes.data()),
-                   path + ": /booster"));
-  return bytes;
-}
-
 }  // namespace
 
 bool IsGbdtModelFile(const std::string& path) {
@@ -70,7 +44,7 @@ Status SaveGbdtModel(const std::string& path, const GbdtModelFile& m) {
     HPCML_RETURN_IF_ERROR(h5::WriteAttr(g, "rounds", m.rounds));
     HPCML_RETURN_IF_ERROR(h5::WriteAttr(g, "booster_sha256", Sha256::Hex(m.booster)));
     HPCML_RETURN_IF_ERROR(h5::WriteAttr(g, "lineage", trainer::LineageJson(m.lineage)));
-    HPCML_RETURN_IF_ERROR(WriteBytes(g, m.booster, tmp));
+    HPCML_RETURN_IF_ERROR(h5::WriteBytes(g, "booster", m.booster, tmp + ": /booster"));
     HPCML_RETURN_IF_ERROR(h5::CheckErr(H5Fflush(g, H5F_SCOPE_GLOBAL), tmp));
   }
   return CommitFile(tmp, path);
@@ -95,7 +69,7 @@ Result<GbdtModelFile> LoadGbdtModel(const std::string& path) {
   }
   HPCML_ASSIGN_OR_RETURN(m.outputs, h5::ReadIntAttr(g, "outputs"));
   HPCML_ASSIGN_OR_RETURN(m.rounds, h5::ReadIntAttr(g, "rounds"));
-  HPCML_ASSIGN_OR_RETURN(m.booster, ReadBytes(g, path));
+  HPCML_ASSIGN_OR_RETURN(m.booster, h5::ReadBytes(g, "booster", path + ": /booster"));
   HPCML_ASSIGN_OR_RETURN(std::string digest, h5::ReadStringAttr(g, "booster_sha256"));
   if (digest != Sha256::Hex(m.booster)) {
     return Corrupt("{}: /booster does not match its booster_sha256", path);

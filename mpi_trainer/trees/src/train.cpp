@@ -7,8 +7,10 @@
 #include <limits>
 #include <unordered_map>
 
+#include "hpcml/common/sha256.hpp"
 #include "hpcml/featurecache/feature_set.hpp"
 #include "hpcml/featurecache/loader.hpp"
+#include "hpcml/trainer/random.hpp"
 #include "hpcml/trees/xgb.hpp"
 
 namespace hpcml::trees {
@@ -292,6 +294,77 @@ Status ParseEval(std::string_view text, RoundMetrics* r) {
   return Status::Ok();
 }
 
+// Row sampling done by hpcml (GbdtParams::subsample): the gradients of
+// XGBoost's own objectives, computed from the booster's predictions on the
+// training matrix (its prediction cache), with rows left out of the round
+// given gradient and hessian 0. Which rows take part depends only on the
+// seed, the round and the row's place in the version, so a resumed run
+// draws the same rows.
+class RowSampler {
+ public:
+  static Result<RowSampler> Make(DMatrixHandle dtrain, std::int64_t classes, const GbdtParams& p) {
+    if (!(p.subsample > 0.0 && p.subsample <= 1.0)) {
+      return InvalidArgument("--subsample must be in (0, 1], got {}", p.subsample);
+    }
+    RowSampler s;
+    s.classes_ = classes;
+    s.rate_ = p.subsample;
+    s.seed_ = p.seed;
+    bst_ulong n = 0;
+    const float* v = nullptr;
+    HPCML_RETURN_IF_ERROR(XgbCheck(XGDMatrixGetFloatInfo(dtrain, "label", &n, &v), "labels"));
+    s.labels_.assign(v, v + n);
+    HPCML_RETURN_IF_ERROR(XgbCheck(XGDMatrixGetFloatInfo(dtrain, "weight", &n, &v), "weights"));
+    s.weights_.assign(v, v + n);
+    return s;
+  }
+
+  // Boosts round `round` (0-based) on the sampled rows.
+  Status Round(BoosterHandle b, DMatrixHandle dtrain, std::int64_t round) {
+    const char* config =
+        R"({"type": 0, "training": true, "iteration_begin": 0, "iteration_end": 0, "strict_shape": false})";
+    const bst_ulong* shape = nullptr;
+    bst_ulong dim = 0;
+    const float* pred = nullptr;
+    HPCML_RETURN_IF_ERROR(
+        XgbCheck(XGBoosterPredictFromDMatrix(b, dtrain, config, &shape, &dim, &pred),
+                 "predicting for the round's gradients"));
+    const std::size_t rows = labels_.size();
+    const std::size_t k = classes_ > 2 ? static_cast<std::size_t>(classes_) : 1;
+    grad_.assign(rows * k, 0.0f);
+    hess_.assign(rows * k, 0.0f);
+    const std::uint64_t seed = trainer::DeriveSeed(seed_, static_cast<std::uint64_t>(round));
+    for (std::size_t i = 0; i < rows; ++i) {
+      if (trainer::UniformAt(seed, i) >= rate_) continue;
+      const float w = weights_.empty() ? 1.0f : weights_[i];
+      const float y = labels_[i];
+      if (classes_ == 0) {  // reg:squarederror
+        grad_[i] = (pred[i] - y) * w;
+        hess_[i] = w;
+      } else if (classes_ == 2) {  // binary:logistic
+        const float p = pred[i];
+        grad_[i] = (p - y) * w;
+        hess_[i] = std::max(p * (1.0f - p), 1e-16f) * w;
+      } else {  // multi:softprob
+        const auto label = static_cast<std::size_t>(y);
+        for (std::size_t c = 0; c < k; ++c) {
+          const float p = pred[i * k + c];
+          grad_[i * k + c] = (c == label ? p - 1.0f : p) * w;
+          hess_[i * k + c] = std::max(2.0f * p * (1.0f - p), 1e-16f) * w;
+        }
+      }
+    }
+    return XgbCheck(XGBoosterBoostOneIter(b, dtrain, grad_.data(), hess_.data(), grad_.size()),
+                    "a sampled round");
+  }
+
+ private:
+  std::int64_t classes_ = 0;
+  double rate_ = 1.0;
+  std::uint64_t seed_ = 0;
+  std::vector<float> labels_, weights_, grad_, hess_;
+};
+
 void DescribeData(const Stream& s, trainer::TrainingData* d) {
   const fc::VersionInfo& v = s.loader.info();
   // The canonical path, as the MLP's lineage records it.
@@ -310,8 +383,7 @@ void DescribeData(const Stream& s, trainer::TrainingData* d) {
 
 Result<GbdtRun> TrainGbdt(const GbdtData& train, const std::optional<GbdtData>& val,
                           std::int64_t classes, const GbdtParams& params,
-                          trainer::ModelLineage lineage,
-                          const std::function<void(const RoundMetrics&)>& on_round) {
+                          trainer::ModelLineage lineage, const GbdtHooks& hooks) {
   if (params.rounds < 1) return InvalidArgument("--rounds must be >= 1");
   if (params.early_stopping_rounds > 0 && !val) {
     return InvalidArgument("early stopping needs a validation version (--val-version)");
@@ -353,7 +425,13 @@ Result<GbdtRun> TrainGbdt(const GbdtData& train, const std::optional<GbdtData>& 
     HPCML_ASSIGN_OR_RETURN(dval, Quantiles(&*va, dtrain.get(), params));
   }
   GbdtRun run;
+  run.train_rows = tr.loader.info().rows;
   run.load_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+
+  // A run resumes only from its own checkpoints: same settings, same data.
+  const std::string run_key =
+      Sha256::Hex(fmt::format("{}\n{}\n{}", hooks.settings, tr.loader.info().data_sha256,
+                              va ? va->loader.info().data_sha256 : std::string("no validation")));
 
   std::vector<DMatrixHandle> cache = {dtrain.get()};
   if (dval) cache.push_back(dval.get());
@@ -361,13 +439,56 @@ Result<GbdtRun> TrainGbdt(const GbdtData& train, const std::optional<GbdtData>& 
   HPCML_RETURN_IF_ERROR(
       XgbCheck(XGBoosterCreate(cache.data(), cache.size(), &bh), "XGBoosterCreate"));
   Booster booster(bh);
+  if (hooks.resume) {
+    if (hooks.resume->run_key != run_key) {
+      return FailedPrecondition(
+          "the checkpoint at round {} is of another run (other settings or data); train into "
+          "another --checkpoint-dir",
+          hooks.resume->round);
+    }
+    HPCML_RETURN_IF_ERROR(
+        XgbCheck(XGBoosterLoadModelFromBuffer(booster.get(), hooks.resume->booster.data(),
+                                              hooks.resume->booster.size()),
+                 "loading the checkpoint's trees"));
+    run.rounds = hooks.resume->rounds;
+    run.resumed_round = hooks.resume->round;
+  }
   HPCML_RETURN_IF_ERROR(SetParams(booster.get(), classes, params));
+  std::optional<RowSampler> sampler;
+  if (params.subsample < 1.0) {
+    HPCML_ASSIGN_OR_RETURN(sampler, RowSampler::Make(dtrain.get(), classes, params));
+  }
   const char* names[] = {"train", "val"};
   double best = std::numeric_limits<double>::infinity();
-  for (std::int64_t i = 0; i < params.rounds; ++i) {
+  // Early stopping's state after round m; true when the run ends there.
+  auto track = [&](const RoundMetrics& m) {
+    if (!m.val_loss || *m.val_loss < best) {
+      best = m.val_loss.value_or(best);
+      run.best_round = m.round;
+      return false;
+    }
+    return params.early_stopping_rounds > 0 &&
+           m.round - run.best_round >= params.early_stopping_rounds;
+  };
+  bool stopped_early = false;
+  for (const RoundMetrics& m : run.rounds) stopped_early = track(m);
+  auto save = [&](std::int64_t round) -> Status {
+    if (!hooks.save) return Status::Ok();
+    GbdtCheckpoint c;
+    c.round = round;
+    HPCML_ASSIGN_OR_RETURN(c.booster, SaveBooster(booster.get()));
+    c.run_key = run_key;
+    c.rounds = run.rounds;
+    return hooks.save(c);
+  };
+  for (std::int64_t i = run.resumed_round; i < params.rounds && !stopped_early; ++i) {
     const auto r0 = Clock::now();
-    HPCML_RETURN_IF_ERROR(XgbCheck(
-        XGBoosterUpdateOneIter(booster.get(), static_cast<int>(i), dtrain.get()), "a round"));
+    if (sampler) {
+      HPCML_RETURN_IF_ERROR(sampler->Round(booster.get(), dtrain.get(), i));
+    } else {
+      HPCML_RETURN_IF_ERROR(XgbCheck(
+          XGBoosterUpdateOneIter(booster.get(), static_cast<int>(i), dtrain.get()), "a round"));
+    }
     RoundMetrics m;
     m.round = i + 1;
     const std::int64_t every = std::max<std::int64_t>(params.train_loss_every, 1);
@@ -390,16 +511,21 @@ Result<GbdtRun> TrainGbdt(const GbdtData& train, const std::optional<GbdtData>& 
     }
     m.seconds = std::chrono::duration<double>(Clock::now() - r0).count();
     run.rounds.push_back(m);
-    if (on_round) on_round(m);
-    if (!m.val_loss || *m.val_loss < best) {
-      best = m.val_loss.value_or(best);
-      run.best_round = m.round;
-    } else if (params.early_stopping_rounds > 0 &&
-               m.round - run.best_round >= params.early_stopping_rounds) {
-      break;
+    if (hooks.on_round) hooks.on_round(m);
+    stopped_early = track(m);
+    if (stopped_early || !hooks.after_round) continue;
+    const GbdtHooks::Action act = hooks.after_round(m.round);
+    if (act != GbdtHooks::Action::kContinue) HPCML_RETURN_IF_ERROR(save(m.round));
+    if (act == GbdtHooks::Action::kSaveAndStop) {
+      run.interrupted = true;
+      return run;
     }
   }
-  if (!val) run.best_round = static_cast<std::int64_t>(run.rounds.size());
+  // Without early stopping every round's trees are kept (as XGBoost's train
+  // keeps them), and the validation record is the last round's.
+  if (!val || params.early_stopping_rounds == 0) {
+    run.best_round = static_cast<std::int64_t>(run.rounds.size());
+  }
   // The trees up to the best round: what python-xgboost predicts with
   // best_iteration after early stopping.
   Booster kept;

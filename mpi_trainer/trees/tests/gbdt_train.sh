@@ -12,7 +12,7 @@
 #    metrics file has a line per round and a done event; the Prometheus
 #    textfile the round of the last log line;
 #  - an infinite feature cell stops the run naming its row and column, no model written;
-#  - options trees cannot honour yet are refused with exit 2, naming them.
+#  - options trees cannot honour are refused with exit 2, naming them.
 set -eu
 fcache=$1 train=$2 fixture=$3
 tmp=$(mktemp -d)
@@ -125,7 +125,9 @@ expect_usage() {  # expect_usage <fragment> <args...>
   grep -qF -- "$pat" <<<"$out" || { echo "$out"; fail "no '$pat' for: $*"; }
 }
 expect_usage "--early-stop-patience needs a validation version" --early-stop-patience 5
-expect_usage "--checkpoint-dir: checkpoints of GBDT runs are not built yet" --checkpoint-dir ck
+expect_usage "--colsample 0.5 with --checkpoint-dir: XGBoost's column sampling cannot be resumed" \
+  --colsample 0.5 --checkpoint-dir ck
+expect_usage "--checkpoint-adaptive is for the MLP" --checkpoint-dir ck --checkpoint-adaptive 60,600
 expect_usage "runs on one rank" --dp 2
 # An infinite cell (row 700, column 3), which XGBoost would bin silently.
 "$fixture" inf.h5 1024 2 5 a,b,c,d inf@700 >/dev/null

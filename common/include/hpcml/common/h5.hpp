@@ -97,4 +97,9 @@ Result<std::vector<double>> ReadDoubleListAttr(hid_t obj, const char* name);
 // Extent of a dataset (rank and dims); errors name `what`.
 Result<std::vector<hsize_t>> DatasetDims(hid_t dset, std::string_view what);
 
+// An opaque byte string as a 1-D uint8 dataset `name` under `obj` (a
+// serialized model, say); errors name `what`.
+Status WriteBytes(hid_t obj, const char* name, std::string_view bytes, std::string_view what);
+Result<std::string> ReadBytes(hid_t obj, const char* name, std::string_view what);
+
 }  // namespace hpcml::h5

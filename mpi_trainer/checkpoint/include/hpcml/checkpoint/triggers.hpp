@@ -6,6 +6,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -69,6 +70,33 @@ std::string_view Name(SpotNoticePoller::Kind k);  // "aws", "gcp"
 // Seconds left before Slurm ends job `job_id` (libslurm's
 // slurm_get_rem_time), or -1 when unknown (no limit, not in a job).
 long SlurmSecondsLeft(std::uint32_t job_id);
+
+// Everything that asks a run to save and stop now, polled at step (or
+// round) boundaries: SIGTERM/SIGUSR1 (StopSignals, installed by Start), a
+// spot notice, and Slurm's time left under a margin (asked of slurmctld at
+// most every 30 s). One per process; the MLP's checkpointer and the tree
+// trainer share it.
+struct StopTriggerOptions {
+  std::string spot_url;  // empty: no poller
+  SpotNoticePoller::Kind spot_kind = SpotNoticePoller::Kind::kAws;
+  int spot_poll_ms = 5000;
+  double stop_before_end_seconds = 0;  // 0: off
+};
+
+class StopTriggers {
+ public:
+  static Result<std::unique_ptr<StopTriggers>> Start(const StopTriggerOptions& options);
+  // Why to stop now ("SIGTERM", "SIGUSR1", "spot notice", "time limit (N s
+  // left)"), or "" to go on.
+  std::string Poll();
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  StopTriggerOptions opt_;
+  std::unique_ptr<SpotNoticePoller> poller_;
+  Clock::time_point last_time_check_ = Clock::now() - std::chrono::hours(1);
+  long time_left_s_ = -1;
+};
 
 // Young/Daly: the checkpoint interval that minimises expected lost work for
 // a checkpoint cost `cost_s` and mean time between interruptions `mtbi_s`.

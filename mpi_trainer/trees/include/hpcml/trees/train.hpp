@@ -25,6 +25,12 @@ struct GbdtParams {
   double min_child_weight = 1.0;
   double lambda = 1.0;
   double colsample_bytree = 1.0;
+  // Rows per round, sampled by hpcml rather than XGBoost (whose sampler's
+  // state a resumed run cannot restore): row i takes part in round r when
+  // UniformAt(DeriveSeed(seed, r), i) < subsample; the others' gradients
+  // and hessians are 0 (XGBoosterBoostOneIter). 1: every row, XGBoost's own
+  // objective (XGBoosterUpdateOneIter).
+  double subsample = 1.0;
   int max_bin = 256;
   int threads = 1;
   std::uint64_t seed = 0;
@@ -54,20 +60,49 @@ struct RoundMetrics {
 };
 
 struct GbdtRun {
-  GbdtModelFile model;          // ready for SaveGbdtModel (path, sha256 unset)
-  std::int64_t best_round = 0;  // 1-based; the last round without early stopping
-  std::vector<RoundMetrics> rounds;
+  GbdtModelFile model;  // ready for SaveGbdtModel (path, sha256 unset); empty when interrupted
+  std::int64_t best_round = 0;       // 1-based; the last round without early stopping
+  std::vector<RoundMetrics> rounds;  // every round of the run, resumed ones included
+  std::int64_t resumed_round = 0;    // 0: a fresh start
+  bool interrupted = false;          // saved and stopped at hooks.after_round's request
+  std::uint64_t train_rows = 0;      // rows of the training version
   double load_seconds = 0.0;
+};
+
+// A run's state after a round: every tree so far and every round's
+// figures (early stopping's state is recomputed from them). trees/checkpoint.hpp
+// stores it.
+struct GbdtCheckpoint {
+  std::int64_t round = 0;  // rounds done
+  std::string booster;     // XGBoost's UBJSON model
+  // SHA-256 of the settings and the training and validation versions'
+  // digests: a run resumes only from its own checkpoints.
+  std::string run_key;
+  std::vector<RoundMetrics> rounds;
+};
+
+// What a caller does around the rounds (all optional).
+struct GbdtHooks {
+  std::function<void(const RoundMetrics&)> on_round;  // after every round (logging)
+  enum class Action { kContinue, kSave, kSaveAndStop };
+  // After on_round (and unless early stopping ends the run): whether to
+  // save a checkpoint now, and whether to stop after it.
+  std::function<Action(std::int64_t round)> after_round;
+  std::function<Status(const GbdtCheckpoint&)> save;
+  // Continue from this state (its run_key must be this run's).
+  std::optional<GbdtCheckpoint> resume;
+  // The settings that shape the model (text), part of the run key.
+  std::string settings;
 };
 
 // Trains on `train` (labels: `classes` classes, or 0 for regression),
 // validating on `val` when given (its features and label must be the
-// training version's; its categories are mapped by value). `on_round` is
-// called after every round (logging). `lineage` is completed with the data,
-// input schema and encoding, class rows and validation record.
+// training version's; its categories are mapped by value). `lineage` is
+// completed with the data, input schema and encoding, class rows and
+// validation record. A run resumed from a checkpoint ends with the model an
+// uninterrupted run would (bitwise, the same XGBoost and thread count).
 Result<GbdtRun> TrainGbdt(const GbdtData& train, const std::optional<GbdtData>& val,
                           std::int64_t classes, const GbdtParams& params,
-                          trainer::ModelLineage lineage,
-                          const std::function<void(const RoundMetrics&)>& on_round = {});
+                          trainer::ModelLineage lineage, const GbdtHooks& hooks = {});
 
 }  // namespace hpcml::trees

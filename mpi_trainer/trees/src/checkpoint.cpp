@@ -1,0 +1,139 @@
+#include "hpcml/trees/checkpoint.hpp"
+
+#include <hdf5.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <regex>
+
+#include "hpcml/common/fs.hpp"
+#include "hpcml/common/h5.hpp"
+#include "hpcml/common/json.hpp"
+#include "hpcml/common/sha256.hpp"
+
+namespace hpcml::trees {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string FileName(std::int64_t round) {
+  return fmt::format("gbdt-round-{:012d}.h5", round);
+}
+
+// Rounds of the complete checkpoints in `dir`, newest first.
+std::vector<std::int64_t> ListRounds(const std::string& dir) {
+  static const std::regex kName(R"(gbdt-round-(\d{12})\.h5)");
+  std::vector<std::int64_t> rounds;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    std::smatch m;
+    const std::string name = e.path().filename().string();
+    if (std::regex_match(name, m, kName)) rounds.push_back(std::stoll(m[1].str()));
+  }
+  std::sort(rounds.rbegin(), rounds.rend());
+  return rounds;
+}
+
+nlohmann::ordered_json RoundsJson(const std::vector<RoundMetrics>& rounds) {
+  auto out = nlohmann::ordered_json::array();
+  for (const RoundMetrics& r : rounds) {
+    nlohmann::ordered_json j = {{"round", r.round}, {"seconds", r.seconds}};
+    if (r.train_loss) j["train_loss"] = *r.train_loss;
+    if (r.val_loss) j["val_loss"] = *r.val_loss;
+    if (r.val_auc) j["val_auc"] = *r.val_auc;
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
+Result<std::vector<RoundMetrics>> ParseRounds(const std::string& text) {
+  std::vector<RoundMetrics> out;
+  try {
+    for (const auto& j : nlohmann::json::parse(text)) {
+      RoundMetrics r;
+      r.round = j.at("round").get<std::int64_t>();
+      r.seconds = j.at("seconds").get<double>();
+      if (j.contains("train_loss")) r.train_loss = j["train_loss"].get<double>();
+      if (j.contains("val_loss")) r.val_loss = j["val_loss"].get<double>();
+      if (j.contains("val_auc")) r.val_auc = j["val_auc"].get<double>();
+      out.push_back(r);
+    }
+  } catch (const nlohmann::json::exception& e) {
+    return Corrupt("rounds: {}", e.what());
+  }
+  return out;
+}
+
+Result<GbdtCheckpoint> Load(const std::string& path) {
+  h5::SilenceErrorPrinting();
+  HPCML_ASSIGN_OR_RETURN(hid_t f, h5::Check(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT),
+                                            fmt::format("{}: cannot open", path)));
+  h5::File file(f);
+  const hid_t g = file.get();
+  auto format = h5::ReadStringAttr(g, "format");
+  if (!format.ok() || *format != kGbdtCheckpointFormat) {
+    return Corrupt("{}: not a GBDT checkpoint", path);
+  }
+  GbdtCheckpoint c;
+  HPCML_ASSIGN_OR_RETURN(c.round, h5::ReadIntAttr(g, "round"));
+  HPCML_ASSIGN_OR_RETURN(c.run_key, h5::ReadStringAttr(g, "run_key"));
+  HPCML_ASSIGN_OR_RETURN(c.booster, h5::ReadBytes(g, "booster", path + ": /booster"));
+  HPCML_ASSIGN_OR_RETURN(std::string digest, h5::ReadStringAttr(g, "booster_sha256"));
+  if (digest != Sha256::Hex(c.booster)) {
+    return Corrupt("{}: /booster does not match its booster_sha256", path);
+  }
+  HPCML_ASSIGN_OR_RETURN(std::string rounds, h5::ReadStringAttr(g, "rounds"));
+  auto parsed = ParseRounds(rounds);
+  if (!parsed.ok()) return parsed.status().WithContext(path);
+  c.rounds = std::move(*parsed);
+  if (static_cast<std::int64_t>(c.rounds.size()) != c.round) {
+    return Corrupt("{}: {} rounds of figures for round {}", path, c.rounds.size(), c.round);
+  }
+  return c;
+}
+
+}  // namespace
+
+Status SaveGbdtCheckpoint(const std::string& dir, int keep, const GbdtCheckpoint& c) {
+  if (keep < 1) return InvalidArgument("--checkpoint-keep must be >= 1");
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return IoError("{}: cannot create the checkpoint directory: {}", dir, ec.message());
+  const std::string path = (fs::path(dir) / FileName(c.round)).string();
+  const std::string tmp = path + ".tmp";
+  h5::SilenceErrorPrinting();
+  {
+    HPCML_ASSIGN_OR_RETURN(
+        hid_t f, h5::Check(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT),
+                           fmt::format("{}: cannot create", tmp)));
+    h5::File file(f);
+    const hid_t g = file.get();
+    HPCML_RETURN_IF_ERROR(
+        h5::WriteAttr(g, "format", kGbdtCheckpointFormat, h5::StringStorage::kFixed));
+    HPCML_RETURN_IF_ERROR(h5::WriteAttr(g, "round", c.round));
+    HPCML_RETURN_IF_ERROR(h5::WriteAttr(g, "run_key", c.run_key));
+    HPCML_RETURN_IF_ERROR(h5::WriteAttr(g, "booster_sha256", Sha256::Hex(c.booster)));
+    HPCML_RETURN_IF_ERROR(h5::WriteAttr(g, "rounds", JsonText(RoundsJson(c.rounds))));
+    HPCML_RETURN_IF_ERROR(h5::WriteBytes(g, "booster", c.booster, tmp + ": /booster"));
+    HPCML_RETURN_IF_ERROR(h5::CheckErr(H5Fflush(g, H5F_SCOPE_GLOBAL), tmp));
+  }
+  HPCML_RETURN_IF_ERROR(CommitFile(tmp, path));
+  const std::vector<std::int64_t> rounds = ListRounds(dir);
+  for (std::size_t i = static_cast<std::size_t>(keep); i < rounds.size(); ++i) {
+    fs::remove(fs::path(dir) / FileName(rounds[i]), ec);
+  }
+  return Status::Ok();
+}
+
+Result<std::optional<GbdtCheckpoint>> LoadLatestGbdtCheckpoint(const std::string& dir,
+                                                               std::vector<std::string>* warnings) {
+  for (std::int64_t round : ListRounds(dir)) {
+    auto c = Load((fs::path(dir) / FileName(round)).string());
+    if (c.ok()) return std::optional<GbdtCheckpoint>(std::move(*c));
+    if (warnings) warnings->push_back(fmt::format("skipped: {}", c.status().message()));
+  }
+  return std::optional<GbdtCheckpoint>();
+}
+
+}  // namespace hpcml::trees
