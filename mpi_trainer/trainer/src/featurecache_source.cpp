@@ -157,21 +157,6 @@ std::optional<fc::VersionStats> StoredStats(const std::string& path, const fc::V
   return std::move(st).value();
 }
 
-// The training version's statistics per feature, for skew checks when scoring.
-InputSchema::Stats SkewStats(const fc::VersionStats& st, std::size_t features) {
-  InputSchema::Stats out;
-  for (size_t c = 0; c < features; ++c) {
-    const fc::ColumnStats& x = st.columns[c];
-    const double total = static_cast<double>(x.count + x.missing);
-    out.mean.push_back(x.mean);
-    out.std.push_back(x.std);
-    out.min.push_back(x.min);
-    out.max.push_back(x.max);
-    out.missing.push_back(total > 0 ? static_cast<double>(x.missing) / total : 0.0);
-  }
-  return out;
-}
-
 // The version's statistics, which the encoding is built from; a version
 // written before statistics is refused with what to do.
 Result<fc::VersionStats> NeedStats(const std::string& option, const FeatureCacheConfig& c,
@@ -414,6 +399,20 @@ Result<std::unique_ptr<EvalSource>> OpenFeatureCacheEval(const FeatureCacheConfi
   if (described != nullptr) *described = val.data;
   return std::unique_ptr<EvalSource>(
       std::make_unique<FeatureCacheEvalSource>(config, std::move(*loader), rows, std::move(e)));
+}
+
+InputSchema::Stats SkewStats(const featurecache::VersionStats& st, std::size_t features) {
+  InputSchema::Stats out;
+  for (size_t c = 0; c < features; ++c) {
+    const featurecache::ColumnStats& x = st.columns[c];
+    const double total = static_cast<double>(x.count + x.missing);
+    out.mean.push_back(x.mean);
+    out.std.push_back(x.std);
+    out.min.push_back(x.min);
+    out.max.push_back(x.max);
+    out.missing.push_back(total > 0 ? static_cast<double>(x.missing) / total : 0.0);
+  }
+  return out;
 }
 
 }  // namespace hpcml::trainer

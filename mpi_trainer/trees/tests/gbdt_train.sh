@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# gbdt_train.sh <hpcml-fcache> <hpcml-train> <trainer_make_fcache_fixture>
+# gbdt_train.sh <hpcml-fcache> <hpcml-train> <trainer_make_fcache_fixture> <hpcml-infer>
 # hpcml-train --model gbdt end to end on a table with number and category
 # columns, missing cells and a string label, ingested as CSVs:
 #  - trained with validation, early stopping and balanced class weights,
@@ -11,10 +11,12 @@
 #    training dictionary of each category column) and the class names; the
 #    metrics file has a line per round and a done event; the Prometheus
 #    textfile the round of the last log line;
+#  - the lineage keeps the training version's statistics: hpcml-infer
+#    reports a version whose age moved as skew, and --max-skew refuses it;
 #  - an infinite feature cell stops the run naming its row and column, no model written;
 #  - options trees cannot honour are refused with exit 2, naming them.
 set -eu
-fcache=$1 train=$2 fixture=$3
+fcache=$1 train=$2 fixture=$3 infer=$4
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 unset HPCML_ZONE
@@ -101,6 +103,8 @@ assert lineage["input"]["label_classes"] == ["churn", "stay"], lineage["input"]
 enc = {c["name"]: c for c in lineage["input"]["encoding"]["columns"]}
 assert enc["plan"]["kind"] == "category" and enc["plan"]["vocabulary"] == dicts["plan"], enc
 assert lineage["validation"]["step"] == int(g.attrs["rounds"]) and lineage["validation"]["selected"] == "best"
+stats = lineage["input"]["stats"]
+assert len(stats["mean"]) == 3 and abs(stats["mean"][0] - xtr["age"].mean()) < 1e-3, stats
 b = xgb.Booster(model_file=bytearray(g["booster"][()]))
 p_h = b.predict(xgb.DMatrix(xte, enable_categorical=True))
 d = float(np.abs(p_py - p_h).max())
@@ -115,6 +119,31 @@ done = lines[-1]
 assert done["event"] == "done" and done["best_round"] == int(g.attrs["rounds"]), done
 assert done["early_stopped"] is True and done["rounds"] == len(rounds), done
 PY
+
+# Skew: v4 is the test rows with every age 30 years later.
+$py - <<'PY'
+import csv
+rows = list(csv.DictReader(open("test.csv")))
+with open("older.csv", "w", newline="") as f:
+    w = csv.DictWriter(f, fieldnames=rows[0].keys())
+    w.writeheader()
+    for r in rows:
+        r["age"] = f"{float(r['age']) + 30:.2f}"
+        w.writerow(r)
+PY
+"$fcache" ingest set.h5 --csv older.csv --entity id --timestamp ts --label label --zone test \
+  --classification internal >/dev/null || fail "ingest older"
+out=$("$infer" score --model g.h5 --data set.h5 --data-version v3 --output t.csv 2>&1) ||
+  { echo "$out"; fail "scoring v3"; }
+! grep -q "skew:" <<<"$out" || fail "skew reported for rows like the training ones: $out"
+out=$("$infer" score --model g.h5 --data set.h5 --data-version v4 --output o.csv 2>&1) ||
+  { echo "$out"; fail "scoring v4"; }
+grep -q "warning: skew: age: mean" <<<"$out" || { echo "$out"; fail "no skew reported for v4's age"; }
+grep -m1 "skew:" <<<"$out"
+if out=$("$infer" score --model g.h5 --data set.h5 --data-version v4 --max-skew 1 --output x.csv 2>&1); then
+  fail "--max-skew 1 let v4 through"
+fi
+grep -q "training/serving skew beyond --max-skew 1: age" <<<"$out" || { echo "$out"; fail "--max-skew's refusal"; }
 
 expect_usage() {  # expect_usage <fragment> <args...>
   local pat=$1

@@ -25,6 +25,10 @@
 #include "hpcml/trainer/encoding.hpp"
 #include "hpcml/trainer/partition.hpp"
 
+namespace hpcml::featurecache {
+struct VersionStats;
+}
+
 namespace hpcml::trainer {
 
 inline constexpr const char* kModelFormat = "hpcml-mlp-2";
@@ -63,6 +67,11 @@ struct InputSchema {
 
   bool any_standardized() const;
 };
+
+// A training version's statistics (the first `features` columns) as a
+// model's lineage records them, for skew checks when scoring. Defined with
+// the feature-cache source (builds with the feature cache only).
+InputSchema::Stats SkewStats(const featurecache::VersionStats& stats, std::size_t features);
 
 // Where the training rows came from. Empty path: synthetic data.
 struct TrainingData {

@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# A guarded GBDT job, as the ordinary user alice, through
+# examples/trainer/train-gbdt.sbatch on zone ae's feature set with category
+# columns: preempted by a job in the urgent partition, requeued, resumed from
+# its checkpoint; its model equals an uninterrupted run's byte for byte
+# (booster SHA-256); hpcml-infer scores the set with it as a guarded job
+# (examples/inference/score.sbatch); hpcml-cost reports both attempts from
+# their usage records.
+source "$HPCML_SOURCE_DIR/spank/tests/cluster/guard_lib.sh"
+source "$HPCML_SOURCE_DIR/mpi_trainer/checkpoint/tests/cluster/interrupt_lib.sh"
+FCACHE=$HPCML_BUILD_DIR/featurecache/hpcml-fcache
+TRAIN=$HPCML_BUILD_DIR/mpi_trainer/trainer/hpcml-train
+INFER=$HPCML_BUILD_DIR/mpi_trainer/inference/hpcml-infer
+COST=$HPCML_BUILD_DIR/accounting/hpcml-cost
+for b in "$FCACHE" "$TRAIN" "$INFER" "$COST"; do [ -x "$b" ] || fail "$b not built"; done
+write_policy
+guard_install
+JOB_DIR=$(job_dir)
+set_file=$DATA/ae/public/gbdt.h5
+
+# 20000 rows: two numbers (one with missing cells), two category columns
+# (one with missing cells), a string label; v1 to train, v2 to validate.
+/usr/bin/python3 - "$JOB_DIR" <<'PY'
+import numpy as np, sys
+rng = np.random.default_rng(21)
+n = 24000
+age = rng.uniform(18, 80, n)
+income = rng.lognormal(10, 0.5, n)
+plan = rng.choice(["basic", "plus", "pro", "family"], n, p=[0.4, 0.3, 0.2, 0.1])
+region = rng.choice([f"r{i}" for i in range(12)], n)
+z = (0.04 * (age - 45) - 0.8 * (plan == "pro") + 0.6 * (plan == "basic")
+     + 0.3 * np.isin(region, ["r1", "r5", "r7"]) + rng.normal(0, 1, n))
+label = np.where(z > 1.0, "churn", "stay")
+income[rng.random(n) < 0.1] = np.nan
+region = np.where(rng.random(n) < 0.05, "", region)
+for name, rows in (("train", range(0, 20000)), ("val", range(20000, n))):
+    with open(f"{sys.argv[1]}/{name}.csv", "w") as f:
+        f.write("id,ts,churn,age,income,plan,region\n")
+        for i in rows:
+            inc = "" if np.isnan(income[i]) else f"{income[i]:.2f}"
+            f.write(f"{i},{1700000000 + i},{label[i]},{age[i]:.2f},{inc},{plan[i]},{region[i]}\n")
+PY
+rm -rf "$set_file" "$set_file.d"
+for part in train val; do
+  "$FCACHE" ingest "$set_file" --csv "$JOB_DIR/$part.csv" --entity id --timestamp ts \
+    --label churn --zone ae --classification internal >/dev/null || fail "ingest $part"
+done
+chmod 0644 "$set_file"
+trap 'rm -f "$set_file"; restore_plugstack' EXIT
+
+# The settings of the example, as the job runs them (2 threads: -c 2).
+settings=(--rounds 1500 --max-depth 8 --eta 0.05 --subsample 0.8 --seed 1)
+# Reference: the same training, uninterrupted, outside Slurm.
+"$TRAIN" --model gbdt --data "$set_file" --data-version v1 --val-version v2 \
+  --early-stop-patience 1000 --outputs 2 "${settings[@]}" --threads 2 --log-interval 500 \
+  --output "$JOB_DIR/reference.h5" >"$JOB_DIR/reference.log" 2>&1 ||
+  fail "the reference run: $(tail -5 "$JOB_DIR/reference.log")"
+
+run=$JOB_DIR/run
+id=$(as $ALICE env HPCML_TRAIN="$TRAIN" TRAIN_DIR="$run" DATA="$set_file" DATA_VERSION=v1 \
+  VAL_VERSION=v2 PATIENCE=1000 ROUNDS=1500 DEPTH=8 ETA=0.05 SUBSAMPLE=0.8 SEED=1 \
+  CHECKPOINT_EVERY=20 \
+  sbatch --parsable --ml-role=ml-engineer --dataset="$DATA/ae/public" --time=00:10:00 \
+  --output="$JOB_DIR/job-%j.out" "$HPCML_SOURCE_DIR/examples/trainer/train-gbdt.sbatch") ||
+  fail "sbatch as $ALICE"
+echo "$id" >>"$TEST_JOBS"
+
+# Past its first checkpoints, then the urgent partition takes both ae nodes.
+deadline=$((SECONDS + 120))
+until ls "$run"/ckpt/gbdt-round-*.h5 >/dev/null 2>&1 && [ "$(ls "$run"/ckpt/gbdt-round-*.h5 | wc -l)" -ge 2 ]; do
+  [ $SECONDS -lt $deadline ] || fail "job $id saved no checkpoint: $(cat "$JOB_DIR"/job-*.out)"
+  sleep 0.2
+done
+urgent=$(sbatch --parsable -p urgent -N2 --exclusive -C zone-ae --output=/dev/null --wrap "sleep 2") ||
+  fail "urgent job not submitted"
+echo "$urgent" >>"$TEST_JOBS"
+wait_requeued "$id"
+wait_job "$urgent" >/dev/null
+scontrol update JobId="$id" StartTime=now || fail "could not release job $id"
+state=$(wait_job "$id" 300)
+out=$(cat "$JOB_DIR"/job-*.out)
+echo "$out" | grep -v "round [0-9]*/1500 train loss"
+assert_eq COMPLETED "$state" "final state of job $id"
+assert_contains "$out" "zone ae" "the job ran in zone ae"
+assert_contains "$out" "resumed from checkpoint round" "the second attempt resumed"
+grep -q '"event":"stopped"' "$run/metrics-0.jsonl" || fail "the first attempt did not save and stop"
+states=$(sacct -n -X -D -P -j "$id" -o State | sort -u | tr '\n' ' ')
+[[ $states == *PREEMPTED* || $states == *REQUEUED* ]] || fail "sacct shows no preempted attempt: $states"
+
+digest() { /usr/bin/python3 -c 'import h5py,sys; print(h5py.File(sys.argv[1], "r").attrs["booster_sha256"])' "$1"; }
+[ "$(digest "$run/model.h5")" = "$(digest "$JOB_DIR/reference.h5")" ] ||
+  fail "the preempted and resumed model differs from the uninterrupted one"
+resumed=$(grep -o 'resumed from checkpoint round [0-9]*' <<<"$out" | grep -o '[0-9]*$')
+echo "preempted, $resumed; model = uninterrupted ($(digest "$run/model.h5" | cut -c1-16))"
+
+# Scoring, guarded, with the same model.
+sid=$(as $ALICE env HPCML_INFER="$INFER" MODEL="$run/model.h5" DATA="$set_file" DATA_VERSION=v2 \
+  OUT="$JOB_DIR/scores.csv" sbatch --parsable --ml-role=ml-engineer --dataset="$DATA/ae/public" \
+  --output="$JOB_DIR/score.txt" "$HPCML_SOURCE_DIR/examples/inference/score.sbatch") ||
+  fail "sbatch scoring"
+echo "$sid" >>"$TEST_JOBS"
+state=$(wait_job "$sid" 150)
+assert_eq COMPLETED "$state" "scoring job ($(cat "$JOB_DIR/score.txt"))"
+/usr/bin/python3 - "$JOB_DIR/scores.csv" <<'PY' || fail "the scores"
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+assert len(rows) == 4000, len(rows)
+p = [float(r["p_churn"]) for r in rows]
+assert len(set(p)) > 1000 and all(0 < v < 1 for v in p), (len(set(p)), min(p), max(p))
+print(f"scored {len(rows)} rows: p_churn from {min(p):.3f} to {max(p):.3f}")
+PY
+
+# Cost: both attempts, from their usage records.
+report=$("$COST" --prices "$HPCML_SOURCE_DIR/examples/accounting/prices.toml" -j "$id" --by job \
+  --usage-dir "$run/ckpt" 2>&1) || fail "hpcml-cost: $report"
+echo "$report"
+grep -Eq "^$id +2 +1 " <<<"$report" || fail "the cost report's row of job $id: 2 attempts, 1 requeued"
+ls "$run"/ckpt/usage-"$id"-r0.json "$run"/ckpt/usage-"$id"-r1.json >/dev/null ||
+  fail "usage records of both attempts: $(ls "$run/ckpt")"
+pass "guarded GBDT job preempted at a checkpoint, resumed from round $resumed to the uninterrupted model, scored, costed"
