@@ -45,6 +45,7 @@ class ExternalSorter {
   size_t record_bytes() const { return rec_; }
 
  private:
+  __extension__ typedef unsigned __int128 U128;  // SortBuffer's packed keys
   struct Run;
   bool Less(const uint8_t* a, const uint8_t* b) const;
   Status SortBuffer();
@@ -66,6 +67,8 @@ class ExternalSorter {
   std::vector<size_t> heap_;
   bool heap_started_ = false;
   std::vector<uint64_t> current_;  // the record returned last, word-aligned
+  // Bits set in any / in every key of the buffered records, per key word.
+  std::vector<uint64_t> or_, and_;
 };
 
 }  // namespace hpcml::featurecache

@@ -17,13 +17,17 @@ struct Rec {
   bool operator<(const Rec& o) const { return key < o.key; }
 };
 
-void Check(uint64_t n, uint64_t budget, size_t expect_min_runs) {
+// Keys (rng() % first_range, i) by default; `wide`: both words over all 64
+// bits (too wide for the packed radix sort: the comparison sort).
+void Check(uint64_t n, uint64_t budget, size_t expect_min_runs, uint64_t first_range = 1000,
+           bool wide = false) {
   testing::TempDir dir;
   std::mt19937_64 rng(n);
   std::vector<Rec> recs(n);
   ExternalSorter s(2, sizeof(uint32_t), budget, dir.path());
   for (uint64_t i = 0; i < n; ++i) {
-    recs[i] = {{rng() % 1000, i}, static_cast<uint32_t>(rng())};
+    const uint64_t first = first_range == 0 ? rng() : rng() % first_range;
+    recs[i] = {{first, wide ? rng() : i}, static_cast<uint32_t>(rng())};
     ASSERT_TRUE(s.Add(recs[i].key.data(), &recs[i].payload).ok());
   }
   ASSERT_TRUE(s.Finish().ok());
@@ -53,6 +57,31 @@ TEST(ExternalSort, InMemory) {
 }
 TEST(ExternalSort, ManyRuns) {
   Check(300000, 1 << 20, 5);
+}
+// The packed radix sort: a first word over all 64 bits, or with only high
+// bits varying (its low bits are equal in every record and are dropped).
+TEST(ExternalSort, FullWidthAndHighBitKeys) {
+  Check(20000, 64 << 20, 0, 0);
+  Check(20000, 1 << 20, 2, 0);
+  testing::TempDir dir;
+  ExternalSorter s(1, 0, 64 << 20, dir.path());
+  std::vector<uint64_t> keys;
+  std::mt19937_64 rng(3);
+  for (int i = 0; i < 5000; ++i) keys.push_back((rng() % 7) << 58);
+  for (uint64_t k : keys) ASSERT_TRUE(s.Add(&k, nullptr).ok());
+  std::sort(keys.begin(), keys.end());
+  const uint64_t* k = nullptr;
+  const uint8_t* p = nullptr;
+  for (uint64_t want : keys) {
+    auto more = s.Next(&k, &p);
+    ASSERT_TRUE(more.ok() && *more);
+    ASSERT_EQ(*k, want);
+  }
+}
+// Keys wider than 128 bits: the comparison sort, in memory and in runs.
+TEST(ExternalSort, WideKeysFallBack) {
+  Check(20000, 64 << 20, 0, 0, true);
+  Check(20000, 1 << 20, 2, 0, true);
 }
 TEST(ExternalSort, Empty) {
   Check(0, 1 << 20, 0);
