@@ -7,10 +7,9 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 
-#include "hpcml/common/fs.hpp"
+#include "booster_file.hpp"
 #include "hpcml/common/h5.hpp"
 #include "hpcml/common/json.hpp"
-#include "hpcml/common/sha256.hpp"
 
 namespace hpcml::trees {
 namespace {
@@ -66,23 +65,13 @@ Result<std::vector<RoundMetrics>> ParseRounds(const std::string& text) {
 }
 
 Result<GbdtCheckpoint> Load(const std::string& path) {
-  h5::SilenceErrorPrinting();
-  HPCML_ASSIGN_OR_RETURN(hid_t f, h5::Check(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT),
-                                            fmt::format("{}: cannot open", path)));
-  h5::File file(f);
-  const hid_t g = file.get();
-  auto format = h5::ReadStringAttr(g, "format");
-  if (!format.ok() || *format != kGbdtCheckpointFormat) {
-    return Corrupt("{}: not a GBDT checkpoint", path);
-  }
+  HPCML_ASSIGN_OR_RETURN(BoosterFile file, OpenBoosterFile(path));
+  if (file.format != kGbdtCheckpointFormat) return Corrupt("{}: not a GBDT checkpoint", path);
+  const hid_t g = file.file.get();
   GbdtCheckpoint c;
   HPCML_ASSIGN_OR_RETURN(c.round, h5::ReadIntAttr(g, "round"));
   HPCML_ASSIGN_OR_RETURN(c.run_key, h5::ReadStringAttr(g, "run_key"));
-  HPCML_ASSIGN_OR_RETURN(c.booster, h5::ReadBytes(g, "booster", path + ": /booster"));
-  HPCML_ASSIGN_OR_RETURN(std::string digest, h5::ReadStringAttr(g, "booster_sha256"));
-  if (digest != Sha256::Hex(c.booster)) {
-    return Corrupt("{}: /booster does not match its booster_sha256", path);
-  }
+  HPCML_ASSIGN_OR_RETURN(c.booster, ReadBooster(g, path));
   HPCML_ASSIGN_OR_RETURN(std::string rounds, h5::ReadStringAttr(g, "rounds"));
   auto parsed = ParseRounds(rounds);
   if (!parsed.ok()) return parsed.status().WithContext(path);
@@ -101,24 +90,12 @@ Status SaveGbdtCheckpoint(const std::string& dir, int keep, const GbdtCheckpoint
   fs::create_directories(dir, ec);
   if (ec) return IoError("{}: cannot create the checkpoint directory: {}", dir, ec.message());
   const std::string path = (fs::path(dir) / FileName(c.round)).string();
-  const std::string tmp = path + ".tmp";
-  h5::SilenceErrorPrinting();
-  {
-    HPCML_ASSIGN_OR_RETURN(
-        hid_t f, h5::Check(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT),
-                           fmt::format("{}: cannot create", tmp)));
-    h5::File file(f);
-    const hid_t g = file.get();
-    HPCML_RETURN_IF_ERROR(
-        h5::WriteAttr(g, "format", kGbdtCheckpointFormat, h5::StringStorage::kFixed));
+  auto attrs = [&](hid_t g) -> Status {
     HPCML_RETURN_IF_ERROR(h5::WriteAttr(g, "round", c.round));
     HPCML_RETURN_IF_ERROR(h5::WriteAttr(g, "run_key", c.run_key));
-    HPCML_RETURN_IF_ERROR(h5::WriteAttr(g, "booster_sha256", Sha256::Hex(c.booster)));
-    HPCML_RETURN_IF_ERROR(h5::WriteAttr(g, "rounds", JsonText(RoundsJson(c.rounds))));
-    HPCML_RETURN_IF_ERROR(h5::WriteBytes(g, "booster", c.booster, tmp + ": /booster"));
-    HPCML_RETURN_IF_ERROR(h5::CheckErr(H5Fflush(g, H5F_SCOPE_GLOBAL), tmp));
-  }
-  HPCML_RETURN_IF_ERROR(CommitFile(tmp, path));
+    return h5::WriteAttr(g, "rounds", JsonText(RoundsJson(c.rounds)));
+  };
+  HPCML_RETURN_IF_ERROR(WriteBoosterFile(path, kGbdtCheckpointFormat, c.booster, attrs));
   const std::vector<std::int64_t> rounds = ListRounds(dir);
   for (std::size_t i = static_cast<std::size_t>(keep); i < rounds.size(); ++i) {
     fs::remove(fs::path(dir) / FileName(rounds[i]), ec);

@@ -2,8 +2,7 @@
 
 #include <hdf5.h>
 
-#include <filesystem>
-
+#include "booster_file.hpp"
 #include "hpcml/common/fs.hpp"
 #include "hpcml/common/h5.hpp"
 #include "hpcml/common/sha256.hpp"
@@ -30,37 +29,21 @@ bool IsGbdtModelFile(const std::string& path) {
 Status SaveGbdtModel(const std::string& path, const GbdtModelFile& m) {
   if (!KnownObjective(m.objective)) return Internal("objective {}", m.objective);
   if (!m.lineage.input.encoding) return Internal("a GBDT model needs its input encoding");
-  h5::SilenceErrorPrinting();
-  const std::string tmp = path + ".tmp";
-  {
-    HPCML_ASSIGN_OR_RETURN(
-        hid_t f, h5::Check(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT),
-                           fmt::format("{}: cannot create", tmp)));
-    h5::File file(f);
-    const hid_t g = file.get();
-    HPCML_RETURN_IF_ERROR(h5::WriteAttr(g, "format", kGbdtModelFormat, h5::StringStorage::kFixed));
+  return WriteBoosterFile(path, kGbdtModelFormat, m.booster, [&](hid_t g) -> Status {
     HPCML_RETURN_IF_ERROR(h5::WriteAttr(g, "objective", m.objective, h5::StringStorage::kFixed));
     HPCML_RETURN_IF_ERROR(h5::WriteAttr(g, "outputs", m.outputs));
     HPCML_RETURN_IF_ERROR(h5::WriteAttr(g, "rounds", m.rounds));
-    HPCML_RETURN_IF_ERROR(h5::WriteAttr(g, "booster_sha256", Sha256::Hex(m.booster)));
-    HPCML_RETURN_IF_ERROR(h5::WriteAttr(g, "lineage", trainer::LineageJson(m.lineage)));
-    HPCML_RETURN_IF_ERROR(h5::WriteBytes(g, "booster", m.booster, tmp + ": /booster"));
-    HPCML_RETURN_IF_ERROR(h5::CheckErr(H5Fflush(g, H5F_SCOPE_GLOBAL), tmp));
-  }
-  return CommitFile(tmp, path);
+    return h5::WriteAttr(g, "lineage", trainer::LineageJson(m.lineage));
+  });
 }
 
 Result<GbdtModelFile> LoadGbdtModel(const std::string& path) {
-  h5::SilenceErrorPrinting();
-  HPCML_ASSIGN_OR_RETURN(hid_t f, h5::Check(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT),
-                                            fmt::format("{}: cannot open", path)));
-  h5::File file(f);
-  const hid_t g = file.get();
-  auto format = h5::ReadStringAttr(g, "format");
-  if (!format.ok() || *format != kGbdtModelFormat) {
+  HPCML_ASSIGN_OR_RETURN(BoosterFile file, OpenBoosterFile(path));
+  if (file.format != kGbdtModelFormat) {
     return InvalidArgument("{}: not an hpcml GBDT model (format {})", path,
-                           format.ok() ? *format : std::string("missing"));
+                           file.format.empty() ? std::string("missing") : file.format);
   }
+  const hid_t g = file.file.get();
   GbdtModelFile m;
   m.path = path;
   HPCML_ASSIGN_OR_RETURN(m.objective, h5::ReadStringAttr(g, "objective"));
@@ -69,11 +52,7 @@ Result<GbdtModelFile> LoadGbdtModel(const std::string& path) {
   }
   HPCML_ASSIGN_OR_RETURN(m.outputs, h5::ReadIntAttr(g, "outputs"));
   HPCML_ASSIGN_OR_RETURN(m.rounds, h5::ReadIntAttr(g, "rounds"));
-  HPCML_ASSIGN_OR_RETURN(m.booster, h5::ReadBytes(g, "booster", path + ": /booster"));
-  HPCML_ASSIGN_OR_RETURN(std::string digest, h5::ReadStringAttr(g, "booster_sha256"));
-  if (digest != Sha256::Hex(m.booster)) {
-    return Corrupt("{}: /booster does not match its booster_sha256", path);
-  }
+  HPCML_ASSIGN_OR_RETURN(m.booster, ReadBooster(g, path));
   HPCML_ASSIGN_OR_RETURN(std::string text, h5::ReadStringAttr(g, "lineage"));
   auto lineage = trainer::ParseLineageJson(text);
   if (!lineage.ok()) return lineage.status().WithContext(path);
