@@ -237,7 +237,10 @@ export HWLOC_PLUGINS_PATH="$HPCML_GPU_HOME/lib/hwloc"
 unset _hpcml_dirs _hpcml_missing _lib _found _d _IFS _py _need _hpcml_glibc
 unset -f _hpcml_add _hpcml_candidates _hpcml_glibc_ok
 EOF
-glibc=$(ldd --version | head -n1 | grep -oE '[0-9]+\.[0-9]+$')
+# (getconf, not `ldd --version | head`: head's early exit is a SIGPIPE that
+# pipefail turns into a failure, now and then.)
+glibc=$(getconf GNU_LIBC_VERSION)
+glibc=${glibc#glibc }
 [[ $glibc == 2.* ]] || die "cannot tell this machine's glibc version ($glibc)"
 sed -i "s/@GLIBC@/$glibc/" "$stage/env.sh"
 
