@@ -57,6 +57,7 @@ struct AsofStats {
   uint64_t matched = 0;
   uint64_t missing = 0;
   uint64_t written = 0;
+  bool in_memory = false;  // the join ran in memory (else: external sorts)
 };
 
 Result<VersionInfo> Asof(const std::string& feature_set_path, const AsofOptions& options,

@@ -340,9 +340,10 @@ int RunAsof(AsofArgs& a, Out& out) {
   if (!r.ok()) return Fail(r.status());
   out.Print(fmt::format(
       "{}: added {} from {}: {} requests, {} matched, {} without a row at or before their time "
-      "({}), {} rows written, sha256:{}\n",
+      "({}), {} rows written ({}), sha256:{}\n",
       a.path, r->name, r->parents.empty() ? "?" : r->parents[0].version, stats.requests,
-      stats.matched, stats.missing, Name(a.opts.missing), stats.written, r->data_sha256));
+      stats.matched, stats.missing, Name(a.opts.missing), stats.written,
+      stats.in_memory ? "joined in memory" : "external sort", r->data_sha256));
   return 0;
 }
 

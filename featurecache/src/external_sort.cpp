@@ -63,12 +63,10 @@ ExternalSorter::ExternalSorter(size_t key_words, size_t payload_bytes, uint64_t 
     tmpdir_ = t != nullptr && *t != '\0' ? t : "/tmp";
   }
   // Per buffered record: the record, its place in the order, and the two
-  // 16-byte arrays SortBuffer's radix sort uses while it runs.
-  const size_t per_record = rec_ + sizeof(uint32_t) + 2 * sizeof(U128);
+  // 16-byte arrays RadixOrder uses while it runs.
+  const size_t per_record = rec_ + sizeof(uint32_t) + 2 * 16;
   capacity_ = std::max<size_t>(1024, static_cast<size_t>(budget_ / per_record));
   capacity_ = std::min<size_t>(capacity_, size_t{1} << 31);
-  or_.assign(kw_, 0);
-  and_.assign(kw_, ~uint64_t{0});
 }
 
 ExternalSorter::~ExternalSorter() = default;
@@ -94,71 +92,24 @@ Status ExternalSorter::Add(const uint64_t* key, const void* payload) {
   }
   uint8_t* dst = buf_.data() + n_ * rec_;
   std::memcpy(dst, key, kw_ * 8);
-  for (size_t w = 0; w < kw_; ++w) {
-    or_[w] |= key[w];
-    and_[w] &= key[w];
-  }
+
   if (pb_ > 0) std::memcpy(dst + kw_ * 8, payload, pb_);
   ++n_;
   ++count_;
   return Status::Ok();
 }
 
-// Sorting the buffer. Keys compared through the order array cost a cache
-// miss each (n log n of them: 40% of an as-of join). Instead each record's
-// key is packed into 128 bits, least significant end first: the record's
-// index, then of each key word only the bits between its lowest and highest
-// bit that differ between records (the others are equal in every record,
-// so they do not change the order). An LSD radix sort of those, a byte a
-// pass, skipping bytes every record shares, gives the order; (entity, time,
-// index) keys of 2 million records take about 13 passes. Keys too wide to
-// pack fall back to std::sort through the order array.
+// RadixOrder on the buffered keys; keys too wide for it are sorted by
+// comparison through the order array.
 Status ExternalSorter::SortBuffer() {
+  const uint8_t* base = buf_.data();
+  auto key = [&](size_t i, uint64_t* words) { std::memcpy(words, base + i * rec_, kw_ * 8); };
+  if (RadixOrder(n_, kw_, key, &order_)) return Status::Ok();
   order_.resize(n_);
   for (size_t i = 0; i < n_; ++i) order_[i] = static_cast<uint32_t>(i);
-  if (n_ < 2) return Status::Ok();
-  const uint8_t* base = buf_.data();
-  // Each word's varying bit range [low, low + width).
-  std::vector<unsigned> low(kw_), width(kw_);
-  unsigned bits = static_cast<unsigned>(std::bit_width(n_ - 1));  // the index
-  for (size_t w = 0; w < kw_; ++w) {
-    const uint64_t vary = or_[w] ^ and_[w];
-    low[w] = vary == 0 ? 0 : static_cast<unsigned>(std::countr_zero(vary));
-    width[w] = vary == 0 ? 0 : static_cast<unsigned>(std::bit_width(vary)) - low[w];
-    bits += width[w];
-  }
-  if (bits > 128) {
-    std::sort(order_.begin(), order_.end(), [&](uint32_t a, uint32_t b) {
-      return Less(base + size_t{a} * rec_, base + size_t{b} * rec_);
-    });
-    return Status::Ok();
-  }
-  std::vector<U128> a(n_), b(n_);
-  for (size_t i = 0; i < n_; ++i) {
-    U128 k = 0;
-    for (size_t w = 0; w < kw_; ++w) {
-      if (width[w] == 0) continue;
-      uint64_t x;
-      std::memcpy(&x, base + i * rec_ + 8 * w, 8);
-      x >>= low[w];
-      if (width[w] < 64) x &= (uint64_t{1} << width[w]) - 1;
-      k = (k << width[w]) | x;
-    }
-    a[i] = (k << std::bit_width(n_ - 1)) | i;
-  }
-  const unsigned passes = (bits + 7) / 8;
-  for (unsigned p = 0; p < passes; ++p) {
-    std::array<uint32_t, 256> h{};
-    const unsigned shift = 8 * p;
-    for (const U128& k : a) ++h[static_cast<uint8_t>(k >> shift)];
-    if (std::find(h.begin(), h.end(), static_cast<uint32_t>(n_)) != h.end()) continue;
-    uint32_t at = 0;
-    for (uint32_t& c : h) at += std::exchange(c, at);  // counts -> first positions
-    for (const U128& k : a) b[h[static_cast<uint8_t>(k >> shift)]++] = k;
-    a.swap(b);
-  }
-  const U128 index_mask = (U128{1} << std::bit_width(n_ - 1)) - 1;
-  for (size_t i = 0; i < n_; ++i) order_[i] = static_cast<uint32_t>(a[i] & index_mask);
+  std::sort(order_.begin(), order_.end(), [&](uint32_t a, uint32_t b) {
+    return Less(base + size_t{a} * rec_, base + size_t{b} * rec_);
+  });
   return Status::Ok();
 }
 
@@ -180,8 +131,6 @@ Status ExternalSorter::Spill() {
   run->records = n_;
   runs_.push_back(std::move(run));
   n_ = 0;
-  std::fill(or_.begin(), or_.end(), 0);
-  std::fill(and_.begin(), and_.end(), ~uint64_t{0});
   return Status::Ok();
 }
 

@@ -180,7 +180,11 @@ TEST_F(AsofEdgesTest, BadRequestsNameLineAndColumn) {
             std::string::npos);
 }
 
-TEST(Asof, MatchesBruteForceWithSpills) {
+// The join against a brute-force reference on 300,000 x 300,000, by the
+// path `memory` and the requests' file choose: `long_first_lines` pads the
+// first requests with a wide column, so the size estimate is far too low
+// and the in-memory path gives way to the external one.
+void MatchesBruteForce(uint64_t memory, bool long_first_lines, bool want_in_memory) {
   TempDir dir;
   std::string path = dir / "fs.h5";
   std::mt19937_64 rng(7);
@@ -191,20 +195,23 @@ TEST(Asof, MatchesBruteForceWithSpills) {
                     static_cast<float>(i)});
   }
   WriteFeatures(path, rows);
-  std::string req = "cust,at,label\n";
+  std::string req = "cust,at,label,note\n";
   std::vector<std::pair<int64_t, int64_t>> requests;
   for (int i = 0; i < 300000; ++i) {
     requests.emplace_back(static_cast<int64_t>(rng() % (entities + 10)),
                           static_cast<int64_t>(rng() % 110000));
     req += std::to_string(requests.back().first) + "," + std::to_string(requests.back().second) +
-           "," + std::to_string(i % 5) + "\n";
+           "," + std::to_string(i % 5) + "," +
+           (long_first_lines && i < 100 ? std::string(2000, 'x') : std::string()) + "\n";
   }
   WriteText(dir / "req.csv", req);
   AsofOptions o = Opts(dir / "req.csv");
-  o.memory_bytes = 16 << 20;  // forces every sort to spill
+  o.memory_bytes = memory;
   o.tmpdir = dir.path();
-  auto v = Asof(path, o);
+  AsofStats stats;
+  auto v = Asof(path, o, &stats);
   ASSERT_TRUE(v.ok()) << v.status().ToString();
+  EXPECT_EQ(stats.in_memory, want_in_memory);
   Out out = ReadOut(path, v->name);
   ASSERT_EQ(out.value.size(), requests.size());
 
@@ -230,6 +237,16 @@ TEST(Asof, MatchesBruteForceWithSpills) {
     ASSERT_EQ(out.entity[i], e);
     ASSERT_EQ(out.time[i], t * kS);
   }
+}
+
+TEST(Asof, MatchesBruteForceWithSpills) {
+  MatchesBruteForce(16 << 20, false, false);  // every external sort spills
+}
+TEST(Asof, MatchesBruteForceInMemory) {
+  MatchesBruteForce(256 << 20, false, true);
+}
+TEST(Asof, MatchesBruteForceWhenTheEstimateFallsShort) {
+  MatchesBruteForce(256 << 20, true, false);
 }
 
 // A typed version joined: the features keep their kinds, dictionaries and
