@@ -7,6 +7,12 @@
 # in mpi_trainer/inference/ort/package-lock.json and installed with
 # `npm ci --ignore-scripts` into build/ort/ (git-ignored): its Linux x64 CPU
 # library is inside the package; its install script would only fetch GPU parts.
+#
+#   scripts/install-deps.sh            the packages and ONNX Runtime
+#   scripts/install-deps.sh --duckdb   also DuckDB (@duckdb/node-api, pinned in
+#                                      bench/featurecache/duckdb/package-lock.json,
+#                                      into build/duckdb/), for the as-of benchmark
+#                                      only (no Debian package exists)
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -81,26 +87,31 @@ install_debian_packages() {
   apt-get install -y -q --no-install-recommends "${missing[@]}"
 }
 
-# onnxruntime-node at the version of the committed lock file. Skipped when
-# build/ort holds that lock and the package's CPU library.
-install_onnxruntime() {
-  local src=$root/mpi_trainer/inference/ort dst=$root/build/ort
-  local lib=$dst/node_modules/onnxruntime-node/bin/napi-v6/linux/x64/libonnxruntime.so.1
+# install_npm <dir with package.json and its lock> <dest> <a file the package
+# must then hold>: npm ci --ignore-scripts at the versions of the committed
+# lock file; skipped when <dest> holds that lock and the file.
+install_npm() {
+  local src=$1 dst=$2 need=$3
   if cmp -s "$src/package.json" "$dst/package.json" &&
-    cmp -s "$src/package-lock.json" "$dst/package-lock.json" && [ -f "$lib" ]; then
-    echo "install-deps: onnxruntime-node present in $dst"
+    cmp -s "$src/package-lock.json" "$dst/package-lock.json" && [ -f "$dst/$need" ]; then
+    echo "install-deps: $(basename "$dst") present in $dst"
     return 0
   fi
-  echo "install-deps: installing onnxruntime-node (npm ci --ignore-scripts) into $dst"
+  echo "install-deps: installing $(basename "$src") (npm ci --ignore-scripts) into $dst"
   mkdir -p "$dst"
   cp "$src/package.json" "$src/package-lock.json" "$dst/"
   (cd "$dst" && npm ci --ignore-scripts --no-audit --no-fund)
-  if [ ! -f "$lib" ]; then
-    echo "install-deps: $lib is missing after npm ci" >&2
+  if [ ! -f "$dst/$need" ]; then
+    echo "install-deps: $dst/$need is missing after npm ci" >&2
     exit 1
   fi
 }
 
 install_debian_packages
-install_onnxruntime
+install_npm "$root/mpi_trainer/inference/ort" "$root/build/ort" \
+  node_modules/onnxruntime-node/bin/napi-v6/linux/x64/libonnxruntime.so.1
+if [ "${1-}" = --duckdb ]; then
+  install_npm "$root/bench/featurecache/duckdb" "$root/build/duckdb" \
+    node_modules/@duckdb/node-bindings-linux-x64/duckdb.node
+fi
 echo "install-deps: done"
