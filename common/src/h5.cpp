@@ -1,5 +1,7 @@
 #include "hpcml/common/h5.hpp"
 
+#include "hpcml/common/fs.hpp"
+
 #include <algorithm>
 #include <cstring>
 
@@ -265,6 +267,19 @@ Result<std::vector<hsize_t>> DatasetDims(hid_t dset, std::string_view what) {
     return Error(StatusCode::kCorrupt, what);
   }
   return dims;
+}
+
+Status WriteFileWhole(const std::string& path, const std::function<Status(hid_t)>& write) {
+  SilenceErrorPrinting();
+  const std::string tmp = path + ".tmp";
+  {
+    HPCML_ASSIGN_OR_RETURN(
+        File file, Own<File>(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT),
+                             StatusCode::kIoError, fmt::format("{}: cannot create", tmp)));
+    HPCML_RETURN_IF_ERROR(write(file.get()));
+    HPCML_RETURN_IF_ERROR(CheckErr(H5Fflush(file.get(), H5F_SCOPE_GLOBAL), tmp));
+  }
+  return CommitFile(tmp, path);
 }
 
 Status WriteBytes(hid_t obj, const char* name, std::string_view bytes, std::string_view what) {

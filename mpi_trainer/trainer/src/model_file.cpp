@@ -252,30 +252,22 @@ Status SaveModelFile(const std::string& path, const ModelConfig& config,
     Status finite = CheckFinite(t.data, t.name);
     if (!finite.ok()) return std::move(finite).WithContext(path + ": not written");
   }
-  h5::SilenceErrorPrinting();
-  // Written beside the target and renamed, so a reader never sees half a model.
-  const std::string tmp = path + ".tmp";
-  {
-    HPCML_ASSIGN_OR_RETURN(
-        hid_t f, h5::Check(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT),
-                           fmt::format("{}: cannot create", tmp)));
-    h5::File file(f);
-    HPCML_RETURN_IF_ERROR(h5::WriteAttr(file.get(), "format",
+  return h5::WriteFileWhole(path, [&](hid_t file) -> Status {
+    HPCML_RETURN_IF_ERROR(h5::WriteAttr(file, "format",
                                         lineage.input.encoding ? kEncodedModelFormat : kModelFormat,
                                         h5::StringStorage::kFixed));
-    HPCML_RETURN_IF_ERROR(h5::WriteAttr(file.get(), "activation", Name(config.activation),
-                                        h5::StringStorage::kFixed));
     HPCML_RETURN_IF_ERROR(
-        h5::WriteAttr(file.get(), "loss", Name(config.loss), h5::StringStorage::kFixed));
+        h5::WriteAttr(file, "activation", Name(config.activation), h5::StringStorage::kFixed));
+    HPCML_RETURN_IF_ERROR(
+        h5::WriteAttr(file, "loss", Name(config.loss), h5::StringStorage::kFixed));
     std::vector<std::int64_t> dims{config.input_dim};
     dims.insert(dims.end(), config.hidden.begin(), config.hidden.end());
     dims.push_back(config.output_dim);
-    HPCML_RETURN_IF_ERROR(h5::WriteAttr(file.get(), "dims", dims));
-    HPCML_RETURN_IF_ERROR(h5::WriteAttr(file.get(), "lineage", LineageJson(lineage)));
-    for (const FullTensor& t : tensors) HPCML_RETURN_IF_ERROR(WriteTensor(file.get(), t));
-    HPCML_RETURN_IF_ERROR(h5::CheckErr(H5Fflush(file.get(), H5F_SCOPE_GLOBAL), tmp));
-  }
-  return CommitFile(tmp, path);
+    HPCML_RETURN_IF_ERROR(h5::WriteAttr(file, "dims", dims));
+    HPCML_RETURN_IF_ERROR(h5::WriteAttr(file, "lineage", LineageJson(lineage)));
+    for (const FullTensor& t : tensors) HPCML_RETURN_IF_ERROR(WriteTensor(file, t));
+    return Status::Ok();
+  });
 }
 
 Result<ModelFile> LoadModelFile(const std::string& path) {

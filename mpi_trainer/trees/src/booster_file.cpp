@@ -2,28 +2,18 @@
 
 #include <hdf5.h>
 
-#include "hpcml/common/fs.hpp"
 #include "hpcml/common/sha256.hpp"
 
 namespace hpcml::trees {
 
 Status WriteBoosterFile(const std::string& path, const char* format, const std::string& booster,
                         const std::function<Status(hid_t)>& attrs) {
-  h5::SilenceErrorPrinting();
-  const std::string tmp = path + ".tmp";
-  {
-    HPCML_ASSIGN_OR_RETURN(
-        hid_t f, h5::Check(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT),
-                           fmt::format("{}: cannot create", tmp)));
-    h5::File file(f);
-    const hid_t g = file.get();
+  return h5::WriteFileWhole(path, [&](hid_t g) -> Status {
     HPCML_RETURN_IF_ERROR(h5::WriteAttr(g, "format", format, h5::StringStorage::kFixed));
     HPCML_RETURN_IF_ERROR(h5::WriteAttr(g, "booster_sha256", Sha256::Hex(booster)));
-    HPCML_RETURN_IF_ERROR(h5::WriteBytes(g, "booster", booster, tmp + ": /booster"));
-    HPCML_RETURN_IF_ERROR(attrs(g));
-    HPCML_RETURN_IF_ERROR(h5::CheckErr(H5Fflush(g, H5F_SCOPE_GLOBAL), tmp));
-  }
-  return CommitFile(tmp, path);
+    HPCML_RETURN_IF_ERROR(h5::WriteBytes(g, "booster", booster, path + ": /booster"));
+    return attrs(g);
+  });
 }
 
 Result<BoosterFile> OpenBoosterFile(const std::string& path) {

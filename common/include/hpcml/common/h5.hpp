@@ -17,6 +17,7 @@
 #include <hdf5.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -96,6 +97,11 @@ Result<std::vector<double>> ReadDoubleListAttr(hid_t obj, const char* name);
 
 // Extent of a dataset (rank and dims); errors name `what`.
 Result<std::vector<hsize_t>> DatasetDims(hid_t dset, std::string_view what);
+
+// Writes the HDF5 file `path` whole: `write(file)` fills a new file created
+// beside it (path + ".tmp"), which is then flushed, closed, fsynced and
+// renamed over `path` (common/fs CommitFile): a reader never sees half a file.
+Status WriteFileWhole(const std::string& path, const std::function<Status(hid_t)>& write);
 
 // An opaque byte string as a 1-D uint8 dataset `name` under `obj` (a
 // serialized model, say); errors name `what`.
