@@ -20,26 +20,8 @@ set_file=$DATA/ae/public/gbdt.h5
 
 # 20000 rows: two numbers (one with missing cells), two category columns
 # (one with missing cells), a string label; v1 to train, v2 to validate.
-/usr/bin/python3 - "$JOB_DIR" <<'PY'
-import numpy as np, sys
-rng = np.random.default_rng(21)
-n = 24000
-age = rng.uniform(18, 80, n)
-income = rng.lognormal(10, 0.5, n)
-plan = rng.choice(["basic", "plus", "pro", "family"], n, p=[0.4, 0.3, 0.2, 0.1])
-region = rng.choice([f"r{i}" for i in range(12)], n)
-z = (0.04 * (age - 45) - 0.8 * (plan == "pro") + 0.6 * (plan == "basic")
-     + 0.3 * np.isin(region, ["r1", "r5", "r7"]) + rng.normal(0, 1, n))
-label = np.where(z > 1.0, "churn", "stay")
-income[rng.random(n) < 0.1] = np.nan
-region = np.where(rng.random(n) < 0.05, "", region)
-for name, rows in (("train", range(0, 20000)), ("val", range(20000, n))):
-    with open(f"{sys.argv[1]}/{name}.csv", "w") as f:
-        f.write("id,ts,churn,age,income,plan,region\n")
-        for i in rows:
-            inc = "" if np.isnan(income[i]) else f"{income[i]:.2f}"
-            f.write(f"{i},{1700000000 + i},{label[i]},{age[i]:.2f},{inc},{plan[i]},{region[i]}\n")
-PY
+/usr/bin/python3 "$HPCML_SOURCE_DIR/mpi_trainer/trees/tests/churn_table.py" --rows 24000 \
+  --seed 21 --split train:0:20000,val:20000:24000 --label-name churn --regions 12 --dir "$JOB_DIR"
 rm -rf "$set_file" "$set_file.d"
 for part in train val; do
   "$FCACHE" ingest "$set_file" --csv "$JOB_DIR/$part.csv" --entity id --timestamp ts \

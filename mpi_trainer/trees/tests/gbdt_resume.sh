@@ -10,38 +10,11 @@
 #  - a damaged newest checkpoint is skipped for the one before;
 #  - a checkpoint of other settings is refused, naming the round;
 #  - sampled rounds differ from unsampled ones (the sampler is used).
-set -eu
 fcache=$1 train=$2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-unset HPCML_ZONE
-cd "$tmp"
-py=/usr/bin/python3
-fail() {
-  echo "FAIL: gbdt_resume: $*"
-  exit 1
-}
+source "$(dirname "$0")/lib.sh"
 
-$py - <<'PY'
-import numpy as np
-rng = np.random.default_rng(11)
-n = 3000
-age = rng.uniform(18, 80, n)
-income = rng.lognormal(10, 0.5, n)
-plan = rng.choice(["basic", "plus", "pro", "family"], n, p=[0.4, 0.3, 0.2, 0.1])
-z = 0.04 * (age - 45) - 0.8 * (plan == "pro") + 0.6 * (plan == "basic") + rng.normal(0, 1, n)
-labels = {"two": np.where(z > 1.0, "churn", "stay"),
-          "three": np.where(z > 1.0, "churn", np.where(z > -0.5, "stay", "upgrade")),
-          "reg": [f"{v:.4f}" for v in z]}
-income[rng.random(n) < 0.1] = np.nan
-for kind, y in labels.items():
-    for name, rows in (("train", range(0, 2400)), ("val", range(2400, n))):
-        with open(f"{kind}-{name}.csv", "w") as f:
-            f.write("id,ts,y,age,income,plan\n")
-            for i in rows:
-                inc = "" if np.isnan(income[i]) else f"{income[i]:.2f}"
-                f.write(f"{i},{1700000000 + i},{y[i]},{age[i]:.2f},{inc},{plan[i]}\n")
-PY
+$py "$churn_table" --rows 3000 --seed 11 --split train:0:2400,val:2400:3000 \
+  --labels two,three,reg --label-name y
 for kind in two three reg; do
   for part in train val; do
     "$fcache" ingest $kind.h5 --csv $kind-$part.csv --entity id --timestamp ts --label y \

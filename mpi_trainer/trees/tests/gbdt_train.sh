@@ -15,36 +15,11 @@
 #    reports a version whose age moved as skew, and --max-skew refuses it;
 #  - an infinite feature cell stops the run naming its row and column, no model written;
 #  - options trees cannot honour are refused with exit 2, naming them.
-set -eu
 fcache=$1 train=$2 fixture=$3 infer=$4
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-unset HPCML_ZONE
-cd "$tmp"
-py=/usr/bin/python3
-fail() {
-  echo "FAIL: gbdt_train: $*"
-  exit 1
-}
+source "$(dirname "$0")/lib.sh"
 
-$py - <<'PY'
-import numpy as np
-rng = np.random.default_rng(7)
-n = 4000
-age = rng.uniform(18, 80, n)
-income = rng.lognormal(10, 0.5, n)
-plan = rng.choice(["basic", "plus", "pro", "family", "legacy"], n, p=[0.4, 0.3, 0.15, 0.14, 0.01])
-z = 0.04 * (age - 45) - 0.8 * (plan == "pro") + 0.6 * (plan == "basic") + rng.normal(0, 1, n)
-label = np.where(z > 1.0, "churn", "stay")
-income[rng.random(n) < 0.1] = np.nan
-plan = np.where(rng.random(n) < 0.05, "", plan)
-for name, rows in (("train", range(0, 2800)), ("val", range(2800, 3400)), ("test", range(3400, n))):
-    with open(name + ".csv", "w") as f:
-        f.write("id,ts,label,age,income,plan\n")
-        for i in rows:
-            inc = "" if np.isnan(income[i]) else f"{income[i]:.2f}"
-            f.write(f"{i},{1700000000 + i},{label[i]},{age[i]:.2f},{inc},{plan[i]}\n")
-PY
+$py "$churn_table" --rows 4000 --seed 7 --split train:0:2800,val:2800:3400,test:3400:4000 \
+  --legacy-plan --empty-plans
 for part in train val test; do
   "$fcache" ingest set.h5 --csv $part.csv --entity id --timestamp ts --label label \
     --zone test --classification internal >/dev/null || fail "ingest $part"
