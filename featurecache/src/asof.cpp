@@ -1,6 +1,7 @@
 #include "asof.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -13,6 +14,7 @@
 #include "derive.hpp"
 #include "external_sort.hpp"
 #include "hpcml/common/json.hpp"
+#include "hpcml/common/parallel.hpp"
 #include "hpcml/common/strings.hpp"
 #include "hpcml/featurecache/access.hpp"
 #include "hpcml/featurecache/csv.hpp"
@@ -394,25 +396,30 @@ Status WriteResult(ExternalSorter& result, uint64_t nf, uint64_t ni, const Reque
   }
 }
 
-// --- The join in memory, when its inputs fit the budget: the requests as
-// a vector, the feature keys and features as columns, radix-sorted orders
-// (RadixOrder) and one matched row per request, instead of four external
-// sorts (at 2M x 2M under the default 256 MiB every one of those spilled,
-// and spilling was half the time).
+// --- The join in memory, when its inputs fit the budget: the feature rows'
+// keys and the requests, packed into one array of integers and radix-sorted
+// together by (entity, time, side, index), then one sequential sweep gives
+// each request its row, instead of four external sorts (at 2M x 2M under
+// the default 256 MiB every one of those spilled, and spilling was half the
+// time). Sort, sweep and gather run on o.threads threads; the sweep splits
+// at entity boundaries, since no match crosses one.
 
 constexpr uint32_t kNoRow = UINT32_MAX;
 
 // Bytes the in-memory join holds at its peak for `rows` feature rows and
-// `requests` requests (nf floats, ni ints a row): while it sorts and merges,
-// the requests, the feature keys and one radix sort's two 16-byte arrays a
-// record; then, the keys freed, the features.
-uint64_t InMemoryBytes(uint64_t rows, uint64_t requests, uint64_t nf, uint64_t ni) {
-  const uint64_t per_request = sizeof(RequestInfo) + sizeof(uint32_t) + 1;  // match, dropped
-  const uint64_t merging = requests * (per_request + sizeof(uint32_t)) +
-                           rows * (2 * sizeof(int64_t) + sizeof(uint32_t)) +
-                           32 * std::max(rows, requests);
-  const uint64_t writing = requests * per_request + rows * (nf * sizeof(float) + ni * 8);
-  return std::max(merging, writing);
+// `requests` requests (nf floats, ni ints a row) with `key_bytes`-byte sort
+// keys: while it sorts, the requests, each request's match, the rows' keys
+// (and availability times, `known_at`) and the sort's two arrays; then, the
+// keys freed, the requests kept, the features and one write block.
+uint64_t InMemoryBytes(uint64_t rows, uint64_t requests, uint64_t nf, uint64_t ni,
+                       uint64_t key_bytes, bool known_at) {
+  const uint64_t per_request = sizeof(RequestInfo) + sizeof(uint32_t);
+  const uint64_t sorting =
+      requests * per_request + rows * (known_at ? 24 : 16) + 2 * key_bytes * (rows + requests);
+  const uint64_t writing = requests * (per_request + sizeof(uint32_t)) +
+                           rows * (nf * sizeof(float) + ni * 8) +
+                           (uint64_t{1} << 16) * (nf * 4 + ni * 8 + 24);
+  return std::max(sorting, writing);
 }
 
 // An estimate of the requests in the CSV from its size and the length of
@@ -440,6 +447,7 @@ Result<std::optional<std::vector<RequestInfo>>> ReadRequests(const AsofOptions& 
   HPCML_ASSIGN_OR_RETURN(CsvReader csv, CsvReader::Open(o.requests_csv, o.delimiter));
   HPCML_ASSIGN_OR_RETURN(RequestColumns cols, FindRequestColumns(csv, o));
   std::vector<RequestInfo> reqs;
+  reqs.reserve(max_requests);  // untouched pages cost no memory
   for (;;) {
     HPCML_ASSIGN_OR_RETURN(bool more, csv.Next());
     if (!more) break;
@@ -454,112 +462,244 @@ Result<std::optional<std::vector<RequestInfo>>> ReadRequests(const AsofOptions& 
   return std::optional<std::vector<RequestInfo>>(std::move(reqs));
 }
 
-// The order of n records by (entity, time) (at(i) gives record i's), ties
-// in index order. 128 bits always hold two words and a 32-bit index, so
-// RadixOrder does not refuse.
-template <typename At>
-std::vector<uint32_t> EntityTimeOrder(size_t n, At at) {
-  std::vector<uint32_t> order;
-  RadixOrder(
-      n, 2,
-      [&](size_t i, uint64_t* w) {
-        const auto [entity, time] = at(i);
-        w[0] = OrderedKey(entity);
-        w[1] = OrderedKey(time);
-      },
-      &order);
-  return order;
+// Times in microseconds are mostly whole seconds, minutes or days: dividing
+// (time - the earliest) by the largest of these that divides all of them
+// keeps the order and often lets the keys fit 64 bits instead of 128.
+constexpr int64_t kTimeScales[] = {86'400'000'000, 3'600'000'000, 60'000'000, 1'000'000, 1'000, 1};
+
+class TimeScale {
+ public:
+  // The scale for times `all(visit)` visits (visit(fn) calls fn on each).
+  template <typename Visit>
+  static TimeScale For(Visit visit) {
+    TimeScale s;
+    uint64_t lo = ~uint64_t{0};
+    visit([&](int64_t t) { lo = std::min(lo, OrderedKey(t)); });
+    s.min_ = lo;
+    for (s.scale_ = 0; s.scale_ + 1 < std::size(kTimeScales); ++s.scale_) {
+      bool divides = true;
+      visit([&](int64_t t) { divides = divides && s.Scaled<true>(t); });
+      if (divides) break;
+    }
+    return s;
+  }
+  // (t - the earliest) / the scale.
+  uint64_t operator()(int64_t t) const { return Scaled<false>(t); }
+  int64_t scale() const { return kTimeScales[scale_]; }
+
+ private:
+  // Divisions by constants, which compile to multiplications; with
+  // kCheck, whether the scale divides t - the earliest.
+  template <bool kCheck>
+  uint64_t Scaled(int64_t t) const {
+    const uint64_t d = OrderedKey(t) - min_;
+    switch (scale_) {
+#define HPCML_SCALE(i) \
+  case i:              \
+    return kCheck ? d % uint64_t{kTimeScales[i]} == 0 : d / uint64_t{kTimeScales[i]};
+      HPCML_SCALE(0)
+      HPCML_SCALE(1)
+      HPCML_SCALE(2)
+      HPCML_SCALE(3)
+      HPCML_SCALE(4)
+#undef HPCML_SCALE
+      default:
+        return kCheck ? 1 : d;
+    }
+  }
+  uint64_t min_ = 0;
+  size_t scale_ = 0;
+};
+
+// How a feature row's or a request's sort key is packed, least significant
+// end first: its index, its side (0: a feature row, so that a row at a
+// request's time sorts before the request; 1: a request), then the bits of
+// its scaled time and of its entity that vary (VaryingBits).
+struct JoinPacking {
+  unsigned index_bits = 0;
+  TimeScale scale;
+  VaryingBits entity, time;
+  unsigned bits() const { return index_bits + 1 + time.width() + entity.width(); }
+  unsigned entity_shift() const { return index_bits + 1 + time.width(); }
+  template <typename K>
+  K Pack(int64_t e, int64_t t, unsigned side, uint64_t index) const {
+    K k = entity.Bits(OrderedKey(e));
+    k = (k << time.width()) | time.Bits(scale(t));
+    k = (k << 1) | side;
+    return (k << index_bits) | index;
+  }
+};
+
+// The feature rows' columns the join needs: entity, event time and, for
+// "as known at", the time each row became available (else empty).
+struct FeatureKeys {
+  std::vector<int64_t> entity, time, available;
+  // The time from which row i may be matched: its event time, or the
+  // later of its event and availability times.
+  int64_t Visible(size_t i) const {
+    return available.empty() ? time[i] : std::max(time[i], available[i]);
+  }
+};
+
+JoinPacking PackingFor(const FeatureKeys& f, const std::vector<RequestInfo>& reqs) {
+  JoinPacking p;
+  p.index_bits = static_cast<unsigned>(std::bit_width(std::max(f.entity.size(), reqs.size())));
+  auto times = [&](auto fn) {
+    for (size_t i = 0; i < f.entity.size(); ++i) fn(f.Visible(i));
+    for (const RequestInfo& r : reqs) fn(r.time);
+  };
+  p.scale = TimeScale::For(times);
+  times([&](int64_t t) { p.time.Add(p.scale(t)); });
+  for (int64_t e : f.entity) p.entity.Add(OrderedKey(e));
+  for (const RequestInfo& r : reqs) p.entity.Add(OrderedKey(r.entity));
+  return p;
 }
 
-// Steps 1, 3, 4 and 5 in memory: each request's row (the last at or before
-// its time, in (entity, time, row) order as the external path), then the
-// result in request order. Misses are counted, dropped or refused in the
-// merge's order, as the external path does.
-Status JoinInMemory(const AsofOptions& o, VersionReader& src, const StringDictionary& keys,
-                    std::vector<RequestInfo>& reqs, const RequestsRead& read, AsofStats* stats,
-                    FeatureSetWriter& writer, const std::function<Status(uint64_t)>& start) {
+// What the sweep found: each request's row (kNoRow: none), the counts, and
+// the first request without a row in (entity, time) order.
+struct Matches {
+  std::vector<uint32_t> row;
+  uint64_t matched = 0, missing = 0;
+  uint32_t first_missing = kNoRow;
+};
+
+// Sorts the keys of the rows and requests together and sweeps them: each
+// request gets the newest row of its entity visible at its time (by event
+// time, then storage order; within max_age of it).
+template <typename K>
+Matches SortAndSweep(const AsofOptions& o, const JoinPacking& p, const FeatureKeys& f,
+                     const std::vector<RequestInfo>& reqs, unsigned threads) {
+  const size_t rows = f.entity.size(), n = rows + reqs.size();
+  std::vector<K> keys(n);
+  ParallelFor(threads, n, [&](unsigned, size_t b, size_t e) {
+    for (size_t i = b; i < e; ++i) {
+      keys[i] = i < rows ? p.Pack<K>(f.entity[i], f.Visible(i), 0, i)
+                         : p.Pack<K>(reqs[i - rows].entity, reqs[i - rows].time, 1, i - rows);
+    }
+  });
+  RadixSort(keys, p.bits(), threads);
+  const unsigned shift = p.entity_shift();
+  const K index_mask = (K{1} << p.index_bits) - 1;
+  // Parts start at an entity's first key.
+  std::vector<size_t> cut(threads + 1, n);
+  cut[0] = 0;
+  for (unsigned t = 1; t < threads; ++t) {
+    size_t s = std::max(n * t / threads, cut[t - 1]);
+    while (s > 0 && s < n && keys[s] >> shift == keys[s - 1] >> shift) ++s;
+    cut[t] = s;
+  }
+  Matches m;
+  m.row.assign(reqs.size(), kNoRow);
+  std::vector<Matches> part(threads);
+  const bool known_at = !f.available.empty();
+  ParallelFor(threads, threads, [&](unsigned t, size_t, size_t) {
+    Matches& out = part[t];
+    uint32_t cand = kNoRow;
+    for (size_t i = cut[t]; i < cut[t + 1]; ++i) {
+      const K k = keys[i];
+      const auto index = static_cast<uint32_t>(k & index_mask);
+      if (i == cut[t] || k >> shift != keys[i - 1] >> shift) cand = kNoRow;  // a new entity
+      if (((k >> p.index_bits) & 1) == 0) {
+        // Plain: keys come in (time, row) order. Known at: rows become
+        // visible in that order, so keep the best by (event time, row).
+        if (!known_at || cand == kNoRow || f.time[index] > f.time[cand] ||
+            (f.time[index] == f.time[cand] && index > cand))
+          cand = index;
+        continue;
+      }
+      uint32_t row = cand;
+      if (row != kNoRow && o.max_age && reqs[index].time - f.time[row] > *o.max_age) row = kNoRow;
+      m.row[index] = row;
+      if (row != kNoRow) {
+        ++out.matched;
+      } else if (out.missing++ == 0) {
+        out.first_missing = index;
+      }
+    }
+  });
+  for (const Matches& x : part) {
+    m.matched += x.matched;
+    m.missing += x.missing;
+    if (m.first_missing == kNoRow) m.first_missing = x.first_missing;
+  }
+  return m;
+}
+
+// Steps 1, 3, 4 and 5 in memory: each request's row, then the result in
+// request order. A miss is counted, dropped or refused (the first in
+// (entity, time) order, as the external path). Returns false, having done
+// nothing, when the packed keys need more than 128 bits or more memory
+// than the budget (the caller takes the external path).
+Result<bool> JoinInMemory(const AsofOptions& o, VersionReader& src, const StringDictionary& keys,
+                          const std::vector<RequestInfo>& reqs, const RequestsRead& read,
+                          AsofStats* stats, FeatureSetWriter& writer,
+                          const std::function<Status(uint64_t)>& start) {
+  __extension__ typedef unsigned __int128 U128;
   const VersionInfo& si = src.info();
   const uint64_t rows = si.rows, nf = si.features(), ni = si.int_features();
-  std::vector<int64_t> fe(rows), ft(rows);
-  HPCML_RETURN_IF_ERROR(src.Read(0, rows, nullptr, nullptr, fe.data(), ft.data()));
-  std::vector<uint32_t> frow =
-      EntityTimeOrder(rows, [&](size_t i) { return std::pair(fe[i], ft[i]); });
-  std::vector<uint32_t> rorder = EntityTimeOrder(
-      reqs.size(), [&](size_t i) { return std::pair(reqs[i].entity, reqs[i].time); });
-  std::vector<uint32_t> match(reqs.size(), kNoRow);
-  std::vector<uint8_t> dropped(reqs.size(), 0);
-  size_t f = 0;
-  bool has_cand = false;
-  uint32_t cand = 0;
-  for (uint32_t q : rorder) {
-    const RequestInfo& r = reqs[q];
-    while (f < rows &&
-           (fe[frow[f]] < r.entity || (fe[frow[f]] == r.entity && ft[frow[f]] <= r.time))) {
-      if (fe[frow[f]] == r.entity) {
-        has_cand = true;
-        cand = frow[f];
-      }
-      ++f;
-    }
-    bool ok = has_cand && fe[cand] == r.entity;
-    if (ok && o.max_age && r.time - ft[cand] > *o.max_age) ok = false;
-    if (ok) {
-      match[q] = cand;
-      ++stats->matched;
-      continue;
-    }
-    ++stats->missing;
-    if (o.missing == AsofMissing::kError) {
-      return InvalidArgument(
-          "{}: line {}: entity {} has no feature row at or before {}{} in version {}",
-          o.requests_csv, r.line, EntityText(r.entity, keys.keys()), FormatTimestamp(r.time),
-          o.max_age ? fmt::format(" (within {} s)", static_cast<double>(*o.max_age) / 1e6) : "",
-          si.name);
-    }
-    if (o.missing == AsofMissing::kDrop) dropped[q] = 1;
+  const unsigned threads = o.threads == 0 ? AvailableCpus() : o.threads;
+  FeatureKeys f;
+  f.entity.resize(rows);
+  f.time.resize(rows);
+  HPCML_RETURN_IF_ERROR(src.Read(0, rows, nullptr, nullptr, f.entity.data(), f.time.data()));
+  const JoinPacking p = PackingFor(f, reqs);
+  if (p.bits() > 128 ||
+      InMemoryBytes(rows, reqs.size(), nf, ni, p.bits() > 64 ? 16 : 8, false) > o.memory_bytes)
+    return false;
+  Matches m = p.bits() <= 64 ? SortAndSweep<uint64_t>(o, p, f, reqs, threads)
+                             : SortAndSweep<U128>(o, p, f, reqs, threads);
+  stats->matched = m.matched;
+  stats->missing = m.missing;
+  if (m.missing > 0 && o.missing == AsofMissing::kError) {
+    const RequestInfo& r = reqs[m.first_missing];
+    return InvalidArgument(
+        "{}: line {}: entity {} has no feature row at or before {}{} in version {}", o.requests_csv,
+        r.line, EntityText(r.entity, keys.keys()), FormatTimestamp(r.time),
+        o.max_age ? fmt::format(" (within {} s)", static_cast<double>(*o.max_age) / 1e6) : "",
+        si.name);
   }
-  const uint64_t count =
-      reqs.size() - static_cast<uint64_t>(std::count(dropped.begin(), dropped.end(), 1));
+  // The requests written, in request order.
+  std::vector<uint32_t> kept;
+  if (o.missing == AsofMissing::kDrop) {
+    kept.reserve(m.matched);
+    for (uint32_t q = 0; q < reqs.size(); ++q)
+      if (m.row[q] != kNoRow) kept.push_back(q);
+  }
+  const uint64_t count = o.missing == AsofMissing::kDrop ? kept.size() : reqs.size();
   if (count == 0) {
     return InvalidArgument("{}: none of the {} requests has a feature row at or before its time",
                            o.requests_csv, stats->requests);
   }
   HPCML_RETURN_IF_ERROR(start(count));
-  // The keys and orders are done with: their memory goes to the features.
-  std::vector<int64_t>().swap(fe);
-  std::vector<int64_t>().swap(ft);
-  std::vector<uint32_t>().swap(frow);
-  std::vector<uint32_t>().swap(rorder);
+  f = FeatureKeys{};  // their memory goes to the features
   std::vector<float> fx(rows * nf);
   std::vector<int64_t> fints(rows * ni);
   HPCML_RETURN_IF_ERROR(src.Read(0, rows, fx.data(), nullptr, nullptr, nullptr));
   if (ni > 0) HPCML_RETURN_IF_ERROR(src.ReadInts(0, rows, fints.data()));
-  const uint64_t block = 4096;
+  const uint64_t block = uint64_t{1} << 16;
   std::vector<float> x(block * nf), y(read.has_label ? block : 0);
   std::vector<int64_t> e(block), t(block), ints(block * ni);
-  uint64_t n = 0;
-  for (size_t q = 0; q <= reqs.size(); ++q) {
-    if (q < reqs.size() && !dropped[q]) {
-      const RequestInfo& r = reqs[q];
-      const uint32_t row = match[q];
-      for (uint64_t j = 0; j < nf; ++j) {
-        x[n * nf + j] = row == kNoRow ? std::numeric_limits<float>::quiet_NaN() : fx[row * nf + j];
+  constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+  for (uint64_t first = 0; first < count; first += block) {
+    const uint64_t n = std::min(block, count - first);
+    ParallelFor(n >= 8192 ? threads : 1, n, [&](unsigned, size_t b, size_t end) {
+      for (size_t i = b; i < end; ++i) {
+        const uint64_t q = kept.empty() ? first + i : kept[first + i];
+        const RequestInfo& r = reqs[q];
+        const uint32_t row = m.row[q];
+        for (uint64_t j = 0; j < nf; ++j) x[i * nf + j] = row == kNoRow ? kNaN : fx[row * nf + j];
+        for (uint64_t j = 0; j < ni; ++j)
+          ints[i * ni + j] = row == kNoRow ? kIntMissing : fints[row * ni + j];
+        if (read.has_label) y[i] = read.labels.Label(r);
+        e[i] = r.entity;
+        t[i] = r.time;
       }
-      for (uint64_t j = 0; j < ni; ++j)
-        ints[n * ni + j] = row == kNoRow ? kIntMissing : fints[row * ni + j];
-      if (read.has_label) y[n] = read.labels.Label(r);
-      e[n] = r.entity;
-      t[n] = r.time;
-      ++n;
-    }
-    if (n == block || (q == reqs.size() && n > 0)) {
-      HPCML_RETURN_IF_ERROR(writer.Append(x.data(), read.has_label ? y.data() : nullptr, e.data(),
-                                          t.data(), n, ni > 0 ? ints.data() : nullptr));
-      stats->written += n;
-      n = 0;
-    }
+    });
+    HPCML_RETURN_IF_ERROR(writer.Append(x.data(), read.has_label ? y.data() : nullptr, e.data(),
+                                        t.data(), n, ni > 0 ? ints.data() : nullptr));
+    stats->written += n;
   }
-  return Status::Ok();
+  return true;
 }
 
 }  // namespace
@@ -599,22 +739,27 @@ Result<VersionInfo> Asof(const std::string& path, const AsofOptions& o, AsofStat
 
   // In memory when the feature rows and the estimated requests fit the
   // budget (and the row indices fit 32 bits); a CSV with more requests than
-  // estimated (by a quarter) is read again on the external path.
+  // estimated (by a quarter), or keys wider than 128 bits, take the
+  // external path (the requests are read again).
   const uint64_t nf = si.features(), ni = si.int_features();
   const uint64_t estimate = EstimateRequests(o.requests_csv);
   const uint64_t max_requests = estimate + estimate / 4;
   if (si.rows < kNoRow && max_requests < kNoRow &&
-      InMemoryBytes(si.rows, max_requests, nf, ni) <= o.memory_bytes) {
+      InMemoryBytes(si.rows, max_requests, nf, ni, 8, false) <= o.memory_bytes) {
     HPCML_ASSIGN_OR_RETURN(auto reqs, ReadRequests(o, max_requests, codes, &req));
     if (reqs) {
       stats.requests = reqs->size();
-      stats.in_memory = true;
-      HPCML_RETURN_IF_ERROR(JoinInMemory(o, src, keys, *reqs, req, &stats, writer, start));
-      HPCML_ASSIGN_OR_RETURN(VersionInfo info, writer.Commit());
-      if (stats_out != nullptr) *stats_out = stats;
-      return info;
+      HPCML_ASSIGN_OR_RETURN(bool joined,
+                             JoinInMemory(o, src, keys, *reqs, req, &stats, writer, start));
+      if (joined) {
+        stats.in_memory = true;
+        HPCML_ASSIGN_OR_RETURN(VersionInfo info, writer.Commit());
+        if (stats_out != nullptr) *stats_out = stats;
+        return info;
+      }
     }
     req = RequestsRead{};
+    stats = AsofStats{};
   }
 
   const uint64_t third = o.memory_bytes / 3;

@@ -50,6 +50,7 @@ struct AsofOptions {
   int compression = -1;  // -1: the parent's (or the codec's default)
   char delimiter = ',';
   double lock_timeout_s = 600;
+  unsigned threads = 0;  // 0: the CPUs this process may use (AvailableCpus)
 };
 
 struct AsofStats {

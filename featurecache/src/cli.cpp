@@ -365,6 +365,9 @@ Subcommand AddAsof(CLI::App& app, Out& out) {
                 {AsofMissing::kNan, AsofMissing::kDrop, AsofMissing::kError},
                 "requests without a row: nan (keep, default), drop or error");
   c->add_option("--memory", a->memory, "memory budget (default 256M)");
+  c->add_option("--threads", o.threads,
+                "threads for the join in memory (default: the CPUs this process may use)")
+      ->check(CLI::Range(1, 1024));
   c->add_option("--tmpdir", o.tmpdir,
                 "directory for temporary sort runs (default $TMPDIR or /tmp)");
   c->add_option("--classification", o.classification,

@@ -184,7 +184,8 @@ TEST_F(AsofEdgesTest, BadRequestsNameLineAndColumn) {
 // path `memory` and the requests' file choose: `long_first_lines` pads the
 // first requests with a wide column, so the size estimate is far too low
 // and the in-memory path gives way to the external one.
-void MatchesBruteForce(uint64_t memory, bool long_first_lines, bool want_in_memory) {
+void MatchesBruteForce(uint64_t memory, bool long_first_lines, bool want_in_memory,
+                       unsigned threads = 1) {
   TempDir dir;
   std::string path = dir / "fs.h5";
   std::mt19937_64 rng(7);
@@ -208,6 +209,7 @@ void MatchesBruteForce(uint64_t memory, bool long_first_lines, bool want_in_memo
   AsofOptions o = Opts(dir / "req.csv");
   o.memory_bytes = memory;
   o.tmpdir = dir.path();
+  o.threads = threads;
   AsofStats stats;
   auto v = Asof(path, o, &stats);
   ASSERT_TRUE(v.ok()) << v.status().ToString();
@@ -244,6 +246,9 @@ TEST(Asof, MatchesBruteForceWithSpills) {
 }
 TEST(Asof, MatchesBruteForceInMemory) {
   MatchesBruteForce(256 << 20, false, true);
+}
+TEST(Asof, MatchesBruteForceInMemoryOnThreeThreads) {
+  MatchesBruteForce(256 << 20, false, true, 3);  // three parts, cut at entity boundaries
 }
 TEST(Asof, MatchesBruteForceWhenTheEstimateFallsShort) {
   MatchesBruteForce(256 << 20, true, false);
