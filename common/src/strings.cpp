@@ -1,5 +1,8 @@
 #include "hpcml/common/strings.hpp"
 
+#include <cstdint>
+#include <cstring>
+
 namespace hpcml {
 
 std::string_view TrimBlanks(std::string_view s) {
@@ -37,6 +40,13 @@ std::optional<std::size_t> FindInvalidUtf8(std::string_view s) {
   const std::size_t n = s.size();
   std::size_t i = 0;
   while (i < n) {
+    // ASCII, 8 bytes at a time.
+    uint64_t word = 0;
+    for (; i + 8 <= n; i += 8) {
+      std::memcpy(&word, p + i, 8);
+      if ((word & 0x8080808080808080ull) != 0) break;
+    }
+    if (i >= n) break;
     const unsigned char c = p[i];
     if (c < 0x80) {
       ++i;

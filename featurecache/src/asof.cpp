@@ -23,6 +23,14 @@
 #include "hpcml/featurecache/timeutil.hpp"
 #include "hpcml/featurecache/writer.hpp"
 
+#include <chrono>
+static double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+static double T0 = Now();
+static void Tick(const char* what) {
+  fprintf(stderr, "%-16s %.3f\n", what, Now() - T0);
+}
 namespace hpcml::featurecache {
 
 std::string_view Name(AsofMissing m) {
@@ -78,6 +86,20 @@ class RequestLabels {
       return InvalidArgument("more than {} distinct labels, not all numbers", kMaxLabelClasses);
     return Status::Ok();
   }
+  // Adds the labels of a piece of the file read after those so far, and
+  // recodes that piece's requests [first, last) to match.
+  void Merge(const RequestLabels& piece, RequestInfo* first, RequestInfo* last) {
+    numeric_ = numeric_ && piece.numeric_;
+    std::vector<uint32_t> code(piece.texts_.size(), 0);
+    for (size_t i = 0; i < code.size() && texts_.size() <= kMaxLabelClasses; ++i) {
+      auto c = texts_.Encode(piece.texts_.keys()[i]);  // valid: the piece took it
+      code[i] = c.ok() ? static_cast<uint32_t>(*c) : 0;
+    }
+    for (RequestInfo* r = first; r != last; ++r)
+      if (r->label_code < code.size()) r->label_code = code[r->label_code];
+  }
+  // Whether Parse has failed (or would have, for merged pieces).
+  bool TooMany() const { return !numeric_ && texts_.size() > kMaxLabelClasses; }
   // After the last request: the sorted class names (empty: numbers).
   void Finish() {
     if (numeric_) return;
@@ -439,27 +461,83 @@ uint64_t EstimateRequests(const std::string& csv) {
 }
 
 // Step 2 in memory: the requests in file order; nullopt once there are
-// more than `max_requests` (the caller takes the external path).
+// more than `max_requests` (the caller takes the external path). With
+// threads > 1, pieces of the file are parsed at once, each with its own
+// entity keys and labels, merged in file order; a merge that fails (more
+// label texts than classes may have) reads the file again on one thread,
+// whose error names the line.
 Result<std::optional<std::vector<RequestInfo>>> ReadRequests(const AsofOptions& o,
                                                              uint64_t max_requests,
+                                                             unsigned threads,
                                                              StringDictionary* keys,
                                                              RequestsRead* read) {
+  using Requests = std::optional<std::vector<RequestInfo>>;
   HPCML_ASSIGN_OR_RETURN(CsvReader csv, CsvReader::Open(o.requests_csv, o.delimiter));
   HPCML_ASSIGN_OR_RETURN(RequestColumns cols, FindRequestColumns(csv, o));
   std::vector<RequestInfo> reqs;
   reqs.reserve(max_requests);  // untouched pages cost no memory
-  for (;;) {
-    HPCML_ASSIGN_OR_RETURN(bool more, csv.Next());
-    if (!more) break;
-    if (reqs.size() >= max_requests) return std::optional<std::vector<RequestInfo>>();
-    HPCML_ASSIGN_OR_RETURN(RequestInfo r, ParseRequest(csv, cols, o, keys, &read->labels));
-    reqs.push_back(r);
+  if (threads <= 1) {
+    for (;;) {
+      HPCML_ASSIGN_OR_RETURN(bool more, csv.Next());
+      if (!more) break;
+      if (reqs.size() >= max_requests) return Requests();
+      HPCML_ASSIGN_OR_RETURN(RequestInfo r, ParseRequest(csv, cols, o, keys, &read->labels));
+      reqs.push_back(r);
+    }
+  } else {
+    struct Piece {
+      std::vector<RequestInfo> reqs;
+      StringDictionary keys;
+      RequestLabels labels;
+    };
+    std::vector<Piece> pieces(threads);
+    bool too_many = false, redo = false;
+    Status st = csv.ReadRestInParallel(
+        threads,
+        [&](unsigned p, CsvReader& piece) {
+          Piece& pc = pieces[p];
+          pc.reqs.clear();  // keeps its memory for the next window
+          pc.keys = StringDictionary();
+          pc.labels = RequestLabels();
+          for (;;) {
+            HPCML_ASSIGN_OR_RETURN(bool more, piece.Next());
+            if (!more) return Status::Ok();
+            HPCML_ASSIGN_OR_RETURN(
+                RequestInfo r,
+                ParseRequest(piece, cols, o, keys != nullptr ? &pc.keys : nullptr, &pc.labels));
+            pc.reqs.push_back(r);
+          }
+        },
+        [&](unsigned n) {
+          for (unsigned p = 0; p < n; ++p) {
+            Piece& pc = pieces[p];
+            if (keys != nullptr) {  // piece codes -> the version's
+              std::vector<int64_t> code;
+              for (const std::string& k : pc.keys.keys()) {
+                HPCML_ASSIGN_OR_RETURN(int64_t c, keys->Encode(k));
+                code.push_back(c);
+              }
+              for (RequestInfo& r : pc.reqs) r.entity = code[static_cast<size_t>(r.entity)];
+            }
+            read->labels.Merge(pc.labels, pc.reqs.data(), pc.reqs.data() + pc.reqs.size());
+            reqs.insert(reqs.end(), pc.reqs.begin(), pc.reqs.end());
+          }
+          too_many = reqs.size() > max_requests;
+          redo = read->labels.TooMany();
+          return too_many || redo ? FailedPrecondition("stop") : Status::Ok();
+        });
+    if (too_many) return Requests();
+    if (redo) {
+      *read = RequestsRead{};
+      return ReadRequests(o, max_requests, 1, keys, read);
+    }
+    HPCML_RETURN_IF_ERROR(st);
   }
   if (reqs.empty()) return InvalidArgument("{}: no requests after the header", o.requests_csv);
   read->labels.Finish();
   HPCML_ASSIGN_OR_RETURN(read->sha256, csv.Sha256Hex());
   read->has_label = cols.has_label;
-  return std::optional<std::vector<RequestInfo>>(std::move(reqs));
+  return Requests(std::move(reqs));
 }
 
 // Times in microseconds are mostly whole seconds, minutes or days: dividing
@@ -577,7 +655,9 @@ Matches SortAndSweep(const AsofOptions& o, const JoinPacking& p, const FeatureKe
                          : p.Pack<K>(reqs[i - rows].entity, reqs[i - rows].time, 1, i - rows);
     }
   });
+  Tick("packed");
   RadixSort(keys, p.bits(), threads);
+  Tick("sorted");
   const unsigned shift = p.entity_shift();
   const K index_mask = (K{1} << p.index_bits) - 1;
   // Parts start at an entity's first key.
@@ -630,24 +710,26 @@ Matches SortAndSweep(const AsofOptions& o, const JoinPacking& p, const FeatureKe
 // (entity, time) order, as the external path). Returns false, having done
 // nothing, when the packed keys need more than 128 bits or more memory
 // than the budget (the caller takes the external path).
-Result<bool> JoinInMemory(const AsofOptions& o, VersionReader& src, const StringDictionary& keys,
-                          const std::vector<RequestInfo>& reqs, const RequestsRead& read,
-                          AsofStats* stats, FeatureSetWriter& writer,
+Result<bool> JoinInMemory(const AsofOptions& o, unsigned threads, VersionReader& src,
+                          const StringDictionary& keys, const std::vector<RequestInfo>& reqs,
+                          const RequestsRead& read, AsofStats* stats, FeatureSetWriter& writer,
                           const std::function<Status(uint64_t)>& start) {
   __extension__ typedef unsigned __int128 U128;
   const VersionInfo& si = src.info();
   const uint64_t rows = si.rows, nf = si.features(), ni = si.int_features();
-  const unsigned threads = o.threads == 0 ? AvailableCpus() : o.threads;
   FeatureKeys f;
   f.entity.resize(rows);
   f.time.resize(rows);
   HPCML_RETURN_IF_ERROR(src.Read(0, rows, nullptr, nullptr, f.entity.data(), f.time.data()));
+  Tick("keys read");
   const JoinPacking p = PackingFor(f, reqs);
+  Tick("packing");
   if (p.bits() > 128 ||
       InMemoryBytes(rows, reqs.size(), nf, ni, p.bits() > 64 ? 16 : 8, false) > o.memory_bytes)
     return false;
   Matches m = p.bits() <= 64 ? SortAndSweep<uint64_t>(o, p, f, reqs, threads)
                              : SortAndSweep<U128>(o, p, f, reqs, threads);
+  Tick("swept");
   stats->matched = m.matched;
   stats->missing = m.missing;
   if (m.missing > 0 && o.missing == AsofMissing::kError) {
@@ -676,6 +758,7 @@ Result<bool> JoinInMemory(const AsofOptions& o, VersionReader& src, const String
   std::vector<int64_t> fints(rows * ni);
   HPCML_RETURN_IF_ERROR(src.Read(0, rows, fx.data(), nullptr, nullptr, nullptr));
   if (ni > 0) HPCML_RETURN_IF_ERROR(src.ReadInts(0, rows, fints.data()));
+  Tick("features read");
   const uint64_t block = uint64_t{1} << 16;
   std::vector<float> x(block * nf), y(read.has_label ? block : 0);
   std::vector<int64_t> e(block), t(block), ints(block * ni);
@@ -684,6 +767,10 @@ Result<bool> JoinInMemory(const AsofOptions& o, VersionReader& src, const String
     const uint64_t n = std::min(block, count - first);
     ParallelFor(n >= 8192 ? threads : 1, n, [&](unsigned, size_t b, size_t end) {
       for (size_t i = b; i < end; ++i) {
+        if (i + 16 < end) {  // the rows are in random order: fetch ahead
+          const uint64_t ahead = kept.empty() ? first + i + 16 : kept[first + i + 16];
+          if (m.row[ahead] != kNoRow) __builtin_prefetch(fx.data() + uint64_t{m.row[ahead]} * nf);
+        }
         const uint64_t q = kept.empty() ? first + i : kept[first + i];
         const RequestInfo& r = reqs[q];
         const uint32_t row = m.row[q];
@@ -699,6 +786,7 @@ Result<bool> JoinInMemory(const AsofOptions& o, VersionReader& src, const String
                                         t.data(), n, ni > 0 ? ints.data() : nullptr));
     stats->written += n;
   }
+  Tick("written");
   return true;
 }
 
@@ -716,8 +804,9 @@ Result<VersionInfo> Asof(const std::string& path, const AsofOptions& o, AsofStat
                          CanonicalPath(o.requests_csv, /*must_exist=*/true));
   HPCML_RETURN_IF_ERROR(CheckPath(ctx, req_canonical, "read requests"));
 
-  HPCML_ASSIGN_OR_RETURN(FeatureSetWriter writer,
-                         FeatureSetWriter::Begin(path, WriterOptions{"", o.lock_timeout_s}));
+  HPCML_ASSIGN_OR_RETURN(
+      FeatureSetWriter writer,
+      FeatureSetWriter::Begin(path, WriterOptions{"", o.lock_timeout_s, o.threads}));
   HPCML_ASSIGN_OR_RETURN(FeatureSet fs, FeatureSet::Open(path));
   HPCML_ASSIGN_OR_RETURN(VersionReader src, fs.OpenVersion(o.from));
   const VersionInfo& si = src.info();
@@ -742,18 +831,22 @@ Result<VersionInfo> Asof(const std::string& path, const AsofOptions& o, AsofStat
   // estimated (by a quarter), or keys wider than 128 bits, take the
   // external path (the requests are read again).
   const uint64_t nf = si.features(), ni = si.int_features();
+  const unsigned threads = o.threads == 0 ? AvailableCpus() : o.threads;
   const uint64_t estimate = EstimateRequests(o.requests_csv);
   const uint64_t max_requests = estimate + estimate / 4;
   if (si.rows < kNoRow && max_requests < kNoRow &&
       InMemoryBytes(si.rows, max_requests, nf, ni, 8, false) <= o.memory_bytes) {
-    HPCML_ASSIGN_OR_RETURN(auto reqs, ReadRequests(o, max_requests, codes, &req));
+    Tick("start");
+    HPCML_ASSIGN_OR_RETURN(auto reqs, ReadRequests(o, max_requests, threads, codes, &req));
+    Tick("requests read");
     if (reqs) {
       stats.requests = reqs->size();
-      HPCML_ASSIGN_OR_RETURN(bool joined,
-                             JoinInMemory(o, src, keys, *reqs, req, &stats, writer, start));
+      HPCML_ASSIGN_OR_RETURN(
+          bool joined, JoinInMemory(o, threads, src, keys, *reqs, req, &stats, writer, start));
       if (joined) {
         stats.in_memory = true;
         HPCML_ASSIGN_OR_RETURN(VersionInfo info, writer.Commit());
+        Tick("committed");
         if (stats_out != nullptr) *stats_out = stats;
         return info;
       }

@@ -13,12 +13,13 @@
 #include <limits>
 #include <optional>
 
+#include "hpcml/common/parallel.hpp"
 #include "hpcml/common/strings.hpp"
 
 namespace hpcml::featurecache {
 
-CsvReader::CsvReader(std::string path, UniqueFd fd, char delimiter, Mode mode)
-    : path_(std::move(path)), fd_(std::move(fd)), delim_(delimiter), mode_(mode), buf_(4 << 20) {}
+CsvReader::CsvReader(std::string path, UniqueFd fd, char delimiter, Mode mode, size_t buffer)
+    : path_(std::move(path)), fd_(std::move(fd)), delim_(delimiter), mode_(mode), buf_(buffer) {}
 
 Result<CsvReader> CsvReader::Open(const std::string& path, char delimiter, Mode mode) {
   if (delimiter == '"' || delimiter == '\n' || delimiter == '\r') {
@@ -67,7 +68,7 @@ Status CsvReader::Fill() {
 
 CsvReader::Parse CsvReader::ScanQuoted(size_t pos, size_t* close, uint64_t* newlines,
                                        std::string* error) {
-  const char* data = buf_.data();
+  const char* text = data();
   size_t p = pos + 1;
   bool escaped = false;
   size_t arena_start = arena_.size();
@@ -77,13 +78,13 @@ CsvReader::Parse CsvReader::ScanQuoted(size_t pos, size_t* close, uint64_t* newl
       *error = "unterminated quoted field";
       return Parse::kError;
     }
-    char c = data[p];
+    char c = text[p];
     if (c == '"') {
       if (p + 1 >= end_ && !eof_) return Parse::kNeedMore;
-      if (p + 1 < end_ && data[p + 1] == '"') {
+      if (p + 1 < end_ && text[p + 1] == '"') {
         // First escape: copy what came before it; later characters are
         // appended one by one below.
-        if (!escaped) arena_.append(data + pos + 1, p - pos - 1);
+        if (!escaped) arena_.append(text + pos + 1, p - pos - 1);
         escaped = true;
         arena_.push_back('"');
         p += 2;
@@ -107,17 +108,17 @@ CsvReader::Parse CsvReader::ScanQuoted(size_t pos, size_t* close, uint64_t* newl
 CsvReader::Parse CsvReader::ParseRecord(size_t* consumed, uint64_t* newlines, std::string* error) {
   spans_.clear();
   arena_.clear();
-  const char* data = buf_.data();
+  const char* text = data();
   size_t pos = begin_;
   uint64_t nl = 0;
   for (;;) {
     // One field starting at pos.
-    if (pos < end_ && data[pos] == '"') {
+    if (pos < end_ && text[pos] == '"') {
       size_t p = 0;
       Parse q = ScanQuoted(pos, &p, &nl, error);
       if (q != Parse::kRecord) return q;
       pos = p + 1;  // after the closing quote
-      if (pos < end_ && data[pos] == '\r' && (pos + 1 >= end_ || data[pos + 1] == '\n')) {
+      if (pos < end_ && text[pos] == '\r' && (pos + 1 >= end_ || text[pos + 1] == '\n')) {
         if (pos + 1 >= end_ && !eof_) return Parse::kNeedMore;
         ++pos;
       }
@@ -127,11 +128,11 @@ CsvReader::Parse CsvReader::ParseRecord(size_t* consumed, uint64_t* newlines, st
         *newlines = nl;
         return Parse::kRecord;
       }
-      if (data[pos] == delim_) {
+      if (text[pos] == delim_) {
         ++pos;
         continue;
       }
-      if (data[pos] == '\n') {
+      if (text[pos] == '\n') {
         *consumed = pos + 1 - begin_;
         *newlines = nl + 1;
         return Parse::kRecord;
@@ -142,18 +143,18 @@ CsvReader::Parse CsvReader::ParseRecord(size_t* consumed, uint64_t* newlines, st
     }
     // Unquoted field: up to the delimiter or the end of the line.
     size_t p = pos;
-    while (p < end_ && data[p] != delim_ && data[p] != '\n') ++p;
+    while (p < end_ && text[p] != delim_ && text[p] != '\n') ++p;
     if (p >= end_ && !eof_) return Parse::kNeedMore;
     size_t len = p - pos;
-    if (p < end_ && data[p] == '\n' && len > 0 && data[p - 1] == '\r') --len;
-    if (p >= end_ && len > 0 && data[p - 1] == '\r') --len;
+    if (p < end_ && text[p] == '\n' && len > 0 && text[p - 1] == '\r') --len;
+    if (p >= end_ && len > 0 && text[p - 1] == '\r') --len;
     spans_.push_back({false, pos, len});
     if (p >= end_) {
       *consumed = p - begin_;
       *newlines = nl;
       return Parse::kRecord;
     }
-    if (data[p] == delim_) {
+    if (text[p] == delim_) {
       pos = p + 1;
       continue;
     }
@@ -187,18 +188,108 @@ Result<bool> CsvReader::Next() {
       return Status(StatusCode::kInvalidArgument,
                     fmt::format("{}: line {}: {}", path_, line_ + newlines, error));
     }
-    bool quoted_start = buf_[begin_] == '"';
+    bool quoted_start = data()[begin_] == '"';
     begin_ += consumed;
     line_ += newlines;
     // A blank line parses as one empty unquoted field: skip it.
     if (spans_.size() == 1 && spans_[0].length == 0 && !quoted_start) continue;
     fields_.reserve(spans_.size());
     for (const Span& s : spans_) {
-      fields_.emplace_back(s.arena ? arena_.data() + s.offset : buf_.data() + s.offset, s.length);
+      fields_.emplace_back(s.arena ? arena_.data() + s.offset : data() + s.offset, s.length);
     }
-    if (mode_ == Mode::kFull) HPCML_RETURN_IF_ERROR(CheckUtf8());
+    if (mode_ == Mode::kFull && !valid_utf8_) HPCML_RETURN_IF_ERROR(CheckUtf8());
     return true;
   }
+}
+
+CsvReader CsvReader::OverBytes(const CsvReader& file, const char* bytes, size_t size,
+                               uint64_t first_line) {
+  CsvReader r(file.path_, UniqueFd(), file.delim_, file.mode_, 0);
+  r.bytes_ = bytes;
+  r.end_ = size;
+  // Valid as a whole, valid in every field: the bytes that separate and
+  // quote fields are ASCII, which no multibyte sequence contains.
+  r.valid_utf8_ = !FindInvalidUtf8(std::string_view(bytes, size));
+  r.eof_ = true;
+  r.bom_checked_ = true;
+  r.line_ = first_line;
+  return r;
+}
+
+Status CsvReader::ReadRestInParallel(
+    unsigned threads, const std::function<Status(unsigned piece, CsvReader& reader)>& parse,
+    const std::function<Status(unsigned pieces)>& done, size_t piece_bytes) {
+  threads = std::max(1u, threads);
+  piece_bytes = std::max<size_t>(piece_bytes, 1);
+  // The window: the unparsed bytes so far, then more from the file.
+  std::vector<char> window(buf_.begin() + static_cast<ptrdiff_t>(begin_),
+                           buf_.begin() + static_cast<ptrdiff_t>(end_));
+  std::vector<char>().swap(buf_);
+  begin_ = end_ = 0;
+  size_t want = threads * piece_bytes;
+  size_t unhashed = window.size();  // window[unhashed, ...) is not in the digest yet
+  for (bool last = eof_; !window.empty() || !last;) {
+    size_t have = window.size();
+    window.resize(std::max(want, have + piece_bytes));
+    while (!last && have < window.size()) {
+      ssize_t n = ::read(fd_.get(), window.data() + have, window.size() - have);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return ErrnoError(path_, errno);
+      if (n == 0) last = true;
+      bytes_read_ += static_cast<uint64_t>(n);
+      have += static_cast<size_t>(n);
+    }
+    window.resize(have);
+    // Whole records: up to the last line end (all, at the end of the file).
+    size_t whole = have;
+    if (!last) {
+      const auto nl = std::find(window.rbegin(), window.rend(), '\n');
+      if (nl == window.rend()) {  // one record longer than the window
+        want *= 2;
+        continue;
+      }
+      whole = static_cast<size_t>(window.rend() - nl);
+    }
+    // Cut points, each after a line end; one piece when any quote.
+    std::vector<size_t> cut = {0};
+    if (std::memchr(window.data(), '"', whole) == nullptr) {
+      for (unsigned p = 1; p < threads; ++p) {
+        const size_t from = std::max(whole * p / threads, cut.back());
+        const void* nl = std::memchr(window.data() + from, '\n', whole - from);
+        if (nl == nullptr) break;
+        const size_t at = static_cast<size_t>(static_cast<const char*>(nl) - window.data()) + 1;
+        if (at < whole) cut.push_back(at);
+      }
+    }
+    cut.push_back(whole);
+    const auto pieces = static_cast<unsigned>(cut.size() - 1);
+    std::vector<uint64_t> first_line(pieces + 1, line_);
+    for (unsigned p = 0; p < pieces; ++p) {
+      first_line[p + 1] =
+          first_line[p] + static_cast<uint64_t>(
+                              std::count(window.data() + cut[p], window.data() + cut[p + 1], '\n'));
+    }
+    // The digest of the new bytes as one more part, beside the parsing.
+    std::vector<Status> status(pieces);
+    ParallelFor(pieces + 1, pieces + 1, [&](unsigned p, size_t, size_t) {
+      if (p == pieces) {
+        if (mode_ == Mode::kFull) sha_.Update(window.data() + unhashed, have - unhashed);
+        return;
+      }
+      CsvReader r = OverBytes(*this, window.data() + cut[p], cut[p + 1] - cut[p], first_line[p]);
+      status[p] = parse(p, r);
+    });
+    for (const Status& st : status) HPCML_RETURN_IF_ERROR(st);
+    HPCML_RETURN_IF_ERROR(done(pieces));
+    line_ = first_line[pieces];
+    window.erase(window.begin(), window.begin() + static_cast<ptrdiff_t>(whole));
+    unhashed = window.size();
+    if (last && window.empty()) break;
+  }
+  eof_ = true;
+  finished_ = true;
+  fields_.clear();
+  return Status::Ok();
 }
 
 Result<std::string> CsvReader::Sha256Hex() {
@@ -251,6 +342,7 @@ Result<size_t> CsvHeader::Find(const std::string& name, const char* role) const 
 NaValues NaValues::Default() {
   NaValues na;
   na.words_ = {"NA", "N/A", "NaN", "nan", "NAN", "null", "NULL", "None"};
+  na.Index();
   return na;
 }
 
@@ -264,10 +356,19 @@ Result<NaValues> NaValues::Parse(std::string_view list) {
                              list);
     na.words_.emplace_back(w);
   }
+  na.Index();
   return na;
 }
 
-bool NaValues::Contains(std::string_view s) const {
+void NaValues::Index() {
+  std::fill(std::begin(first_), std::end(first_), 0);
+  for (const std::string& w : words_) {
+    const auto c = static_cast<unsigned char>(w[0]);
+    first_[c / 64] |= uint64_t{1} << (c % 64);
+  }
+}
+
+bool NaValues::ContainsWord(std::string_view s) const {
   return std::find(words_.begin(), words_.end(), s) != words_.end();
 }
 

@@ -15,6 +15,7 @@
 #include "hpcml/common/h5.hpp"
 #include "hpcml/common/identity.hpp"
 #include "hpcml/common/job_env.hpp"
+#include "hpcml/common/parallel.hpp"
 #include "hpcml/common/time.hpp"
 #include "hpcml/featurecache/access.hpp"
 #include "hpcml/featurecache/entity_keys.hpp"
@@ -114,12 +115,12 @@ struct FeatureSetWriter::Impl {
   uint64_t flushes = 0;
   ColumnDigests digests;
   RowTally tally;
+  unsigned threads = 1;
 
   ~Impl() { Abort(); }
 
   Status OpenCopy(const WriterOptions& options);
   Status CreateNew(const WriterOptions& options);
-  Status WriteColumn(Column c);
   Status Flush();
   Result<std::string> WriteEntityKeys();
   Result<std::string> WriteCategories();
@@ -213,22 +214,38 @@ Status FeatureSetWriter::Impl::CreateNew(const WriterOptions& options) {
 
 // Writes column `c` of the block, then adds it to its digest: a column is
 // hashed only once written.
-Status FeatureSetWriter::Impl::WriteColumn(Column c) {
-  HPCML_RETURN_IF_ERROR(version.Write(c, block, rows));
-  digests.Update(c, block);
-  return Status::Ok();
-}
-
-// Writes the held rows column by column; a column is hashed once written,
-// and the rows are tallied once their features are.
+// Writes the held rows column by column (HDF5, on the calling thread) while,
+// with threads, other threads hash the columns and tally the rows: each
+// reads the block only.
 Status FeatureSetWriter::Impl::Flush() {
   if (block.empty()) return Status::Ok();
-  HPCML_RETURN_IF_ERROR(WriteColumn(Column::kX));
-  tally.Add(block);
-  if (version.has_labels()) HPCML_RETURN_IF_ERROR(WriteColumn(Column::kY));
-  HPCML_RETURN_IF_ERROR(WriteColumn(Column::kEntity));
-  HPCML_RETURN_IF_ERROR(WriteColumn(Column::kTime));
-  if (version.has_ints()) HPCML_RETURN_IF_ERROR(WriteColumn(Column::kInt));
+  std::vector<Column> columns = {Column::kX};
+  if (version.has_labels()) columns.push_back(Column::kY);
+  columns.push_back(Column::kEntity);
+  columns.push_back(Column::kTime);
+  if (version.has_ints()) columns.push_back(Column::kInt);
+  Status written;
+  auto write = [&] {
+    for (Column c : columns) {
+      written = version.Write(c, block, rows);
+      if (!written.ok()) return;
+    }
+  };
+  auto hash = [&] {
+    for (Column c : columns) digests.Update(c, block);
+  };
+  if (threads <= 1) {
+    write();
+    if (written.ok()) hash();
+    tally.Add(block);
+  } else {
+    ParallelFor(3, 3, [&](unsigned part, size_t, size_t) {
+      if (part == 0) write();
+      if (part == 1) hash();
+      if (part == 2) tally.Add(block);
+    });
+  }
+  HPCML_RETURN_IF_ERROR(written);
   rows += block.rows();
   block.Clear();
   if (++flushes == 1) CrashPoint("mid-write");
@@ -252,6 +269,7 @@ Result<FeatureSetWriter> FeatureSetWriter::Begin(const std::string& path,
         "{}: access denied: zone '{}' requested but this job runs in zone '{}' (HPCML_ZONE)",
         canonical, options.zone, impl->ctx.zone);
   }
+  impl->threads = options.threads == 0 ? AvailableCpus() : options.threads;
   impl->paths = SetPaths::For(path, std::move(canonical));
   const SetPaths& paths = impl->paths;
   HPCML_ASSIGN_OR_RETURN(impl->lock,

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <random>
 
 #include "test_util.hpp"
 
@@ -104,6 +105,98 @@ TEST(Csv, DigestCoversEveryByteAndOnlyAtEnd) {
   }
   EXPECT_EQ(*r->Sha256Hex(), Sha256::Hex(text));
   EXPECT_EQ(r->bytes_read(), text.size());
+}
+
+// Records, lines and digest of the rest of `path` after its header, read
+// with ReadRestInParallel.
+struct Parallel {
+  std::vector<std::vector<std::string>> rows;
+  std::vector<uint64_t> lines;
+  std::string sha;
+  Status status;
+};
+Parallel ReadParallel(const std::string& path, unsigned threads, size_t piece_bytes) {
+  Parallel out;
+  auto r = CsvReader::Open(path);
+  EXPECT_TRUE(r.ok());
+  EXPECT_TRUE(*r->Next());
+  out.rows.emplace_back(r->fields().begin(), r->fields().end());
+  out.lines.push_back(r->line());
+  std::vector<Parallel> piece(threads);
+  out.status = r->ReadRestInParallel(
+      threads,
+      [&](unsigned p, CsvReader& reader) {
+        piece[p] = Parallel{};
+        for (;;) {
+          HPCML_ASSIGN_OR_RETURN(bool more, reader.Next());
+          if (!more) return Status::Ok();
+          piece[p].rows.emplace_back(reader.fields().begin(), reader.fields().end());
+          piece[p].lines.push_back(reader.line());
+        }
+      },
+      [&](unsigned pieces) {
+        for (unsigned p = 0; p < pieces; ++p) {
+          out.rows.insert(out.rows.end(), piece[p].rows.begin(), piece[p].rows.end());
+          out.lines.insert(out.lines.end(), piece[p].lines.begin(), piece[p].lines.end());
+        }
+        return Status::Ok();
+      },
+      piece_bytes);
+  if (out.status.ok()) out.sha = *r->Sha256Hex();
+  return out;
+}
+
+TEST(Csv, InParallelReadsWhatTheSerialReaderReads) {
+  TempDir dir;
+  std::mt19937 rng(3);
+  std::string text = "\xEF\xBB\xBFid,name,x\n";
+  for (int i = 0; i < 3000; ++i) {
+    switch (rng() % 20) {
+      case 0:  // a quoted field across lines, with an escaped quote
+        text += std::to_string(i) + ",\"a \"\"b\"\"\nc\"," + std::to_string(i) + "\n";
+        break;
+      case 1:
+        text += "\n";  // blank
+        break;
+      case 2:
+        text += std::to_string(i) + ",crlf," + std::to_string(i) + "\r\n";
+        break;
+      case 3:  // longer than a piece
+        text += std::to_string(i) + "," + std::string(3000, 'w') + ",1\n";
+        break;
+      default:
+        text += std::to_string(i) + ",n" + std::to_string(rng() % 1000) + "," +
+                std::to_string(rng() % 7) + "\n";
+    }
+  }
+  text += "last,no,newline";
+  WriteText(dir / "a.csv", text);
+  std::vector<uint64_t> lines;
+  auto rows = ReadAll(dir / "a.csv", &lines);
+  for (unsigned threads : {1u, 2u, 3u, 5u}) {
+    for (size_t piece : {size_t{100}, size_t{4096}, size_t{1} << 20}) {
+      Parallel par = ReadParallel(dir / "a.csv", threads, piece);
+      ASSERT_TRUE(par.status.ok()) << par.status.ToString();
+      EXPECT_EQ(par.rows, rows) << threads << " threads, pieces of " << piece;
+      EXPECT_EQ(par.lines, lines) << threads << " threads, pieces of " << piece;
+      EXPECT_EQ(par.sha, Sha256::Hex(text));
+    }
+  }
+}
+
+TEST(Csv, InParallelTheFirstErrorInTheFileIsReported) {
+  TempDir dir;
+  std::string text = "a,b\n";
+  for (int i = 2; i <= 2000; ++i)
+    text += i == 700 || i == 1500 ? "1,\xFF\n" : std::to_string(i) + ",ok\n";
+  WriteText(dir / "a.csv", text);
+  for (unsigned threads : {1u, 2u, 4u}) {
+    Parallel par = ReadParallel(dir / "a.csv", threads, 1000);
+    ASSERT_FALSE(par.status.ok());
+    EXPECT_NE(par.status.message().find("a.csv: line 700, column 2: not valid UTF-8"),
+              std::string::npos)
+        << par.status.message();
+  }
 }
 
 TEST(Csv, ErrorsNameFileLineAndColumn) {

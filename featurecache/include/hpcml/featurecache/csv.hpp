@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
@@ -49,13 +50,32 @@ class CsvReader {
   // times. Two reads of a file with the same identity read the same bytes.
   Result<std::string> Identity() const;
 
+  // The records after the current one, on `threads` threads: the rest of
+  // the file is read in windows of about threads x 8 MiB, each cut at line
+  // ends into `threads` pieces (a window holding a quote character is one
+  // piece: only outside quotes does every line end end a record). For each
+  // window, parse(piece, reader) runs for all pieces at once, each on its
+  // own thread, with a reader over the piece's bytes (this reader's mode
+  // and path; its lines are the file's, so its errors name the right line);
+  // then done(pieces) runs on the calling thread, pieces in file order. The
+  // first error, in file order, ends the read. Afterwards this reader is at
+  // the end of the file, its digest covering every byte.
+  Status ReadRestInParallel(unsigned threads,
+                            const std::function<Status(unsigned piece, CsvReader& reader)>& parse,
+                            const std::function<Status(unsigned pieces)>& done,
+                            size_t piece_bytes = size_t{8} << 20);
+
   // "<path>: line N, column C: <message>" (column is 1-based: index + 1).
   Status ErrorAt(size_t index, std::string_view message) const;
   // "<path>: line N: <message>".
   Status ErrorAtLine(std::string_view message) const;
 
  private:
-  CsvReader(std::string path, UniqueFd fd, char delimiter, Mode mode);
+  CsvReader(std::string path, UniqueFd fd, char delimiter, Mode mode, size_t buffer = 4 << 20);
+  // A reader of `bytes` (not copied: they must outlive it), whole records
+  // starting on line `first_line`.
+  static CsvReader OverBytes(const CsvReader& file, const char* bytes, size_t size,
+                             uint64_t first_line);
 
   struct Span {
     bool arena;
@@ -82,6 +102,9 @@ class CsvReader {
   char delim_;
   Mode mode_;
   std::vector<char> buf_;
+  const char* bytes_ = nullptr;  // the bytes read instead of buf_ (OverBytes)
+  bool valid_utf8_ = false;      // bytes_ are valid UTF-8 as a whole
+  const char* data() const { return bytes_ != nullptr ? bytes_ : buf_.data(); }
   size_t begin_ = 0;
   size_t end_ = 0;
   bool eof_ = false;
@@ -126,11 +149,18 @@ class NaValues {
   // cells are missing); each word trimmed, none may hold a quote.
   static Result<NaValues> Parse(std::string_view list);
   // Whether the trimmed cell `s` is missing.
-  bool Contains(std::string_view s) const;
+  bool Contains(std::string_view s) const {
+    if (s.empty()) return false;
+    const auto c = static_cast<unsigned char>(s[0]);
+    return ((first_[c / 64] >> (c % 64)) & 1) != 0 && ContainsWord(s);
+  }
   const std::vector<std::string>& words() const { return words_; }
 
  private:
+  bool ContainsWord(std::string_view s) const;
+  void Index();  // first_ from words_
   std::vector<std::string> words_;
+  uint64_t first_[4] = {};  // the words' first bytes: most cells start otherwise
 };
 
 // Cell parsers shared by ingest, asof and derive. Errors carry no location;

@@ -38,6 +38,9 @@ struct WriterOptions {
   std::string zone;
   // How long to wait for another writer's lock before giving up.
   double lock_timeout_s = 600;
+  // Threads that write, hash and tally each block of rows side by side
+  // (HDF5 is called from one of them only); 0: AvailableCpus().
+  unsigned threads = 0;
 };
 
 struct NewVersion {
