@@ -234,6 +234,9 @@ Subcommand AddIngest(CLI::App& app, Out& out) {
                 "column kinds from a TOML file: one COLUMN = \"KIND\" per line ([columns] table "
                 "or top level); --types adds to it");
   c->add_option("--lock-timeout", o.lock_timeout_s, "seconds to wait for another writer");
+  c->add_option("--threads", o.threads,
+                "threads that parse the CSV and write (default: the CPUs this process may use)")
+      ->check(CLI::Range(1, 1024));
   c->add_option("--rules", a->rules,
                 "validation rules (TOML): a batch that breaks one is not added");
   return {c, [a, &out] { return RunIngest(*a, out); }};

@@ -11,6 +11,7 @@
 
 #include "hpcml/common/fs.hpp"
 #include "hpcml/common/json.hpp"
+#include "hpcml/common/parallel.hpp"
 #include "hpcml/common/strings.hpp"
 #include "hpcml/common/toml.hpp"
 #include "hpcml/featurecache/access.hpp"
@@ -96,6 +97,7 @@ struct ColumnPlan {
 class KindVotes {
  public:
   void Add(CellShape s) { seen_ |= static_cast<uint8_t>(1u << static_cast<unsigned>(s)); }
+  void Merge(const KindVotes& o) { seen_ |= o.seen_; }
   bool decided() const { return has(CellShape::kText); }  // nothing changes a category
   std::string Kind() const {
     const bool number = has(CellShape::kInt) || has(CellShape::kFloat);
@@ -117,63 +119,113 @@ Status CheckFieldCount(const CsvReader& csv, size_t header) {
       fmt::format("expected {} fields as in the header, found {}", header, csv.size()));
 }
 
-// The first pass: the kind of every feature column whose kind was not
-// given, and the sorted class names of a string label. A scan: no UTF-8
-// check and no digest (the second pass does both). Returns the file's
-// identity at its end, so the second pass can tell whether it changed.
-Result<std::string> InferKinds(const IngestOptions& o, const IngestColumns& c, ColumnPlan* plan) {
-  HPCML_ASSIGN_OR_RETURN(CsvReader csv,
-                         CsvReader::Open(o.csv_path, o.delimiter, CsvReader::Mode::kScan));
-  HPCML_RETURN_IF_ERROR(CsvHeader::Read(csv).status());
-  const size_t nf = c.features.size();
-  std::vector<KindVotes> votes(nf);
-  std::vector<size_t> open;  // features still to infer
-  for (size_t j = 0; j < nf; ++j)
-    if (plan->kinds[j].empty()) open.push_back(j);
-  KindVotes label_votes;
-  std::set<std::string, std::less<>> classes;
-  bool label_open = c.has_label && !o.column_kinds.contains(o.label_column);
-  bool collect = c.has_label && (label_open || plan->label_classes);
-  for (;;) {
-    HPCML_ASSIGN_OR_RETURN(bool more, csv.Next());
-    if (!more) break;
-    HPCML_RETURN_IF_ERROR(CheckFieldCount(csv, c.header.size()));
-    for (size_t k = 0; k < open.size();) {
-      const size_t j = open[k];
-      votes[j].Add(ClassifyCell(csv.field(c.features[j]), *plan->na[j]));
-      if (votes[j].decided()) {
-        open[k] = open.back();  // a category already: no need to look further
-        open.pop_back();
+// What the first pass saw: each open column's votes, the label's, and its
+// distinct texts (up to one more than classes may have).
+class KindTally {
+ public:
+  KindTally(const IngestOptions& o, const IngestColumns& c, const ColumnPlan& plan)
+      : o_(&o), c_(&c), plan_(&plan), votes_(c.features.size()) {
+    for (size_t j = 0; j < votes_.size(); ++j)
+      if (plan.kinds[j].empty()) open_.push_back(j);
+    label_open_ = c.has_label && !o.column_kinds.contains(o.label_column);
+    collect_ = c.has_label && (label_open_ || plan.label_classes);
+  }
+
+  // The current record of `csv`.
+  Status Add(const CsvReader& csv) {
+    HPCML_RETURN_IF_ERROR(CheckFieldCount(csv, c_->header.size()));
+    for (size_t k = 0; k < open_.size();) {
+      const size_t j = open_[k];
+      votes_[j].Add(ClassifyCell(csv.field(c_->features[j]), *plan_->na[j]));
+      if (votes_[j].decided()) {
+        open_[k] = open_.back();  // a category already: no need to look further
+        open_.pop_back();
       } else {
         ++k;
       }
     }
-    if (collect) {
-      std::string_view cell = TrimBlanks(csv.field(c.label));
-      if (label_open) label_votes.Add(ClassifyCell(cell, *plan->label_na));
-      if (!cell.empty() && !plan->label_na->Contains(cell) && !classes.contains(cell)) {
-        if (classes.size() > kMaxLabelClasses) {
-          collect = false;  // too many for classes: numbers, or an error below
-        } else {
-          classes.emplace(cell);
-        }
+    if (collect_) {
+      std::string_view cell = TrimBlanks(csv.field(c_->label));
+      if (label_open_) label_votes_.Add(ClassifyCell(cell, *plan_->label_na));
+      if (!cell.empty() && !plan_->label_na->Contains(cell)) AddClass(cell);
+    }
+    return Status::Ok();
+  }
+  // Adds what another tally (of another piece of the file) saw.
+  void Merge(const KindTally& t) {
+    for (size_t j = 0; j < votes_.size(); ++j) votes_[j].Merge(t.votes_[j]);
+    label_votes_.Merge(t.label_votes_);
+    for (const std::string& cls : t.classes_) AddClass(cls);
+  }
+  // The inferred kinds and classes into `plan`.
+  Status Finish(ColumnPlan* plan) const {
+    for (size_t j = 0; j < votes_.size(); ++j) {
+      if (!plan->kinds[j].empty()) continue;
+      plan->kinds[j] = votes_[j].Kind();
+      plan->inferred.push_back(c_->header[c_->features[j]]);
+    }
+    if (label_open_) plan->label_classes = label_votes_.Kind() == "category";
+    if (plan->label_classes) {
+      if (classes_.size() > kMaxLabelClasses) {
+        return InvalidArgument(
+            "{}: label column \"{}\" has more than {} distinct values (not classes)", o_->csv_path,
+            o_->label_column, kMaxLabelClasses);
       }
+      plan->classes.assign(classes_.begin(), classes_.end());
     }
+    return Status::Ok();
   }
-  for (size_t j = 0; j < nf; ++j) {
-    if (!plan->kinds[j].empty()) continue;
-    plan->kinds[j] = votes[j].Kind();
-    plan->inferred.push_back(c.header[c.features[j]]);
+
+ private:
+  void AddClass(std::string_view cell) {
+    if (classes_.size() <= kMaxLabelClasses && !classes_.contains(cell)) classes_.emplace(cell);
   }
-  if (label_open) plan->label_classes = label_votes.Kind() == "category";
-  if (plan->label_classes) {
-    if (classes.size() > kMaxLabelClasses) {
-      return InvalidArgument(
-          "{}: label column \"{}\" has more than {} distinct values (not classes)", o.csv_path,
-          o.label_column, kMaxLabelClasses);
+  const IngestOptions* o_;
+  const IngestColumns* c_;
+  const ColumnPlan* plan_;
+  std::vector<KindVotes> votes_;
+  std::vector<size_t> open_;  // features still to infer
+  KindVotes label_votes_;
+  std::set<std::string, std::less<>> classes_;
+  bool label_open_ = false, collect_ = false;
+};
+
+// The first pass: the kind of every feature column whose kind was not
+// given, and the sorted class names of a string label. A scan: no UTF-8
+// check and no digest (the second pass does both); on `threads`, pieces of
+// the file at once. Returns the file's identity at its end, so the second
+// pass can tell whether it changed.
+Result<std::string> InferKinds(const IngestOptions& o, const IngestColumns& c, ColumnPlan* plan,
+                               unsigned threads) {
+  HPCML_ASSIGN_OR_RETURN(CsvReader csv,
+                         CsvReader::Open(o.csv_path, o.delimiter, CsvReader::Mode::kScan));
+  HPCML_RETURN_IF_ERROR(CsvHeader::Read(csv).status());
+  KindTally all(o, c, *plan);
+  if (threads <= 1) {
+    for (;;) {
+      HPCML_ASSIGN_OR_RETURN(bool more, csv.Next());
+      if (!more) break;
+      HPCML_RETURN_IF_ERROR(all.Add(csv));
     }
-    plan->classes.assign(classes.begin(), classes.end());
+  } else {
+    std::vector<KindTally> piece(threads, all);
+    Status read = csv.ReadRestInParallel(
+        threads,
+        [&](unsigned p, CsvReader& r) {
+          piece[p] = KindTally(o, c, *plan);
+          for (;;) {
+            HPCML_ASSIGN_OR_RETURN(bool more, r.Next());
+            if (!more) return Status::Ok();
+            HPCML_RETURN_IF_ERROR(piece[p].Add(r));
+          }
+        },
+        [&](unsigned n) {
+          for (unsigned p = 0; p < n; ++p) all.Merge(piece[p]);
+          return Status::Ok();
+        });
+    HPCML_RETURN_IF_ERROR(read);
   }
+  HPCML_RETURN_IF_ERROR(all.Finish(plan));
   return csv.Identity();
 }
 
@@ -257,6 +309,23 @@ class EntityCells {
     }
     return v;
   }
+  // An empty copy with the type decided (for a piece of the file).
+  EntityCells Fork() const {
+    EntityCells c;
+    c.type_ = type_;
+    c.decided_by_first_row_ = decided_by_first_row_;
+    return c;
+  }
+  // The codes of a fork's keys among these (added when new); empty for int
+  // entities.
+  Result<std::vector<int64_t>> Absorb(const EntityCells& fork) {
+    std::vector<int64_t> code;
+    for (const std::string& k : fork.keys_.keys()) {
+      HPCML_ASSIGN_OR_RETURN(int64_t c, keys_.Encode(k));
+      code.push_back(c);
+    }
+    return code;
+  }
   // The version's entity type and keys (after the last row).
   void Finish(NewVersion* spec) {
     spec->entity_type = type_ == "string" ? "string" : "int";
@@ -275,8 +344,12 @@ class ParsedRows {
  public:
   static constexpr size_t kRows = 8192;
 
-  ParsedRows(const IngestColumns& c, const ColumnPlan& plan, EntityCells* entities)
-      : c_(c),
+  // `grow`: the block grows instead of filling up (a piece of the file,
+  // appended once merged).
+  ParsedRows(const IngestColumns& c, const ColumnPlan& plan, EntityCells* entities,
+             bool grow = false)
+      : grow_(grow),
+        c_(c),
         plan_(plan),
         entities_(entities),
         nf_(c.features.size()),
@@ -298,7 +371,18 @@ class ParsedRows {
   // Parses the current record of `csv` into the next row; errors name the
   // cell, its column and its kind.
   Status Parse(const CsvReader& csv);
-  bool full() const { return n_ == kRows; }
+  bool full() const { return n_ == capacity_; }
+  // Empties the block, its counts and dictionaries (a piece's, reused).
+  void Clear() {
+    n_ = 0;
+    std::fill(missing_.begin(), missing_.end(), 0);
+    for (auto& d : dictionaries_) d = StringDictionary();
+  }
+  // Takes over the counts and dictionaries of `piece`, the rows parsed from
+  // the next piece of the file, recoding its categories and entity keys
+  // (whose codes among `entities` are `entity_code`) to match; then its
+  // rows may be flushed.
+  Status Absorb(ParsedRows& piece, const std::vector<int64_t>& entity_code);
   // Appends the rows, if any, to `writer` and empties the block.
   Status Flush(FeatureSetWriter& writer) {
     if (n_ == 0) return Status::Ok();
@@ -342,6 +426,10 @@ class ParsedRows {
                                    plan_.kinds[j], inferred ? "" : ", as --types says"));
   }
 
+  void Grow();
+
+  bool grow_ = false;
+  size_t capacity_ = kRows;
   const IngestColumns& c_;
   const ColumnPlan& plan_;
   EntityCells* entities_;
@@ -413,8 +501,40 @@ Status ParsedRows::ParseLabel(const CsvReader& csv) {
   return Status::Ok();
 }
 
+void ParsedRows::Grow() {
+  capacity_ *= 2;
+  x_.resize(capacity_ * nf_);
+  if (!y_.empty()) y_.resize(capacity_);
+  e_.resize(capacity_);
+  t_.resize(capacity_);
+  i_.resize(capacity_ * ni_);
+}
+
+Status ParsedRows::Absorb(ParsedRows& piece, const std::vector<int64_t>& entity_code) {
+  for (size_t j = 0; j < nf_; ++j) {
+    missing_[j] += piece.missing_[j];
+    if (kind_[j] != K::kCategory) continue;
+    std::vector<float> code;
+    for (const std::string& k : piece.dictionaries_[j].keys()) {
+      HPCML_ASSIGN_OR_RETURN(int64_t c, dictionaries_[j].Encode(k));
+      if (static_cast<uint64_t>(c) >= kMaxCategories)
+        return InvalidArgument("column \"{}\": more than {} categories", c_.header[c_.features[j]],
+                               kMaxCategories);
+      code.push_back(static_cast<float>(c));
+    }
+    for (size_t i = 0; i < piece.n_; ++i) {
+      float& x = piece.x_[i * nf_ + j];
+      if (!std::isnan(x)) x = code[static_cast<size_t>(x)];
+    }
+  }
+  if (!entity_code.empty())
+    for (size_t i = 0; i < piece.n_; ++i) piece.e_[i] = entity_code[piece.e_[i]];
+  return Status::Ok();
+}
+
 Status ParsedRows::Parse(const CsvReader& csv) {
   HPCML_RETURN_IF_ERROR(CheckFieldCount(csv, c_.header.size()));
+  if (grow_ && n_ == capacity_) Grow();
   float* row = x_.data() + n_ * nf_;
   for (size_t j = 0; j < nf_; ++j) {
     bool absent = false;
@@ -530,8 +650,59 @@ Result<std::pair<std::string, NaValues>> ParseColumnNaValues(std::string_view en
   return std::make_pair(std::move(name), std::move(na));
 }
 
-Result<VersionInfo> Ingest(const std::string& path, const IngestOptions& o,
-                           std::vector<std::string>* warnings) {
+namespace {
+
+// The second pass on `threads`: the first record on this thread (it
+// decides an "auto" entity type), then pieces of the file at once, each
+// with its own dictionaries, merged in file order and appended. A merge
+// that fails (too many categories once the pieces' are put together) sets
+// *redo: the caller reads the file again on one thread, whose error names
+// the line.
+Status ParseInParallel(CsvReader& csv, const IngestColumns& cols, const ColumnPlan& plan,
+                       unsigned threads, EntityCells& entities, ParsedRows& rows,
+                       FeatureSetWriter& writer, bool* redo) {
+  HPCML_ASSIGN_OR_RETURN(bool more, csv.Next());
+  if (!more) return Status::Ok();
+  HPCML_RETURN_IF_ERROR(rows.Parse(csv));
+  HPCML_RETURN_IF_ERROR(rows.Flush(writer));
+  struct Piece {
+    EntityCells entities;
+    std::unique_ptr<ParsedRows> rows;
+  };
+  std::vector<Piece> pieces(threads);
+  for (Piece& p : pieces) {
+    p.entities = entities.Fork();
+    p.rows = std::make_unique<ParsedRows>(cols, plan, &p.entities, /*grow=*/true);
+  }
+  return csv.ReadRestInParallel(
+      threads,
+      [&](unsigned p, CsvReader& r) {
+        Piece& pc = pieces[p];
+        pc.entities = entities.Fork();
+        pc.rows->Clear();
+        for (;;) {
+          HPCML_ASSIGN_OR_RETURN(bool next, r.Next());
+          if (!next) return Status::Ok();
+          HPCML_RETURN_IF_ERROR(pc.rows->Parse(r));
+        }
+      },
+      [&](unsigned n) {
+        for (unsigned p = 0; p < n; ++p) {
+          Piece& pc = pieces[p];
+          auto code = entities.Absorb(pc.entities);
+          Status st = code.ok() ? rows.Absorb(*pc.rows, *code) : code.status();
+          if (!st.ok()) {
+            *redo = true;
+            return st;
+          }
+          HPCML_RETURN_IF_ERROR(pc.rows->Flush(writer));
+        }
+        return Status::Ok();
+      });
+}
+
+Result<VersionInfo> IngestOn(const std::string& path, const IngestOptions& o, unsigned threads,
+                             std::vector<std::string>* warnings, bool* redo) {
   HPCML_ASSIGN_OR_RETURN(std::string csv_canonical, CheckIngest(o));
   HPCML_ASSIGN_OR_RETURN(CsvReader csv, CsvReader::Open(o.csv_path, o.delimiter));
   HPCML_ASSIGN_OR_RETURN(IngestColumns cols, FindIngestColumns(csv, o));
@@ -541,20 +712,25 @@ Result<VersionInfo> Ingest(const std::string& path, const IngestOptions& o,
       (cols.has_label && (!o.column_kinds.contains(o.label_column) || plan.label_classes));
   std::string first_pass;
   if (infer) {
-    HPCML_ASSIGN_OR_RETURN(first_pass, InferKinds(o, cols, &plan));
+    HPCML_ASSIGN_OR_RETURN(first_pass, InferKinds(o, cols, &plan, threads));
   }
   NewVersion spec = IngestSpec(o, cols, plan);
-  HPCML_ASSIGN_OR_RETURN(FeatureSetWriter writer,
-                         FeatureSetWriter::Begin(path, WriterOptions{o.zone, o.lock_timeout_s}));
+  HPCML_ASSIGN_OR_RETURN(
+      FeatureSetWriter writer,
+      FeatureSetWriter::Begin(path, WriterOptions{o.zone, o.lock_timeout_s, threads}));
   HPCML_RETURN_IF_ERROR(writer.StartVersion(spec).status());
 
   HPCML_ASSIGN_OR_RETURN(EntityCells entities, EntityCells::Make(o.entity_type));
   ParsedRows rows(cols, plan, &entities);
-  for (;;) {
-    HPCML_ASSIGN_OR_RETURN(bool more, csv.Next());
-    if (!more) break;
-    HPCML_RETURN_IF_ERROR(rows.Parse(csv));
-    if (rows.full()) HPCML_RETURN_IF_ERROR(rows.Flush(writer));
+  if (threads > 1) {
+    HPCML_RETURN_IF_ERROR(ParseInParallel(csv, cols, plan, threads, entities, rows, writer, redo));
+  } else {
+    for (;;) {
+      HPCML_ASSIGN_OR_RETURN(bool more, csv.Next());
+      if (!more) break;
+      HPCML_RETURN_IF_ERROR(rows.Parse(csv));
+      if (rows.full()) HPCML_RETURN_IF_ERROR(rows.Flush(writer));
+    }
   }
   HPCML_RETURN_IF_ERROR(rows.Flush(writer));
   if (writer.rows() == 0) return InvalidArgument("{}: no data rows after the header", o.csv_path);
@@ -574,6 +750,17 @@ Result<VersionInfo> Ingest(const std::string& path, const IngestOptions& o,
     HPCML_RETURN_IF_ERROR(o.before_publish(stats));  // the writer aborts when it goes
   }
   return writer.Commit();
+}
+
+}  // namespace
+
+Result<VersionInfo> Ingest(const std::string& path, const IngestOptions& o,
+                           std::vector<std::string>* warnings) {
+  const unsigned threads = o.threads == 0 ? AvailableCpus() : o.threads;
+  bool redo = false;
+  auto r = IngestOn(path, o, threads, warnings, &redo);
+  if (!r.ok() && redo) return IngestOn(path, o, 1, warnings, &redo);
+  return r;
 }
 
 }  // namespace hpcml::featurecache

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <random>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -57,6 +58,53 @@ TEST(Ingest, StreamsACsvIntoAVersion) {
 // column, NA for missing) and as pandas' to_csv does (an empty cell, NaN):
 // the missing cells are NaN, integer columns stay integral, and the counts
 // are in the version's transform.
+// Pieces of the file parsed at once give the version one thread gives:
+// the same rows, kinds, dictionaries (in order of first appearance), string
+// entity keys, missing counts and digest; and a bad cell deep in the file is
+// named by its line either way.
+TEST(Ingest, OnThreadsAsOnOne) {
+  TempDir dir;
+  std::mt19937 rng(11);
+  std::string csv = "id,ts,n,x,grade,ok,y\n";
+  const char* grades[] = {"A", "B", "C", "D", "E", "NA"};
+  for (int i = 0; i < 40000; ++i) {
+    csv += fmt::format(
+        "k{},{},{},{},{},{},{}\n", rng() % 3000, 1700000000 + rng() % 1000000,
+        rng() % 10 == 0 ? "" : std::to_string(rng() % 100),
+        rng() % 7 == 0 ? "nan" : std::to_string(static_cast<double>(rng() % 10000) / 7.0),
+        // new categories keep appearing, so the pieces' codes differ
+        rng() % 5 == 0 ? fmt::format("g{}", i) : grades[rng() % 6], rng() % 2 ? "true" : "false",
+        rng() % 3 == 0 ? "yes" : "no");
+  }
+  WriteText(dir / "in.csv", csv);
+  std::vector<VersionInfo> got;
+  for (unsigned threads : {1u, 2u, 5u}) {
+    IngestOptions o = Opts(dir / "in.csv");
+    o.threads = threads;
+    auto v = Ingest(dir / fmt::format("fs{}.h5", threads), o);
+    ASSERT_TRUE(v.ok()) << v.status().ToString();
+    got.push_back(*v);
+  }
+  EXPECT_EQ(got[0].feature_types, (std::vector<std::string>{"int", "float", "category", "bool"}));
+  for (size_t k = 1; k < got.size(); ++k) {
+    EXPECT_EQ(got[k].data_sha256, got[0].data_sha256);
+    EXPECT_EQ(got[k].transform, got[0].transform);  // missing counts included
+    EXPECT_EQ(got[k].category_counts, got[0].category_counts);
+    EXPECT_EQ(got[k].label_classes, got[0].label_classes);
+  }
+  csv += "k1,1700000000,12x,1,A,true,no\n";
+  WriteText(dir / "bad.csv", csv);
+  for (unsigned threads : {1u, 3u}) {
+    IngestOptions o = Opts(dir / "bad.csv");
+    o.threads = threads;
+    o.column_kinds = {{"n", "int"}};
+    auto v = Ingest(dir / "bad.h5", o);
+    ASSERT_FALSE(v.ok());
+    EXPECT_NE(v.status().message().find("bad.csv: line 40002, column 3"), std::string::npos)
+        << v.status().message();
+  }
+}
+
 TEST(Ingest, MissingCellsAsRAndPandasWriteThem) {
   TempDir dir;
   WriteText(dir / "r.csv",

@@ -46,6 +46,9 @@ struct IngestOptions {
   // breaks it is an error naming it. The other columns' kinds are inferred.
   std::map<std::string, std::string> column_kinds;
   double lock_timeout_s = 600;
+  // Threads that parse the CSV (pieces of it at once) and write; 0: the
+  // CPUs this process may use (AvailableCpus). The result is the same.
+  unsigned threads = 0;
   bool statistics = true;  // per-column statistics while writing (stats.hpp)
   // Called with the new version's statistics before it is published; an
   // error aborts the ingest and nothing is added (validation rules).
