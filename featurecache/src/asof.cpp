@@ -23,14 +23,6 @@
 #include "hpcml/featurecache/timeutil.hpp"
 #include "hpcml/featurecache/writer.hpp"
 
-#include <chrono>
-static double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-static double T0 = Now();
-static void Tick(const char* what) {
-  fprintf(stderr, "%-16s %.3f\n", what, Now() - T0);
-}
 namespace hpcml::featurecache {
 
 std::string_view Name(AsofMissing m) {
@@ -124,16 +116,20 @@ class RequestLabels {
 
 // Step 1: every feature row's key (entity, timestamp, row) into `fkeys`,
 // which is finished.
-Status SortFeatureKeys(VersionReader& src, ExternalSorter& fkeys) {
+// As known at, the key's time is when the row became visible (the later of
+// its timestamp and availability time) and the payload its timestamp.
+Status SortFeatureKeys(VersionReader& src, bool known_at, ExternalSorter& fkeys) {
   const uint64_t rows = src.info().rows;
   const uint64_t step = 1 << 18;
-  std::vector<int64_t> e(step), t(step);
+  std::vector<int64_t> e(step), t(step), a(known_at ? step : 0);
   for (uint64_t first = 0; first < rows; first += step) {
     uint64_t n = std::min(step, rows - first);
     HPCML_RETURN_IF_ERROR(src.Read(first, n, nullptr, nullptr, e.data(), t.data()));
+    if (known_at) HPCML_RETURN_IF_ERROR(src.ReadAvailable(first, n, a.data()));
     for (uint64_t i = 0; i < n; ++i) {
-      uint64_t key[3] = {OrderedKey(e[i]), OrderedKey(t[i]), first + i};
-      HPCML_RETURN_IF_ERROR(fkeys.Add(key, nullptr));
+      const int64_t visible = known_at ? std::max(t[i], a[i]) : t[i];
+      uint64_t key[3] = {OrderedKey(e[i]), OrderedKey(visible), first + i};
+      HPCML_RETURN_IF_ERROR(fkeys.Add(key, known_at ? &t[i] : nullptr));
     }
   }
   return fkeys.Finish();
@@ -300,10 +296,18 @@ Status MergeJoin(const AsofOptions& o, const VersionInfo& si, const StringDictio
     const uint64_t e = rk[0], t = rk[1], req = rk[2];
     while (f_valid && (fk[0] < e || (fk[0] == e && fk[1] <= t))) {
       if (fk[0] == e) {
-        has_cand = true;
-        cand_entity = FromOrderedKey(fk[0]);
-        cand_ts = FromOrderedKey(fk[1]);
-        cand_row = fk[2];
+        // Plain: rows come in (time, row) order, the last is the newest. As
+        // known at, they come as they become visible: keep the newest by
+        // (timestamp, row).
+        int64_t ts = FromOrderedKey(fk[1]);
+        if (o.known_at) std::memcpy(&ts, fp, sizeof ts);
+        const bool same = has_cand && cand_entity == FromOrderedKey(fk[0]);
+        if (!o.known_at || !same || ts > cand_ts || (ts == cand_ts && fk[2] > cand_row)) {
+          has_cand = true;
+          cand_entity = FromOrderedKey(fk[0]);
+          cand_ts = ts;
+          cand_row = fk[2];
+        }
       }
       HPCML_ASSIGN_OR_RETURN(f_valid, fkeys.Next(&fk, &fp));
     }
@@ -379,6 +383,13 @@ NewVersion AsofSpec(const AsofOptions& o, const VersionInfo& si, const std::stri
                        {"matched", stats.matched},
                        {"unmatched", stats.missing}};
   if (o.max_age) tr["max_age_us"] = *o.max_age;
+  if (o.known_at) {
+    tr["known_at"] = true;
+    tr["available"] = si.available_name;
+    tr["rule"] =
+        "each request joins the newest row of its entity (by timestamp, then storage order) whose "
+        "timestamp and availability time are both at or before the request's time";
+  }
   spec.transform = JsonText(tr);
   return spec;
 }
@@ -655,9 +666,7 @@ Matches SortAndSweep(const AsofOptions& o, const JoinPacking& p, const FeatureKe
                          : p.Pack<K>(reqs[i - rows].entity, reqs[i - rows].time, 1, i - rows);
     }
   });
-  Tick("packed");
   RadixSort(keys, p.bits(), threads);
-  Tick("sorted");
   const unsigned shift = p.entity_shift();
   const K index_mask = (K{1} << p.index_bits) - 1;
   // Parts start at an entity's first key.
@@ -721,15 +730,16 @@ Result<bool> JoinInMemory(const AsofOptions& o, unsigned threads, VersionReader&
   f.entity.resize(rows);
   f.time.resize(rows);
   HPCML_RETURN_IF_ERROR(src.Read(0, rows, nullptr, nullptr, f.entity.data(), f.time.data()));
-  Tick("keys read");
+  if (o.known_at) {
+    f.available.resize(rows);
+    HPCML_RETURN_IF_ERROR(src.ReadAvailable(0, rows, f.available.data()));
+  }
   const JoinPacking p = PackingFor(f, reqs);
-  Tick("packing");
   if (p.bits() > 128 ||
-      InMemoryBytes(rows, reqs.size(), nf, ni, p.bits() > 64 ? 16 : 8, false) > o.memory_bytes)
+      InMemoryBytes(rows, reqs.size(), nf, ni, p.bits() > 64 ? 16 : 8, o.known_at) > o.memory_bytes)
     return false;
   Matches m = p.bits() <= 64 ? SortAndSweep<uint64_t>(o, p, f, reqs, threads)
                              : SortAndSweep<U128>(o, p, f, reqs, threads);
-  Tick("swept");
   stats->matched = m.matched;
   stats->missing = m.missing;
   if (m.missing > 0 && o.missing == AsofMissing::kError) {
@@ -758,7 +768,6 @@ Result<bool> JoinInMemory(const AsofOptions& o, unsigned threads, VersionReader&
   std::vector<int64_t> fints(rows * ni);
   HPCML_RETURN_IF_ERROR(src.Read(0, rows, fx.data(), nullptr, nullptr, nullptr));
   if (ni > 0) HPCML_RETURN_IF_ERROR(src.ReadInts(0, rows, fints.data()));
-  Tick("features read");
   const uint64_t block = uint64_t{1} << 16;
   std::vector<float> x(block * nf), y(read.has_label ? block : 0);
   std::vector<int64_t> e(block), t(block), ints(block * ni);
@@ -786,7 +795,6 @@ Result<bool> JoinInMemory(const AsofOptions& o, unsigned threads, VersionReader&
                                         t.data(), n, ni > 0 ? ints.data() : nullptr));
     stats->written += n;
   }
-  Tick("written");
   return true;
 }
 
@@ -810,6 +818,12 @@ Result<VersionInfo> Asof(const std::string& path, const AsofOptions& o, AsofStat
   HPCML_ASSIGN_OR_RETURN(FeatureSet fs, FeatureSet::Open(path));
   HPCML_ASSIGN_OR_RETURN(VersionReader src, fs.OpenVersion(o.from));
   const VersionInfo& si = src.info();
+  if (o.known_at && !si.has_available()) {
+    return FailedPrecondition(
+        "{}: version {} has no availability times, so it cannot be joined as known at (ingest "
+        "the table with --available COLUMN, the time each row became known)",
+        path, si.name);
+  }
   HPCML_ASSIGN_OR_RETURN(std::string classification,
                          ChildClassification(si.classification, o.classification));
   HPCML_ASSIGN_OR_RETURN(auto categories, src.Categories());
@@ -835,10 +849,8 @@ Result<VersionInfo> Asof(const std::string& path, const AsofOptions& o, AsofStat
   const uint64_t estimate = EstimateRequests(o.requests_csv);
   const uint64_t max_requests = estimate + estimate / 4;
   if (si.rows < kNoRow && max_requests < kNoRow &&
-      InMemoryBytes(si.rows, max_requests, nf, ni, 8, false) <= o.memory_bytes) {
-    Tick("start");
+      InMemoryBytes(si.rows, max_requests, nf, ni, 8, o.known_at) <= o.memory_bytes) {
     HPCML_ASSIGN_OR_RETURN(auto reqs, ReadRequests(o, max_requests, threads, codes, &req));
-    Tick("requests read");
     if (reqs) {
       stats.requests = reqs->size();
       HPCML_ASSIGN_OR_RETURN(
@@ -846,7 +858,6 @@ Result<VersionInfo> Asof(const std::string& path, const AsofOptions& o, AsofStat
       if (joined) {
         stats.in_memory = true;
         HPCML_ASSIGN_OR_RETURN(VersionInfo info, writer.Commit());
-        Tick("committed");
         if (stats_out != nullptr) *stats_out = stats;
         return info;
       }
@@ -856,8 +867,8 @@ Result<VersionInfo> Asof(const std::string& path, const AsofOptions& o, AsofStat
   }
 
   const uint64_t third = o.memory_bytes / 3;
-  ExternalSorter fkeys(3, 0, third, o.tmpdir);
-  HPCML_RETURN_IF_ERROR(SortFeatureKeys(src, fkeys));
+  ExternalSorter fkeys(3, o.known_at ? sizeof(int64_t) : 0, third, o.tmpdir);
+  HPCML_RETURN_IF_ERROR(SortFeatureKeys(src, o.known_at, fkeys));
   ExternalSorter reqs(3, sizeof(RequestInfo), third, o.tmpdir);
   HPCML_ASSIGN_OR_RETURN(req, SortRequests(o, reqs, &stats, codes));
   ExternalSorter by_row(2, sizeof(RequestInfo), third, o.tmpdir);

@@ -41,6 +41,10 @@ struct AsofOptions {
   std::string time_column;
   std::string label_column;        // optional
   std::optional<int64_t> max_age;  // microseconds: older matches count as missing
+  // "As known at": a row matches a request only once it was also available
+  // (its availability time at or before the request's time; the version
+  // must have availability times). Among those, the newest by timestamp.
+  bool known_at = false;
   AsofMissing missing = AsofMissing::kNan;
   uint64_t memory_bytes = 256ull << 20;
   std::string tmpdir;          // empty: $TMPDIR or /tmp

@@ -205,6 +205,9 @@ Subcommand AddIngest(CLI::App& app, Out& out) {
       ->check(CLI::IsMember({"auto", "int", "string"}));
   c->add_option("--timestamp", o.timestamp_column, "event time column (ISO 8601 or epoch seconds)")
       ->required();
+  c->add_option("--available", o.available_column,
+                "availability time column: when each row became known (arrived or was "
+                "corrected); kept for asof --known-at");
   c->add_option("--label", o.label_column, "label column (optional)");
   c->add_option("--features", a->features,
                 "feature columns, comma-separated (default: all other columns)");
@@ -343,10 +346,11 @@ int RunAsof(AsofArgs& a, Out& out) {
   if (!r.ok()) return Fail(r.status());
   out.Print(fmt::format(
       "{}: added {} from {}: {} requests, {} matched, {} without a row at or before their time "
-      "({}), {} rows written ({}), sha256:{}\n",
+      "({}), {} rows written ({}{}), sha256:{}\n",
       a.path, r->name, r->parents.empty() ? "?" : r->parents[0].version, stats.requests,
       stats.matched, stats.missing, Name(a.opts.missing), stats.written,
-      stats.in_memory ? "joined in memory" : "external sort", r->data_sha256));
+      stats.in_memory ? "joined in memory" : "external sort",
+      a.opts.known_at ? ", as known at" : "", r->data_sha256));
   return 0;
 }
 
@@ -362,6 +366,9 @@ Subcommand AddAsof(CLI::App& app, Out& out) {
   c->add_option("--entity", o.entity_column, "entity column of the requests")->required();
   c->add_option("--time", o.time_column, "time column of the requests")->required();
   c->add_option("--label", o.label_column, "label column of the requests (optional)");
+  c->add_flag("--known-at", o.known_at,
+              "as known at each request's time: only rows both effective and available then "
+              "(the version needs availability times: ingest --available)");
   c->add_option("--max-age", a->max_age,
                 "ignore feature rows older than this before the request (e.g. 7d)");
   AddEnumOption(*c, "--missing", &o.missing,

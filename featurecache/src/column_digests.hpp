@@ -18,7 +18,7 @@ class ColumnDigests {
   // The hex digests of the rows added, the labels' only when `has_labels`,
   // int_values' only when `has_ints` (entity_keys and categories are left
   // to the caller); resets the hashes.
-  DatasetDigests Finish(bool has_labels, bool has_ints = false);
+  DatasetDigests Finish(bool has_labels, bool has_ints = false, bool has_available = false);
 
  private:
   Sha256& sha(Column c) { return sha_[static_cast<size_t>(c)]; }

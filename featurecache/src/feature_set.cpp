@@ -71,6 +71,7 @@ Result<DatasetDigests> ReadDatasetDigests(hid_t group, const VersionInfo& info) 
   HPCML_RETURN_IF_ERROR(read(kEntityIds, &d.entity_ids));
   if (info.string_keys()) HPCML_RETURN_IF_ERROR(read(kEntityKeys, &d.entity_keys));
   HPCML_RETURN_IF_ERROR(read(kTimestamps, &d.timestamps));
+  if (info.has_available()) HPCML_RETURN_IF_ERROR(read(kAvailableTimes, &d.available_times));
   if (info.int_features() > 0) HPCML_RETURN_IF_ERROR(read(kIntValues, &d.int_values));
   if (info.total_categories() > 0) HPCML_RETURN_IF_ERROR(read(kCategories, &d.categories));
   return d;
@@ -323,6 +324,11 @@ Result<VersionReader> FeatureSet::OpenVersion(std::string_view spec) const {
   HPCML_RETURN_IF_ERROR(open(kTimestamps, &r.timestamps_));
   HPCML_RETURN_IF_ERROR(CheckDataset(r.timestamps_.get(), path_, info.name, kTimestamps,
                                      H5T_INTEGER, 8, {info.rows}));
+  if (info.has_available()) {
+    HPCML_RETURN_IF_ERROR(open(kAvailableTimes, &r.available_));
+    HPCML_RETURN_IF_ERROR(CheckDataset(r.available_.get(), path_, info.name, kAvailableTimes,
+                                       H5T_INTEGER, 8, {info.rows}));
+  }
   r.info_ = std::move(info);
   return r;
 }
@@ -389,6 +395,17 @@ Status VersionReader::ReadInts(uint64_t first, uint64_t count, int64_t* ints) co
                   kIntValues);
 }
 
+Status VersionReader::ReadAvailable(uint64_t first, uint64_t count, int64_t* available) const {
+  if (!info_.has_available())
+    return InvalidArgument("{}: version {} has no availability times", path_, info_.name);
+  if (first > info_.rows || count > info_.rows - first) {
+    return InvalidArgument("{}: version {}: rows {}..{} out of range (the version has {} rows)",
+                           path_, info_.name, first, first + count, info_.rows);
+  }
+  if (count == 0) return Status::Ok();
+  return ReadSlab(available_.get(), H5T_NATIVE_INT64, first, count, 0, available, kAvailableTimes);
+}
+
 // The raw stored bytes of entity_keys: `*count` keys of `*width` bytes.
 Result<std::vector<char>> ReadKeyBytes(hid_t ds, const std::string& what, size_t* width,
                                        size_t* count) {
@@ -444,7 +461,8 @@ Status VerifyVersion(const VersionReader& v) {
   const uint64_t step = std::max<uint64_t>(1, (8u << 20) / (4 * std::max<uint64_t>(f, 1)));
   std::vector<float> x(step * f), y(info.has_labels() ? step : 0);
   std::vector<int64_t> e(step), t(step), ints(step * info.int_features());
-  Sha256 hx, hy, he, ht, hi;
+  std::vector<int64_t> avail(info.has_available() ? step : 0);
+  Sha256 hx, hy, he, ht, hi, ha;
   int64_t min_code = INT64_MAX, max_code = INT64_MIN;
   // Codes of category features and a class label: whole, within their sizes.
   std::vector<uint64_t> sizes(info.category_counts);
@@ -462,6 +480,10 @@ Status VerifyVersion(const VersionReader& v) {
     if (!ints.empty()) {
       HPCML_RETURN_IF_ERROR(v.ReadInts(first, n, ints.data()));
       hi.Update(ints.data(), n * info.int_features() * sizeof(int64_t));
+    }
+    if (!avail.empty()) {
+      HPCML_RETURN_IF_ERROR(v.ReadAvailable(first, n, avail.data()));
+      ha.Update(avail.data(), n * sizeof(int64_t));
     }
     for (uint64_t i = 0; i < n; ++i)
       max_code = std::max(max_code, e[i]), min_code = std::min(min_code, e[i]);
@@ -485,6 +507,7 @@ Status VerifyVersion(const VersionReader& v) {
   got.entity_ids = he.FinishHex();
   got.timestamps = ht.FinishHex();
   if (!ints.empty()) got.int_values = hi.FinishHex();
+  if (!avail.empty()) got.available_times = ha.FinishHex();
   if (info.total_categories() > 0) {
     size_t width = 0, count = 0;
     HPCML_ASSIGN_OR_RETURN(
@@ -517,6 +540,10 @@ Status VerifyVersion(const VersionReader& v) {
   HPCML_RETURN_IF_ERROR(check(kTimestamps, info.digests.timestamps, got.timestamps));
   if (!ints.empty())
     HPCML_RETURN_IF_ERROR(check(kIntValues, info.digests.int_values, got.int_values));
+  if (!avail.empty()) {
+    HPCML_RETURN_IF_ERROR(
+        check(kAvailableTimes, info.digests.available_times, got.available_times));
+  }
   if (info.total_categories() > 0)
     HPCML_RETURN_IF_ERROR(check(kCategories, info.digests.categories, got.categories));
   std::string data = DataDigest(info, got);

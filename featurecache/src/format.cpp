@@ -76,6 +76,9 @@ std::string DataDigest(const VersionInfo& info, const DatasetDigests& d) {
   text += fmt::format("entity_ids:{}\n", d.entity_ids);
   if (!d.entity_keys.empty()) text += fmt::format("entity_keys:{}\n", d.entity_keys);
   text += fmt::format("timestamps:{}\n", d.timestamps);
+  if (info.has_available())
+    text += fmt::format("available_times:{}\navailable_name={}\n", d.available_times,
+                        info.available_name);
   if (!info.typed) return Sha256::Hex(text);
   text += fmt::format("kinds={}\n", fmt::join(info.feature_types, ","));
   if (info.has_labels())
@@ -136,6 +139,8 @@ Status WriteVersionAttrs(int64_t group, const VersionInfo& v) {
   HPCML_RETURN_IF_ERROR(h5::WriteAttr(g, "entity_name", v.entity_name));
   HPCML_RETURN_IF_ERROR(h5::WriteAttr(g, "entity_type", v.entity_type));
   HPCML_RETURN_IF_ERROR(h5::WriteAttr(g, "timestamp_name", v.timestamp_name));
+  if (v.has_available())
+    HPCML_RETURN_IF_ERROR(h5::WriteAttr(g, "available_name", v.available_name));
   HPCML_RETURN_IF_ERROR(h5::WriteAttr(g, "created_at", v.created_at));
   HPCML_RETURN_IF_ERROR(h5::WriteAttr(g, "created_by", v.created_by));
   HPCML_RETURN_IF_ERROR(h5::WriteAttr(g, "operation", v.operation));
@@ -182,6 +187,8 @@ Result<VersionInfo> ReadVersionAttrs(int64_t group, std::string_view name) {
   FC_READ(v.label_name, h5::ReadStringAttr, "label_name");
   FC_READ(v.entity_name, h5::ReadStringAttr, "entity_name");
   FC_READ(v.timestamp_name, h5::ReadStringAttr, "timestamp_name");
+  if (h5::HasAttr(g, "available_name"))
+    FC_READ(v.available_name, h5::ReadStringAttr, "available_name");
   FC_READ(v.created_at, h5::ReadStringAttr, "created_at");
   FC_READ(v.created_by, h5::ReadStringAttr, "created_by");
   FC_READ(v.operation, h5::ReadStringAttr, "operation");

@@ -27,8 +27,8 @@ namespace {
 struct IngestColumns {
   std::vector<std::string> header;  // trimmed names
   std::shared_ptr<CsvHeader> header_index;
-  size_t entity = 0, timestamp = 0, label = 0;
-  bool has_label = false;
+  size_t entity = 0, timestamp = 0, label = 0, available = 0;
+  bool has_label = false, has_available = false;
   std::vector<size_t> features;
 };
 
@@ -61,8 +61,19 @@ Result<IngestColumns> FindIngestColumns(CsvReader& csv, const IngestOptions& o) 
   if (c.has_label) {
     HPCML_ASSIGN_OR_RETURN(c.label, header.Find(o.label_column, "label"));
   }
+  c.has_available = !o.available_column.empty();
+  if (c.has_available) {
+    HPCML_ASSIGN_OR_RETURN(c.available, header.Find(o.available_column, "availability"));
+    if (c.available == c.entity || c.available == c.timestamp ||
+        (c.has_label && c.available == c.label))
+      return InvalidArgument(
+          "column \"{}\" cannot be both the availability time and the entity, "
+          "timestamp or label",
+          o.available_column);
+  }
   auto special = [&](size_t i) {
-    return i == c.entity || i == c.timestamp || (c.has_label && i == c.label);
+    return i == c.entity || i == c.timestamp || (c.has_label && i == c.label) ||
+           (c.has_available && i == c.available);
   };
   if (o.feature_columns.empty()) {
     for (size_t i = 0; i < c.header.size(); ++i) {
@@ -73,7 +84,9 @@ Result<IngestColumns> FindIngestColumns(CsvReader& csv, const IngestOptions& o) 
     HPCML_ASSIGN_OR_RETURN(size_t i, header.Find(name, "feature"));
     if (special(i))
       return InvalidArgument(
-          "column \"{}\" cannot be both a feature and the entity, timestamp or label", name);
+          "column \"{}\" cannot be both a feature and the entity, timestamp, label or "
+          "availability time",
+          name);
     c.features.push_back(i);
   }
   if (c.features.empty()) return InvalidArgument("{}: no feature columns", o.csv_path);
@@ -271,6 +284,7 @@ NewVersion IngestSpec(const IngestOptions& o, const IngestColumns& c, const Colu
   spec.label_classes = plan.classes;
   spec.entity_name = o.entity_column;
   spec.timestamp_name = o.timestamp_column;
+  spec.available_name = o.available_column;
   spec.operation = "ingest";
   spec.classification = o.classification;
   spec.chunk_rows = o.chunk_rows;
@@ -365,6 +379,7 @@ class ParsedRows {
     y_.resize(c.has_label ? kRows : 0);
     e_.resize(kRows);
     t_.resize(kRows);
+    a_.resize(c.has_available ? kRows : 0);
     i_.resize(kRows * ni_);
   }
 
@@ -386,8 +401,9 @@ class ParsedRows {
   // Appends the rows, if any, to `writer` and empties the block.
   Status Flush(FeatureSetWriter& writer) {
     if (n_ == 0) return Status::Ok();
-    Status st = writer.Append(x_.data(), c_.has_label ? y_.data() : nullptr, e_.data(), t_.data(),
-                              n_, ni_ > 0 ? i_.data() : nullptr);
+    Status st =
+        writer.Append(x_.data(), c_.has_label ? y_.data() : nullptr, e_.data(), t_.data(), n_,
+                      ni_ > 0 ? i_.data() : nullptr, c_.has_available ? a_.data() : nullptr);
     n_ = 0;
     return st;
   }
@@ -440,7 +456,7 @@ class ParsedRows {
   std::vector<StringDictionary> dictionaries_;
   std::map<std::string, size_t, std::less<>> class_code_;
   std::vector<float> x_, y_;
-  std::vector<int64_t> e_, t_, i_;
+  std::vector<int64_t> e_, t_, i_, a_;
   std::vector<uint64_t> missing_;
 };
 
@@ -507,6 +523,7 @@ void ParsedRows::Grow() {
   if (!y_.empty()) y_.resize(capacity_);
   e_.resize(capacity_);
   t_.resize(capacity_);
+  if (!a_.empty()) a_.resize(capacity_);
   i_.resize(capacity_ * ni_);
 }
 
@@ -549,6 +566,11 @@ Status ParsedRows::Parse(const CsvReader& csv) {
   auto ts = ParseTimestamp(csv.field(c_.timestamp));
   if (!ts.ok()) return CellError(csv, c_.timestamp, ts.status(), "timestamp ");
   t_[n_] = *ts;
+  if (c_.has_available) {
+    auto at = ParseTimestamp(csv.field(c_.available));
+    if (!at.ok()) return CellError(csv, c_.available, at.status(), "availability ");
+    a_[n_] = *at;
+  }
   ++n_;
   return Status::Ok();
 }
@@ -567,6 +589,7 @@ std::string IngestTransform(const IngestOptions& o, const std::string& csv_canon
                        {"entity", o.entity_column},
                        {"entity_type", o.entity_type},
                        {"timestamp", o.timestamp_column},
+                       {"available", o.available_column},
                        {"label", o.label_column},
                        {"features", feature_names},
                        {"delimiter", std::string(1, o.delimiter)},

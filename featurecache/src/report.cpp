@@ -70,6 +70,8 @@ std::string FormatInfo(const std::string& path, const VersionInfo& v) {
   out += fmt::format("entity:          {} ({})\n", v.entity_name,
                      v.string_keys() ? "string keys" : "integers");
   out += fmt::format("timestamp:       {}\n", v.timestamp_name);
+  if (v.has_available())
+    out += fmt::format("available at:    {} (asof --known-at)\n", v.available_name);
   out += fmt::format("zone:            {}\n", v.zone);
   out += fmt::format("classification:  {}\n", v.classification);
   out += fmt::format("created:         {} by {}\n", v.created_at, v.created_by);
@@ -104,6 +106,7 @@ std::string FormatInfoJson(const std::string& path, const VersionInfo& v) {
                       {"entity", v.entity_name},
                       {"entity_type", v.entity_type},
                       {"timestamp", v.timestamp_name},
+                      {"available", v.available_name},
                       {"zone", v.zone},
                       {"classification", v.classification},
                       {"created_at", v.created_at},
@@ -122,6 +125,7 @@ std::string FormatInfoJson(const std::string& path, const VersionInfo& v) {
                         {"entity_ids", v.digests.entity_ids},
                         {"entity_keys", v.digests.entity_keys},
                         {"timestamps", v.digests.timestamps},
+                        {"available_times", v.digests.available_times},
                         {"int_values", v.digests.int_values},
                         {"categories", v.digests.categories}}}};
   return JsonText(j, 2) + "\n";
@@ -347,6 +351,7 @@ DiffReport DiffVersions(const VersionInfo& a, const VersionInfo& b) {
   field("label", a.label_name, b.label_name, true);
   field("entity column", a.entity_name, b.entity_name, true);
   field("timestamp column", a.timestamp_name, b.timestamp_name, true);
+  field("availability column", a.available_name, b.available_name, true);
   field("zone", a.zone, b.zone, false);
   field("classification", a.classification, b.classification, false);
   if (a.rows != b.rows) {

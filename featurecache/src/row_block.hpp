@@ -15,21 +15,23 @@ namespace hpcml::featurecache {
 // The row datasets by the names of Append's arguments: x (features, rows x
 // features), y (labels), entity ids, timestamps, and the exact values of
 // the int features (rows x int features; format.hpp).
-enum class Column { kX, kY, kEntity, kTime, kInt };
-inline constexpr size_t kColumnCount = 5;
+enum class Column { kX, kY, kEntity, kTime, kInt, kAvailable };
+inline constexpr size_t kColumnCount = 6;
 
 class RowBlock {
  public:
   RowBlock() = default;
   // `features` per row, `int_features` of them with exact values, chunks of
   // `chunk_rows`; labels when `labels`.
-  RowBlock(uint64_t features, uint64_t int_features, uint64_t chunk_rows, bool labels);
+  RowBlock(uint64_t features, uint64_t int_features, uint64_t chunk_rows, bool labels,
+           bool available = false);
 
   // Copies rows [from, from + n) of the caller's arrays (x: rows x features,
   // row-major; y null without labels; ints: rows x int features, null
   // without them) up to the room left; returns how many rows it took.
   uint64_t Take(const float* x, const float* y, const int64_t* entity_ids,
-                const int64_t* timestamps, const int64_t* ints, uint64_t from, uint64_t n);
+                const int64_t* timestamps, const int64_t* ints, const int64_t* available,
+                uint64_t from, uint64_t n);
 
   uint64_t rows() const { return rows_; }
   bool empty() const { return rows_ == 0; }
@@ -49,9 +51,10 @@ class RowBlock {
   uint64_t int_features_ = 0;
   uint64_t block_rows_ = 0;
   bool has_labels_ = false;
+  bool has_available_ = false;
   uint64_t rows_ = 0;
   std::vector<float> x_, y_;
-  std::vector<int64_t> e_, t_, i_;
+  std::vector<int64_t> e_, t_, i_, a_;
 };
 
 }  // namespace hpcml::featurecache

@@ -12,8 +12,8 @@
 namespace hpcml::featurecache {
 namespace {
 
-constexpr Column kColumns[] = {Column::kX, Column::kY, Column::kEntity, Column::kTime,
-                               Column::kInt};
+constexpr Column kColumns[] = {Column::kX,    Column::kY,   Column::kEntity,
+                               Column::kTime, Column::kInt, Column::kAvailable};
 
 // How a column is stored: its dataset's name, file and memory types, and
 // whether it is a matrix (rows x features, or rows x int features), else
@@ -35,6 +35,8 @@ ColumnSpec SpecOf(Column c) {
       return {kEntityIds, H5T_STD_I64LE, H5T_NATIVE_INT64, false};
     case Column::kInt:
       return {kIntValues, H5T_STD_I64LE, H5T_NATIVE_INT64, true};
+    case Column::kAvailable:
+      return {kAvailableTimes, H5T_STD_I64LE, H5T_NATIVE_INT64, false};
     case Column::kTime:
     default:
       return {kTimestamps, H5T_STD_I64LE, H5T_NATIVE_INT64, false};
@@ -77,6 +79,7 @@ Status VersionFile::Create(TempFile temp, const std::string& set_path, const std
   for (Column c : kColumns) {
     if (c == Column::kY && !layout_.labels) continue;
     if (c == Column::kInt && layout_.int_features == 0) continue;
+    if (c == Column::kAvailable && !layout_.available) continue;
     HPCML_ASSIGN_OR_RETURN(dataset(c), CreateDataset(c));
   }
   return Status::Ok();
@@ -209,6 +212,10 @@ Status VersionFile::WriteDigests(const DatasetDigests& digests) {
       h5::WriteAttr(dataset(Column::kEntity).get(), "sha256", digests.entity_ids));
   if (dataset(Column::kInt).valid()) {
     HPCML_RETURN_IF_ERROR(h5::WriteAttr(dataset(Column::kInt).get(), "sha256", digests.int_values));
+  }
+  if (has_available()) {
+    HPCML_RETURN_IF_ERROR(
+        h5::WriteAttr(dataset(Column::kAvailable).get(), "sha256", digests.available_times));
   }
   return h5::WriteAttr(dataset(Column::kTime).get(), "sha256", digests.timestamps);
 }

@@ -41,6 +41,7 @@ class VersionFile {
     uint64_t chunk_rows = 0;
     CodecChoice codec;
     bool labels = false;
+    bool available = false;  // availability times
   };
 
   VersionFile() = default;
@@ -57,6 +58,7 @@ class VersionFile {
 
   bool has_labels() const { return dataset(Column::kY).valid(); }
   bool has_ints() const { return dataset(Column::kInt).valid(); }
+  bool has_available() const { return dataset(Column::kAvailable).valid(); }
   hid_t group() const { return group_.get(); }
 
   // Writes column `c` of `block` as rows [first, first + block.rows()).

@@ -224,6 +224,7 @@ Status FeatureSetWriter::Impl::Flush() {
   columns.push_back(Column::kEntity);
   columns.push_back(Column::kTime);
   if (version.has_ints()) columns.push_back(Column::kInt);
+  if (version.has_available()) columns.push_back(Column::kAvailable);
   Status written;
   auto write = [&] {
     for (Column c : columns) {
@@ -365,8 +366,9 @@ Result<std::string> FeatureSetWriter::StartVersion(const NewVersion& spec) {
   HPCML_RETURN_IF_ERROR(w.paths.MakeVersionDir(w.set.published));
   HPCML_RETURN_IF_ERROR(w.version.Create(
       TempFile(w.paths.NewVersionTemp(w.version_name), w.paths.VersionFile(w.version_name)), path,
-      w.version_name, {nfeat, nint, w.chunk_rows, w.codec, labels}, w.set.published));
-  w.block = RowBlock(nfeat, nint, w.chunk_rows, labels);
+      w.version_name, {nfeat, nint, w.chunk_rows, w.codec, labels, !spec.available_name.empty()},
+      w.set.published));
+  w.block = RowBlock(nfeat, nint, w.chunk_rows, labels, !spec.available_name.empty());
   std::vector<std::string> columns = spec.feature_names;
   if (labels) columns.push_back(spec.label_name);
   // The columns holding codes: category features, and a class label.
@@ -379,7 +381,8 @@ Result<std::string> FeatureSetWriter::StartVersion(const NewVersion& spec) {
 }
 
 Status FeatureSetWriter::Append(const float* x, const float* y, const int64_t* entity_ids,
-                                const int64_t* timestamps, uint64_t n, const int64_t* ints) {
+                                const int64_t* timestamps, uint64_t n, const int64_t* ints,
+                                const int64_t* available) {
   Impl& w = *impl_;
   if (!w.started) return FailedPrecondition("{}: Append before StartVersion", w.paths.path);
   if ((y != nullptr) != w.version.has_labels()) {
@@ -390,9 +393,13 @@ Status FeatureSetWriter::Append(const float* x, const float* y, const int64_t* e
     return InvalidArgument("{}: int values given for a version without int features, or missing",
                            w.paths.path);
   }
+  if ((available != nullptr) != w.version.has_available()) {
+    return InvalidArgument("{}: availability times given for a version without them, or missing",
+                           w.paths.path);
+  }
   uint64_t done = 0;
   while (done < n) {
-    done += w.block.Take(x, y, entity_ids, timestamps, ints, done, n - done);
+    done += w.block.Take(x, y, entity_ids, timestamps, ints, available, done, n - done);
     if (w.block.full()) HPCML_RETURN_IF_ERROR(w.Flush());
   }
   return Status::Ok();
@@ -416,6 +423,7 @@ VersionInfo FeatureSetWriter::Impl::FinishInfo(const std::string& keys_digest,
   info.entity_name = spec.entity_name;
   info.entity_type = spec.entity_type;
   info.timestamp_name = spec.timestamp_name;
+  info.available_name = spec.available_name;
   info.created_at = UtcNow();
   info.created_by = CurrentPrincipal();
   info.operation = spec.operation;
@@ -428,7 +436,7 @@ VersionInfo FeatureSetWriter::Impl::FinishInfo(const std::string& keys_digest,
   info.codec = codec.codec;
   info.compression = codec.level;
   info.tool = ToolString();
-  info.digests = digests.Finish(version.has_labels(), version.has_ints());
+  info.digests = digests.Finish(version.has_labels(), version.has_ints(), version.has_available());
   info.digests.entity_keys = keys_digest;
   info.digests.categories = categories_digest;
   info.data_sha256 = DataDigest(info, info.digests);

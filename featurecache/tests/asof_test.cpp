@@ -7,6 +7,8 @@
 #include <map>
 #include <random>
 
+#include <fmt/format.h>
+
 #include "hpcml/featurecache/feature_set.hpp"
 #include "hpcml/featurecache/ingest.hpp"
 #include "hpcml/featurecache/writer.hpp"
@@ -252,6 +254,129 @@ TEST(Asof, MatchesBruteForceInMemoryOnThreeThreads) {
 }
 TEST(Asof, MatchesBruteForceWhenTheEstimateFallsShort) {
   MatchesBruteForce(256 << 20, true, false);
+}
+
+// "As known at" against a brute-force reference: rows arrive late (some
+// long after their timestamp, a few before it), and corrections restate an
+// earlier row's (entity, timestamp) with a new value, available later. A
+// request sees the newest row by (timestamp, storage order) among those
+// whose timestamp and availability time are both at or before its time.
+void KnownAtMatchesBruteForce(int n, uint64_t memory, bool want_in_memory, unsigned threads) {
+  TempDir dir;
+  const std::string path = dir / "fs.h5";
+  std::mt19937_64 rng(5);
+  const int entities = n / 50;
+  std::vector<Row> rows;
+  std::vector<int64_t> avail;
+  for (int i = 0; i < n; ++i) {
+    if (i > 100 && rng() % 10 == 0) {  // a correction of an earlier row
+      Row r = rows[rng() % rows.size()];
+      r.value = static_cast<float>(i);
+      avail.push_back(r.seconds + 1000 + static_cast<int64_t>(rng() % 50000));
+      rows.push_back(r);
+      continue;
+    }
+    Row r{static_cast<int64_t>(rng() % entities), static_cast<int64_t>(rng() % 100000),
+          static_cast<float>(i)};
+    const uint64_t kind = rng() % 10;
+    const int64_t delay = kind < 7   ? static_cast<int64_t>(rng() % 100)
+                          : kind < 9 ? static_cast<int64_t>(rng() % 20000)
+                                     : -static_cast<int64_t>(rng() % 1000);  // known ahead
+    rows.push_back(r);
+    avail.push_back(r.seconds + delay);
+  }
+  {
+    auto w = FeatureSetWriter::Begin(path, {"ae"});
+    ASSERT_TRUE(w.ok());
+    NewVersion s;
+    s.feature_names = {"value", "twice"};
+    s.feature_types = {"float", "float"};
+    s.operation = "ingest";
+    s.transform = "{}";
+    s.classification = "internal";
+    s.entity_name = "customer";
+    s.available_name = "recorded_at";
+    ASSERT_TRUE(w->StartVersion(s).ok());
+    std::vector<float> x;
+    std::vector<int64_t> e, t, a;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      x.push_back(rows[i].value);
+      x.push_back(2 * rows[i].value);
+      e.push_back(rows[i].entity);
+      t.push_back(rows[i].seconds * kS);
+      a.push_back(avail[i] * kS);
+    }
+    ASSERT_TRUE(
+        w->Append(x.data(), nullptr, e.data(), t.data(), rows.size(), nullptr, a.data()).ok());
+    ASSERT_TRUE(w->Commit().ok());
+  }
+  std::string req = "cust,at,label\n";
+  std::vector<std::pair<int64_t, int64_t>> requests;
+  for (int i = 0; i < n; ++i) {
+    requests.emplace_back(static_cast<int64_t>(rng() % (entities + 10)),
+                          static_cast<int64_t>(rng() % 130000));
+    req += fmt::format("{},{},{}\n", requests.back().first, requests.back().second, i % 2);
+  }
+  WriteText(dir / "req.csv", req);
+  AsofOptions o = Opts(dir / "req.csv");
+  o.known_at = true;
+  o.memory_bytes = memory;
+  o.tmpdir = dir.path();
+  o.threads = threads;
+  AsofStats stats;
+  auto v = Asof(path, o, &stats);
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  EXPECT_EQ(stats.in_memory, want_in_memory);
+  EXPECT_NE(v->transform.find("\"known_at\":true"), std::string::npos) << v->transform;
+  EXPECT_NE(v->transform.find("recorded_at"), std::string::npos) << v->transform;
+  Out out = ReadOut(path, v->name);
+  ASSERT_EQ(out.value.size(), requests.size());
+
+  std::map<int64_t, std::vector<int>> by_entity;
+  for (int i = 0; i < static_cast<int>(rows.size()); ++i) by_entity[rows[i].entity].push_back(i);
+  uint64_t later_than_plain = 0;
+  for (size_t q = 0; q < requests.size(); ++q) {
+    const auto [e, t] = requests[q];
+    int best = -1, plain = -1;
+    for (int i : by_entity[e]) {
+      if (rows[i].seconds > t) continue;
+      auto newer = [&](int cur) {
+        return cur < 0 || rows[i].seconds > rows[cur].seconds ||
+               (rows[i].seconds == rows[cur].seconds && i > cur);
+      };
+      if (newer(plain)) plain = i;
+      if (avail[i] <= t && newer(best)) best = i;
+    }
+    if (best < 0) {
+      ASSERT_TRUE(std::isnan(out.value[q])) << "request " << q;
+    } else {
+      ASSERT_EQ(out.value[q], rows[best].value) << "request " << q;
+    }
+    later_than_plain += best != plain;
+  }
+  EXPECT_GT(later_than_plain, 1000u);  // the rule changed many answers
+}
+
+TEST(Asof, KnownAtMatchesBruteForceInMemory) {
+  KnownAtMatchesBruteForce(100000, 256 << 20, true, 1);
+}
+TEST(Asof, KnownAtMatchesBruteForceOnThreeThreads) {
+  KnownAtMatchesBruteForce(100000, 256 << 20, true, 3);
+}
+TEST(Asof, KnownAtMatchesBruteForceWithSpills) {
+  KnownAtMatchesBruteForce(300000, 16 << 20, false, 1);  // every external sort spills
+}
+
+// A version without availability times cannot be joined as known at, and
+// says how to get them.
+TEST_F(AsofEdgesTest, KnownAtNeedsAvailabilityTimes) {
+  AsofOptions o = Opts(dir / "req.csv");
+  o.known_at = true;
+  auto v = Asof(path, o);
+  ASSERT_FALSE(v.ok());
+  EXPECT_NE(v.status().message().find("version v1 has no availability times"), std::string::npos)
+      << v.status().message();
+  EXPECT_NE(v.status().message().find("--available"), std::string::npos);
 }
 
 // A typed version joined: the features keep their kinds, dictionaries and

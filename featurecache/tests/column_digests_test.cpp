@@ -18,7 +18,7 @@ TEST(ColumnDigests, HashEachColumnsBytesAcrossBlocks) {
   RowBlock block(2, 0, 1, true);  // one-row chunks; blocks of many
   ColumnDigests d;
   for (uint64_t row = 0; row < 2; ++row) {
-    block.Take(x, y, e, t, nullptr, row, 1);
+    block.Take(x, y, e, t, nullptr, nullptr, row, 1);
     for (Column c : {Column::kX, Column::kY, Column::kEntity, Column::kTime}) d.Update(c, block);
     block.Clear();
   }

@@ -105,6 +105,39 @@ TEST(Ingest, OnThreadsAsOnOne) {
   }
 }
 
+// An availability column is kept beside the timestamps (not a feature),
+// digested and verified; every row needs one.
+TEST(Ingest, AvailabilityTimesAreKept) {
+  TempDir dir;
+  WriteText(dir / "in.csv",
+            "id,ts,recorded,a,y\n1,2024-01-01,2024-01-03,1,0\n2,2024-01-02,1704153600,2,1\n");
+  IngestOptions o = Opts(dir / "in.csv");
+  o.available_column = "recorded";
+  auto v = Ingest(dir / "fs.h5", o);
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  EXPECT_EQ(v->feature_names, (std::vector<std::string>{"a"}));
+  EXPECT_EQ(v->available_name, "recorded");
+  auto fs = FeatureSet::Open(dir / "fs.h5");
+  auto r = fs->OpenVersion("v1");
+  ASSERT_TRUE(r.ok());
+  std::vector<int64_t> at(2);
+  ASSERT_TRUE(r->ReadAvailable(0, 2, at.data()).ok());
+  EXPECT_EQ(at, (std::vector<int64_t>{1704240000000000, 1704153600000000}));
+  EXPECT_TRUE(VerifyVersion(*r).ok());
+
+  WriteText(dir / "gap.csv",
+            "id,ts,recorded,a,y\n1,2024-01-01,2024-01-03,1,0\n2,2024-01-02,,2,1\n");
+  o = Opts(dir / "gap.csv");
+  o.available_column = "recorded";
+  auto bad = Ingest(dir / "fs.h5", o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("gap.csv: line 3, column 3"), std::string::npos)
+      << bad.status().message();
+  o.available_column = "a";
+  o.feature_columns = {"a"};
+  EXPECT_NE(Ingest(dir / "fs.h5", o).status().message().find("cannot be both"), std::string::npos);
+}
+
 TEST(Ingest, MissingCellsAsRAndPandasWriteThem) {
   TempDir dir;
   WriteText(dir / "r.csv",

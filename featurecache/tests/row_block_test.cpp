@@ -13,11 +13,11 @@ TEST(RowBlock, HoldsWholeChunksOfAbout4MiB) {
   RowBlock big(256, 0, 1024, false);
   std::vector<float> x(256 * 4096 * 2);
   std::vector<int64_t> e(4096 * 2), t(4096 * 2);
-  EXPECT_EQ(big.Take(x.data(), nullptr, e.data(), t.data(), nullptr, 0, 4096 * 2), 4096u);
+  EXPECT_EQ(big.Take(x.data(), nullptr, e.data(), t.data(), nullptr, nullptr, 0, 4096 * 2), 4096u);
   EXPECT_TRUE(big.full());
   // A chunk over 4 MiB: one to a block.
   RowBlock one(2048, 0, 1024, false);
-  EXPECT_EQ(one.Take(x.data(), nullptr, e.data(), t.data(), nullptr, 0, 2048), 1024u);
+  EXPECT_EQ(one.Take(x.data(), nullptr, e.data(), t.data(), nullptr, nullptr, 0, 2048), 1024u);
   EXPECT_TRUE(one.full());
 }
 
@@ -27,7 +27,7 @@ TEST(RowBlock, TakesRowsFromAnOffsetByColumn) {
   const float y[] = {0.5f, 1.5f, 2.5f};
   const int64_t e[] = {7, 8, 9}, t[] = {100, 200, 300};
   EXPECT_TRUE(b.empty());
-  EXPECT_EQ(b.Take(x, y, e, t, nullptr, 1, 2), 2u);
+  EXPECT_EQ(b.Take(x, y, e, t, nullptr, nullptr, 1, 2), 2u);
   EXPECT_EQ(b.rows(), 2u);
   EXPECT_FALSE(b.full());
   EXPECT_EQ(std::memcmp(b.data(Column::kX), x + 2, 4 * sizeof(float)), 0);

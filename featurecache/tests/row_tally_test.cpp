@@ -15,10 +15,10 @@ TEST(RowTally, EntityRangeOverEveryBlock) {
   const float x[] = {1, 2, 3};
   const int64_t e[] = {4, -2, 9}, t[] = {0, 0, 0};
   RowBlock block(1, 0, 2, false);
-  block.Take(x, nullptr, e, t, nullptr, 0, 2);
+  block.Take(x, nullptr, e, t, nullptr, nullptr, 0, 2);
   tally.Add(block);
   block.Clear();
-  block.Take(x, nullptr, e, t, nullptr, 2, 1);
+  block.Take(x, nullptr, e, t, nullptr, nullptr, 2, 1);
   tally.Add(block);
   EXPECT_EQ(tally.min_entity(), -2);
   EXPECT_EQ(tally.max_entity(), 9);
@@ -31,7 +31,7 @@ TEST(RowTally, StatisticsWhenAsked) {
   const float y[] = {0, 1};
   const int64_t e[] = {0, 1}, t[] = {0, 0};
   RowBlock block(1, 0, 4, true);
-  block.Take(x, y, e, t, nullptr, 0, 2);
+  block.Take(x, y, e, t, nullptr, nullptr, 0, 2);
   tally.Add(block);
   VersionStats s = tally.Statistics();
   EXPECT_EQ(s.rows, 2u);

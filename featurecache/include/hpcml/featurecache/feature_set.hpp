@@ -39,6 +39,9 @@ class VersionReader {
   // row-major; kIntMissing where missing): the exact values of the int
   // features of a typed version. InvalidArgument when it has none.
   Status ReadInts(uint64_t first, uint64_t count, int64_t* ints) const;
+  // Rows [first, first + count) of available_times; InvalidArgument for a
+  // version without them.
+  Status ReadAvailable(uint64_t first, uint64_t count, int64_t* available) const;
 
   // The keys of a string-keyed version (entity_keys.hpp), in code order;
   // empty for integer entities.
@@ -61,7 +64,8 @@ class VersionReader {
   std::shared_ptr<h5::File> file_;
   std::string path_;
   VersionInfo info_;
-  h5::Dataset features_, labels_, entity_ids_, timestamps_, entity_keys_, int_values_, categories_;
+  h5::Dataset features_, labels_, entity_ids_, timestamps_, entity_keys_, int_values_, categories_,
+      available_;
 };
 
 class FeatureSet {

@@ -13,6 +13,9 @@
 //                                              the code of its key in entity_keys
 //       entity_keys  fixed-length UTF-8 (keys) string-keyed versions only (entity_keys.hpp)
 //       timestamps   int64   (rows)            microseconds since 1970-01-01T00:00:00Z
+//       available_times int64 (rows)           when each row became known (same unit);
+//                                              versions ingested with an availability
+//                                              column only (asof --known-at)
 //       int_values   int64   (rows, int features)  typed versions with "int"
 //                                              features: their exact values,
 //                                              kIntMissing where missing
@@ -51,6 +54,7 @@ inline constexpr const char* kLabels = "labels";
 inline constexpr const char* kEntityIds = "entity_ids";
 inline constexpr const char* kEntityKeys = "entity_keys";
 inline constexpr const char* kTimestamps = "timestamps";
+inline constexpr const char* kAvailableTimes = "available_times";
 inline constexpr const char* kIntValues = "int_values";
 inline constexpr const char* kCategories = "categories";
 
@@ -120,9 +124,10 @@ struct ParentRef {
 // SHA-256 of each dataset's raw little-endian bytes in row-major order.
 struct DatasetDigests {
   std::string features, labels, entity_ids, timestamps;
-  std::string entity_keys;  // string-keyed versions only
-  std::string int_values;   // typed versions with int features only
-  std::string categories;   // typed versions with category features only
+  std::string entity_keys;      // string-keyed versions only
+  std::string int_values;       // typed versions with int features only
+  std::string categories;       // typed versions with category features only
+  std::string available_times;  // versions with availability times only
 };
 
 // Everything a version records about itself (its group's attributes).
@@ -146,6 +151,9 @@ struct VersionInfo {
   std::string entity_name;
   std::string entity_type = "int";  // "int", or "string" (entity_keys.hpp)
   std::string timestamp_name;
+  // The column the availability times came from; empty: the version has
+  // none (and cannot be joined "as known at").
+  std::string available_name;
   std::string created_at;  // ISO 8601 UTC
   std::string created_by;  // user@host, with the job and role when inside one
   std::string operation;   // ingest, derive or asof
@@ -164,6 +172,7 @@ struct VersionInfo {
   size_t features() const { return feature_names.size(); }
   bool has_labels() const { return !label_name.empty(); }
   bool string_keys() const { return entity_type == "string"; }
+  bool has_available() const { return !available_name.empty(); }
   // Feature j's kind, "float" for every column of a version that is not
   // typed (its values are float32 only).
   std::string_view kind(size_t j) const {

@@ -26,6 +26,10 @@ struct IngestOptions {
   // first row decides (an integer: int; a later non-integer is an error).
   std::string entity_type = "auto";
   std::string timestamp_column;  // required: ISO 8601 or epoch seconds
+  // Optional: when each row became known (arrived, or was corrected), as the
+  // timestamp is written; every row needs one. Kept with the version for
+  // asof --known-at.
+  std::string available_column;
   // Optional: a number (int, float, bool as 0/1), or class names, each row's
   // label then the index of its class among the sorted names.
   std::string label_column;

@@ -60,6 +60,9 @@ struct NewVersion {
   std::string entity_type = "int";
   std::vector<std::string> entity_keys;
   std::string timestamp_name = "timestamp";
+  // The column availability times came from (rows then given to Append);
+  // empty: none.
+  std::string available_name;
   std::string operation;  // ingest, derive, asof
   std::string transform;  // JSON
   std::vector<SourceRef> sources;
@@ -108,8 +111,11 @@ class FeatureSetWriter {
   // version has no labels; ints (rows * int features, row-major: the exact
   // values of the "int" features, kIntMissing where missing) is null iff it
   // has no int features.
+  // `available` (the rows' availability times) is null iff the version has
+  // none (NewVersion::available_name).
   Status Append(const float* x, const float* y, const int64_t* entity_ids,
-                const int64_t* timestamps, uint64_t rows, const int64_t* ints = nullptr);
+                const int64_t* timestamps, uint64_t rows, const int64_t* ints = nullptr,
+                const int64_t* available = nullptr);
   uint64_t rows() const;
   // The statistics of the rows appended so far (stats.hpp), before Commit:
   // for checks that decide whether the version is published at all.
