@@ -15,6 +15,11 @@ time is wall time (median of --repeat runs), memory the peak RSS (/usr/bin/time
 compared: every tool must find the same rows. The goal (issue 38): hpcml >= 1.0x
 DuckDB on 1 core and on 2, at no more memory.
 
+"As known at": the same feature rows with an availability column
+(recorded_at = event_time + up to 3 days) ingested with --available and
+joined with asof --known-at, against the plain join of that version (same
+cores); DuckDB's ASOF JOIN takes one inequality, so it has no counterpart.
+
   /usr/bin/python3 bench/featurecache/asof_bench.py [--sizes 200000,2000000]
       [--entities 100000] [--repeat 3] [--dir /tmp/hpcml-asof-bench] [--build build/default]
 """
@@ -39,28 +44,37 @@ def timed(cmd, cores):
 
 def make_tables(d, n, entities):
     feats, reqs = f"{d}/features-{n}.csv", f"{d}/requests-{n}.csv"
-    if os.path.exists(feats) and os.path.exists(reqs):
-        return feats, reqs
+    avail = f"{d}/features-available-{n}.csv"
+    if os.path.exists(feats) and os.path.exists(reqs) and os.path.exists(avail):
+        return feats, reqs, avail
     rng = np.random.default_rng(1)
     e, t, x = rng.integers(0, entities, n), rng.integers(0, 10**7, n), rng.normal(size=(n, 3))
     with open(feats, "w") as f:
         f.write("entity,event_time,f0,f1,f2\n")
         np.savetxt(f, np.column_stack([e, t, x]), fmt=["%d", "%d", "%.6f", "%.6f", "%.6f"], delimiter=",")
+    late = rng.integers(0, 3 * 86400, n)
+    with open(avail, "w") as f:
+        f.write("entity,event_time,recorded_at,f0,f1,f2\n")
+        np.savetxt(f, np.column_stack([e, t, t + late, x]),
+                   fmt=["%d", "%d", "%d", "%.6f", "%.6f", "%.6f"], delimiter=",")
     re_, rt, lab = rng.integers(0, entities, n), rng.integers(0, 10**7, n), rng.integers(0, 2, n)
     with open(reqs, "w") as f:
         f.write("entity,as_of,label\n")
         np.savetxt(f, np.column_stack([re_, rt, lab]), fmt="%d", delimiter=",")
-    return feats, reqs
+    return feats, reqs, avail
 
 
-def run_hpcml(fcache, d, feats, reqs, cores):
+def run_hpcml(fcache, d, feats, reqs, cores, available=False, known_at=False):
+    """ingest + asof; `available`: the table with recorded_at, ingested with
+    --available; `known_at`: joined with --known-at."""
     h5 = f"{d}/set.h5"
     subprocess.run(["rm", "-rf", h5, h5 + ".d"], check=True)
     t1, m1, _ = timed([fcache, "ingest", h5, "--csv", feats, "--entity", "entity", "--timestamp",
                        "event_time", "--codec", "none", "--zone", "bench", "--classification",
-                       "internal"], cores)
+                       "internal"] + (["--available", "recorded_at"] if available else []), cores)
     t2, m2, out = timed([fcache, "asof", h5, "--requests", reqs, "--entity", "entity", "--time",
-                         "as_of", "--label", "label", "--codec", "none", "--tmpdir", d], cores)
+                         "as_of", "--label", "label", "--codec", "none", "--tmpdir", d]
+                        + (["--known-at"] if known_at else []), cores)
     matched = int(out.split(" matched")[0].split()[-1])
     return t1 + t2, max(m1, m2), matched, f"ingest {t1:.2f} s + asof {t2:.2f} s"
 
@@ -105,7 +119,7 @@ def main():
     print("| rows x requests | tool | cores | seconds | peak MiB | matched | detail |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for n in map(int, a.sizes.split(",")):
-        feats, reqs = make_tables(a.dir, n, a.entities)
+        feats, reqs, avail = make_tables(a.dir, n, a.entities)
         # The new CSVs on disk before anything is timed: ingest fsyncs its
         # file, which on ext4 also waits for other dirty data.
         subprocess.run(["sync"], check=True)
@@ -115,6 +129,12 @@ def main():
                 ("duckdb", "0,1", lambda: run_duckdb(a.dir, feats, reqs, 2, "0,1"))]
         if not a.no_pandas:
             runs.append(("pandas", "0", lambda: run_pandas(a.dir, feats, reqs, "0")))
+        for cores in ("0", "0,1"):
+            runs.append(("hpcml plain (recorded_at)", cores,
+                         lambda c=cores: run_hpcml(fcache, a.dir, avail, reqs, c, available=True)))
+            runs.append(("hpcml --known-at", cores,
+                         lambda c=cores: run_hpcml(fcache, a.dir, avail, reqs, c, available=True,
+                                                   known_at=True)))
         best = {}
         for name, cores, fn in runs:
             fn()  # warm-up: the CSVs in the page cache for every tool alike
@@ -125,13 +145,17 @@ def main():
             best[(name, cores)] = (t, m, matched)
             print(f"| {n:,} x {n:,} | {name} | {cores} | {t:.2f} | {m:.0f} | {','.join(map(str, matched))} "
                   f"| {results[len(results) // 2][3]} |", flush=True)
-        counts = {next(iter(v[2])) for v in best.values()}
+        counts = {next(iter(v[2])) for k, v in best.items() if k[0] != "hpcml --known-at"}
         if len(counts) != 1:
             sys.exit(f"asof_bench: the tools matched different counts: {best}")
         for cores in ("0", "0,1"):
             h, dd = best[("hpcml", cores)], best[("duckdb", cores)]
             print(f"ratio (DuckDB time / hpcml time), {n:,}, cores {cores}: {dd[0] / h[0]:.2f}; "
                   f"memory hpcml/DuckDB {h[1] / dd[1]:.2f}")
+        for cores in ("0", "0,1"):
+            plain, known = best[("hpcml plain (recorded_at)", cores)], best[("hpcml --known-at", cores)]
+            print(f"known-at overhead (known-at time / plain time), {n:,}, cores {cores}: "
+                  f"{known[0] / plain[0]:.2f}; memory {known[1] / plain[1]:.2f}")
         if not a.no_pandas:
             h, p = best[("hpcml", "0")], best[("pandas", "0")]
             print(f"ratio (pandas time / hpcml time), {n:,}, 1 core: {p[0] / h[0]:.2f}")

@@ -1,5 +1,6 @@
 #include "version_file.hpp"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <blosc.h>
@@ -74,6 +75,7 @@ Status VersionFile::Create(TempFile temp, const std::string& set_path, const std
     }
     ::chmod(path.c_str(), published->st_mode & 07777);
   }
+  writeback_ = UniqueFd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   HPCML_ASSIGN_OR_RETURN(group_, h5::Own<h5::Group>(H5Gopen2(file_.get(), "/", H5P_DEFAULT),
                                                     StatusCode::kIoError, path));
   for (Column c : kColumns) {
@@ -229,10 +231,15 @@ Status VersionFile::Publish() {
   return temp_.Rename();
 }
 
+void VersionFile::StartWriteback() const {
+  if (writeback_.valid()) ::sync_file_range(writeback_.get(), 0, 0, SYNC_FILE_RANGE_WRITE);
+}
+
 void VersionFile::CloseHandles() {
   for (h5::Dataset& d : datasets_) d.reset();
   group_.reset();
   file_.reset();
+  writeback_ = UniqueFd();
 }
 
 void VersionFile::Discard() {

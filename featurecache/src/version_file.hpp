@@ -22,6 +22,7 @@
 
 #include "hpcml/common/h5.hpp"
 #include "hpcml/common/status.hpp"
+#include "hpcml/common/unique_fd.hpp"
 #include "hpcml/featurecache/format.hpp"
 #include "row_block.hpp"
 #include "temp_file.hpp"
@@ -68,6 +69,10 @@ class VersionFile {
   // as its "sha256" attribute.
   Result<std::string> WriteStrings(const char* name, const std::vector<std::string>& keys,
                                    size_t width);
+  // Starts writing the file's dirty pages to disk, without waiting: the
+  // fsync at Publish then has little left to wait for. A hint: errors are
+  // ignored.
+  void StartWriteback() const;
   // The row datasets' "sha256" attributes.
   Status WriteDigests(const DatasetDigests& digests);
 
@@ -95,6 +100,7 @@ class VersionFile {
   h5::File file_;
   h5::Group group_;
   std::array<h5::Dataset, kColumnCount> datasets_;  // by Column
+  UniqueFd writeback_;  // the file, read-only, for StartWriteback
 };
 
 }  // namespace hpcml::featurecache

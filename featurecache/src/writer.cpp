@@ -231,6 +231,7 @@ Status FeatureSetWriter::Impl::Flush() {
       written = version.Write(c, block, rows);
       if (!written.ok()) return;
     }
+    version.StartWriteback();
   };
   auto hash = [&] {
     for (Column c : columns) digests.Update(c, block);
