@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -17,6 +18,41 @@
 #include "hpcml/common/strings.hpp"
 
 namespace hpcml::featurecache {
+namespace {
+
+// Eight bytes at a time (SWAR): the bytes of `w` equal to `c` get their high
+// bit set, the others none (exact: no false matches).
+inline uint64_t BytesEqual(uint64_t w, char c) {
+  const uint64_t x = w ^ (0x0101010101010101ull * static_cast<unsigned char>(c));
+  const uint64_t low7 = 0x7F7F7F7F7F7F7F7Full;
+  return ~(((x & low7) + low7) | x | low7);
+}
+
+// The first of [p, end) that is `delim` or a line end, or end.
+inline size_t FindFieldEnd(const char* text, size_t p, size_t end, char delim) {
+  for (; p + 8 <= end; p += 8) {
+    uint64_t w;
+    std::memcpy(&w, text + p, 8);
+    const uint64_t hit = BytesEqual(w, delim) | BytesEqual(w, '\n');
+    if (hit != 0) return p + static_cast<size_t>(std::countr_zero(hit)) / 8;
+  }
+  while (p < end && text[p] != delim && text[p] != '\n') ++p;
+  return p;
+}
+
+// The line ends in [p, end).
+uint64_t CountLineEnds(const char* p, const char* end) {
+  uint64_t n = 0;
+  for (; p + 8 <= end; p += 8) {
+    uint64_t w;
+    std::memcpy(&w, p, 8);
+    n += static_cast<uint64_t>(std::popcount(BytesEqual(w, '\n')));
+  }
+  for (; p < end; ++p) n += *p == '\n';
+  return n;
+}
+
+}  // namespace
 
 CsvReader::CsvReader(std::string path, UniqueFd fd, char delimiter, Mode mode, size_t buffer)
     : path_(std::move(path)), fd_(std::move(fd)), delim_(delimiter), mode_(mode), buf_(buffer) {}
@@ -97,16 +133,16 @@ CsvReader::Parse CsvReader::ScanQuoted(size_t pos, size_t* close, uint64_t* newl
     ++p;
   }
   if (escaped) {
-    spans_.push_back({true, arena_start, arena_.size() - arena_start});
+    AddSpan({true, arena_start, arena_.size() - arena_start});
   } else {
-    spans_.push_back({false, pos + 1, p - pos - 1});
+    AddSpan({false, pos + 1, p - pos - 1});
   }
   *close = p;
   return Parse::kRecord;
 }
 
 CsvReader::Parse CsvReader::ParseRecord(size_t* consumed, uint64_t* newlines, std::string* error) {
-  spans_.clear();
+  nspans_ = 0;
   arena_.clear();
   const char* text = data();
   size_t pos = begin_;
@@ -142,13 +178,12 @@ CsvReader::Parse CsvReader::ParseRecord(size_t* consumed, uint64_t* newlines, st
       return Parse::kError;
     }
     // Unquoted field: up to the delimiter or the end of the line.
-    size_t p = pos;
-    while (p < end_ && text[p] != delim_ && text[p] != '\n') ++p;
+    const size_t p = FindFieldEnd(text, pos, end_, delim_);
     if (p >= end_ && !eof_) return Parse::kNeedMore;
     size_t len = p - pos;
     if (p < end_ && text[p] == '\n' && len > 0 && text[p - 1] == '\r') --len;
     if (p >= end_ && len > 0 && text[p - 1] == '\r') --len;
-    spans_.push_back({false, pos, len});
+    AddSpan({false, pos, len});
     if (p >= end_) {
       *consumed = p - begin_;
       *newlines = nl;
@@ -165,11 +200,11 @@ CsvReader::Parse CsvReader::ParseRecord(size_t* consumed, uint64_t* newlines, st
 }
 
 Result<bool> CsvReader::Next() {
-  fields_.clear();
   for (;;) {
     if (begin_ >= end_) {
       if (eof_) {
         finished_ = true;
+        fields_.clear();
         return false;
       }
       HPCML_RETURN_IF_ERROR(Fill());
@@ -192,10 +227,12 @@ Result<bool> CsvReader::Next() {
     begin_ += consumed;
     line_ += newlines;
     // A blank line parses as one empty unquoted field: skip it.
-    if (spans_.size() == 1 && spans_[0].length == 0 && !quoted_start) continue;
-    fields_.reserve(spans_.size());
-    for (const Span& s : spans_) {
-      fields_.emplace_back(s.arena ? arena_.data() + s.offset : data() + s.offset, s.length);
+    if (nspans_ == 1 && spans_[0].length == 0 && !quoted_start) continue;
+    if (fields_.size() != nspans_) fields_.resize(nspans_);
+    for (size_t i = 0; i < nspans_; ++i) {
+      const Span& s = spans_[i];
+      fields_[i] =
+          std::string_view(s.arena ? arena_.data() + s.offset : data() + s.offset, s.length);
     }
     if (mode_ == Mode::kFull && !valid_utf8_) HPCML_RETURN_IF_ERROR(CheckUtf8());
     return true;
@@ -263,12 +300,13 @@ Status CsvReader::ReadRestInParallel(
     }
     cut.push_back(whole);
     const auto pieces = static_cast<unsigned>(cut.size() - 1);
-    std::vector<uint64_t> first_line(pieces + 1, line_);
-    for (unsigned p = 0; p < pieces; ++p) {
-      first_line[p + 1] =
-          first_line[p] + static_cast<uint64_t>(
-                              std::count(window.data() + cut[p], window.data() + cut[p + 1], '\n'));
-    }
+    // Each piece's first line: the line ends before it, counted at once.
+    std::vector<uint64_t> first_line(pieces + 1, 0);
+    ParallelFor(pieces, pieces, [&](unsigned p, size_t, size_t) {
+      first_line[p + 1] = CountLineEnds(window.data() + cut[p], window.data() + cut[p + 1]);
+    });
+    first_line[0] = line_;
+    for (unsigned p = 0; p < pieces; ++p) first_line[p + 1] += first_line[p];
     // The digest of the new bytes as one more part, beside the parsing.
     std::vector<Status> status(pieces);
     ParallelFor(pieces + 1, pieces + 1, [&](unsigned p, size_t, size_t) {

@@ -100,7 +100,7 @@ class VersionFile {
   h5::File file_;
   h5::Group group_;
   std::array<h5::Dataset, kColumnCount> datasets_;  // by Column
-  UniqueFd writeback_;  // the file, read-only, for StartWriteback
+  UniqueFd writeback_;                              // the file, read-only, for StartWriteback
 };
 
 }  // namespace hpcml::featurecache

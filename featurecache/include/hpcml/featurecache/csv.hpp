@@ -114,7 +114,14 @@ class CsvReader {
   uint64_t record_line_ = 0;
   uint64_t bytes_read_ = 0;
   std::string arena_;
+  // The current record's spans: spans_[0, nspans_) (the vector only grows,
+  // so adding one costs no call).
+  void AddSpan(Span s) {
+    if (nspans_ == spans_.size()) spans_.resize(2 * nspans_ + 8);
+    spans_[nspans_++] = s;
+  }
   std::vector<Span> spans_;
+  size_t nspans_ = 0;
   std::vector<std::string_view> fields_;
   Sha256 sha_;
   std::string digest_;
