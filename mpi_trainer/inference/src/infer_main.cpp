@@ -85,14 +85,20 @@ void AddExport(CLI::App& app, Args& a) {
 
 // inspect and export-onnx of a GBDT model (rank 0).
 int GbdtModelCommand(const std::string& cmd, const Args& a, hpcml::Logger& log) {
-  if (cmd == "export-onnx") {
-    log.error("{}: ONNX export of GBDT models is not built yet (issue 39)", a.model);
-    return hpcml::kExitError;
-  }
   auto m = hpcml::trees::LoadGbdtModel(a.model);
   if (!m.ok()) {
     log.error("{}", m.status().message());
     return hpcml::kExitError;
+  }
+  if (cmd == "export-onnx") {
+    hpcml::Status s = hi::ExportGbdtOnnx(*m, a.onnx);
+    if (!s.ok()) {
+      log.error("{}", s.message());
+      return hpcml::kExitError;
+    }
+    log.info("wrote {} (opset {}, ai.onnx.ml {}) from {} (sha256 {})", a.onnx, hi::kOnnxOpset,
+             hi::kOnnxMlOpset, a.model, m->sha256);
+    return hpcml::kExitOk;
   }
   const std::string text = a.json ? hi::InspectJson(*m) : hi::InspectText(*m);
   std::fwrite(text.data(), 1, text.size(), stdout);

@@ -18,6 +18,7 @@
 #include "hpcml/common/identity.hpp"
 #include "hpcml/common/json.hpp"
 #include "hpcml/trainer/encoding.hpp"
+#include "onnx_graph.hpp"
 
 namespace hpcml::inference {
 namespace {
@@ -27,8 +28,6 @@ using trainer::FullTensor;
 using trainer::LossKind;
 using trainer::ModelFile;
 
-// The ONNX release the graph is checked against (Debian's libonnx 1.12).
-constexpr std::int64_t kIrVersion = onnx::IR_VERSION;
 // sqrt(2 / pi) and the cubic coefficient of the tanh GELU, as the CPU backend
 // has them (mpi_trainer/trainer/src/cpu_backend.cpp).
 constexpr float kGeluC = 0.7978845608028654f;
@@ -86,58 +85,6 @@ Result<Standardization> ReadStandardization(const ModelFile& model) {
   return s;
 }
 
-// raw_data is little-endian by the ONNX spec; so is every host hpcml builds
-// for (x86-64).
-template <typename T>
-void AddInitializer(onnx::GraphProto& g, const std::string& name,
-                    const std::vector<std::int64_t>& dims, const std::vector<T>& data) {
-  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double> ||
-                std::is_same_v<T, std::int64_t>);
-  onnx::TensorProto* t = g.add_initializer();
-  t->set_name(name);
-  t->set_data_type(std::is_same_v<T, float>    ? onnx::TensorProto::FLOAT
-                   : std::is_same_v<T, double> ? onnx::TensorProto::DOUBLE
-                                               : onnx::TensorProto::INT64);
-  for (std::int64_t d : dims) t->add_dims(d);
-  t->set_raw_data(data.data(), data.size() * sizeof(T));
-}
-
-void AddScalar(onnx::GraphProto& g, const std::string& name, float value) {
-  AddInitializer(g, name, {}, std::vector<float>{value});
-}
-
-onnx::NodeProto* AddNode(onnx::GraphProto& g, const std::string& op,
-                         std::initializer_list<std::string> inputs, const std::string& output) {
-  onnx::NodeProto* n = g.add_node();
-  n->set_op_type(op);
-  n->set_name(output);
-  for (const std::string& i : inputs) n->add_input(i);
-  n->add_output(output);
-  return n;
-}
-
-void SetIntAttr(onnx::NodeProto* n, const std::string& name, std::int64_t v) {
-  onnx::AttributeProto* a = n->add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto::INT);
-  a->set_i(v);
-}
-
-void SetStringsAttr(onnx::NodeProto* n, const std::string& name,
-                    const std::vector<std::string>& v) {
-  onnx::AttributeProto* a = n->add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto::STRINGS);
-  for (const std::string& x : v) a->add_strings(x);
-}
-
-void SetIntsAttr(onnx::NodeProto* n, const std::string& name, const std::vector<std::int64_t>& v) {
-  onnx::AttributeProto* a = n->add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto::INTS);
-  for (std::int64_t x : v) a->add_ints(x);
-}
-
 // 0.5 x (1 + tanh(c (x + a x^3))): opset 17 has no GELU, and opset 20's
 // would not be loadable by ONNX 1.12's checker. x^3 as x*x*x, not Pow, as
 // the CPU backend computes it. Returns the output's name.
@@ -167,15 +114,6 @@ std::string AddActivation(onnx::GraphProto& g, Activation act, const std::string
   return x;
 }
 
-void SetMatrixType(onnx::ValueInfoProto* v, const std::string& name, std::int64_t cols,
-                   onnx::TensorProto::DataType type = onnx::TensorProto::FLOAT) {
-  v->set_name(name);
-  onnx::TypeProto_Tensor* t = v->mutable_type()->mutable_tensor_type();
-  t->set_elem_type(type);
-  t->mutable_shape()->add_dim()->set_dim_param("batch");
-  t->mutable_shape()->add_dim()->set_dim_value(cols);
-}
-
 // (x - mean) / scale in double, rounded to float, as the training derive
 // standardised: in float32 the error would grow with mean / scale (2^-24 of
 // it). Returns the output's name.
@@ -200,17 +138,6 @@ const std::set<std::string>& OwnNames() {
       "standardized", "input_mean", "input_scale",   "gelu_a",     "gelu_c",
       "half",         "one",        "probabilities", "predictions"};
   return names;
-}
-
-std::string SanitizeName(const std::string& feature) {
-  std::string s;
-  for (char ch : feature) {
-    const bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-                    (ch >= '0' && ch <= '9') || ch == '_';
-    s += ok ? ch : '_';
-  }
-  if (s.empty() || (s[0] >= '0' && s[0] <= '9')) s.insert(s.begin(), '_');
-  return s;
 }
 
 // An encoded model's inputs and its first layer's input: numbers
@@ -352,29 +279,12 @@ Result<std::string> BuildGraph(const ModelFile& model, onnx::GraphProto& g) {
   return cur;
 }
 
-void AddMetadata(onnx::ModelProto& m, const std::string& key, const std::string& value) {
-  onnx::StringStringEntryProto* e = m.add_metadata_props();
-  e->set_key(key);
-  e->set_value(value);
-}
-
 Result<onnx::ModelProto> BuildModel(const ModelFile& model) {
   HPCML_RETURN_IF_ERROR(model.config.Validate());
-  onnx::ModelProto m;
-  m.set_ir_version(kIrVersion);
-  m.set_producer_name("hpcml");
-  m.set_producer_version(std::string(Version()));
-  m.set_model_version(1);
-  m.set_doc_string("hpcml MLP exported from " + model.path + " (sha256 " + model.sha256 + ")");
-  onnx::OperatorSetIdProto* opset = m.add_opset_import();
-  opset->set_domain("");
-  opset->set_version(kOnnxOpset);
   const trainer::InputEncoding* enc = EncodingOf(model);
-  if (enc && !enc->embeddings().empty()) {  // LabelEncoder
-    onnx::OperatorSetIdProto* ml = m.add_opset_import();
-    ml->set_domain(kOnnxMlDomain);
-    ml->set_version(kOnnxMlOpset);
-  }
+  onnx::ModelProto m =
+      NewOnnxModel("hpcml MLP exported from " + model.path + " (sha256 " + model.sha256 + ")",
+                   enc && !enc->embeddings().empty());  // LabelEncoder
   onnx::GraphProto* g = m.mutable_graph();
   g->set_name("hpcml_mlp");
   HPCML_RETURN_IF_ERROR(BuildGraph(model, *g).status());
@@ -384,23 +294,8 @@ Result<onnx::ModelProto> BuildModel(const ModelFile& model) {
   AddMetadata(m, "hpcml.activation", std::string(Name(model.config.activation)));
   AddMetadata(m, "hpcml.loss", std::string(Name(model.config.loss)));
   if (model.lineage) AddMetadata(m, "hpcml.lineage", trainer::LineageJson(*model.lineage));
-  nlohmann::ordered_json inputs = nlohmann::ordered_json::array();
-  for (const OnnxInput& i : OnnxInputs(model)) {
-    inputs.push_back(
-        {{"name", i.name}, {"type", i.text ? "string" : "float"}, {"features", i.features}});
-  }
-  AddMetadata(m, "hpcml.inputs", JsonText(inputs));
+  AddInputsMetadata(m, OnnxInputs(model));
   return m;
-}
-
-// The checker throws; nothing else of ONNX's is called that could.
-Status CheckModel(const onnx::ModelProto& m) {
-  try {
-    onnx::checker::check_model(m);
-  } catch (const std::exception& e) {
-    return Internal("the exported graph fails onnx::checker: {}", e.what());
-  }
-  return Status::Ok();
 }
 
 }  // namespace
@@ -412,35 +307,14 @@ std::vector<OnnxInput> OnnxInputs(const ModelFile& model) {
     if (model.lineage) all.features = model.lineage->input.feature_names;
     return {all};
   }
-  std::vector<OnnxInput> out;
-  OnnxInput numbers{"numbers", {}, false};
-  for (const trainer::ColumnEncoding& c : enc->columns)
-    if (!c.category()) numbers.features.push_back(c.name);
-  if (!numbers.features.empty()) out.push_back(numbers);
-  std::set<std::string> taken = OwnNames();
-  for (const trainer::ColumnEncoding& c : enc->columns) {
-    if (!c.category()) continue;
-    const std::string base = SanitizeName(c.name);
-    std::string name = base;
-    for (int k = 2; taken.count(name) != 0; ++k) name = base + "_" + std::to_string(k);
-    taken.insert(name);
-    out.push_back({name, {c.name}, true});
-  }
-  return out;
+  return EncodedInputs(*enc, OwnNames());
 }
 
 Status ExportOnnx(const ModelFile& model, const std::string& path) {
   const std::string context = "ONNX export of " + model.path + " to " + path;
   auto built = BuildModel(model);
   if (!built.ok()) return std::move(built).status().WithContext(context).At();
-  Status st = CheckModel(*built);
-  if (!st.ok()) return std::move(st).WithContext(context).At();
-  std::string bytes;
-  if (!built->SerializeToString(&bytes))
-    return Internal("{}: protobuf serialisation failed", context);
-  st = WriteFileAtomic(path, bytes);
-  if (!st.ok()) return std::move(st).WithContext(context).At();
-  return Status::Ok();
+  return CheckAndWrite(*built, path, context);
 }
 
 }  // namespace hpcml::inference

@@ -24,11 +24,14 @@
 // Thread-safe: no shared state.
 #pragma once
 
+#include <set>
 #include <string>
 #include <vector>
 
 #include "hpcml/common/status.hpp"
+#include "hpcml/trainer/encoding.hpp"
 #include "hpcml/trainer/model_file.hpp"
+#include "hpcml/trees/model_file.hpp"
 
 namespace hpcml::inference {
 
@@ -43,6 +46,15 @@ struct OnnxInput {
   bool text = false;                  // string [batch, 1]; else float [batch, features]
 };
 
+// The inputs of a model whose rows are encoded (trainer/encoding.hpp):
+// "numbers" float [batch, number features] (when it has any), then one
+// string [batch, 1] per category feature, named after it: each character
+// outside [A-Za-z0-9_] becomes '_', a leading digit (or an empty name) gets
+// a '_' in front, and a name in `taken` (the graph's own values) or of an
+// earlier input gets _2, _3, ...
+std::vector<OnnxInput> EncodedInputs(const trainer::InputEncoding& enc,
+                                     std::set<std::string> taken);
+
 // The graph's inputs, in order: "features" for a model without an encoding;
 // for an encoded one "numbers" (when it has number features), then one per
 // category feature, named after it: each character outside [A-Za-z0-9_]
@@ -55,5 +67,18 @@ std::vector<OnnxInput> OnnxInputs(const trainer::ModelFile& model);
 // atomically (temporary beside it, fsync, rename). InvalidArgument when the
 // model's tensors do not match its config; errors name `path`.
 Status ExportOnnx(const trainer::ModelFile& model, const std::string& path);
+
+// A GBDT model (trees/model_file.hpp) as ai.onnx.ml's tree ensemble
+// (gbdt_onnx.cpp; docs/inference.md describes the graph): the same inputs
+// as an encoded MLP ("numbers", one string input per category feature,
+// GbdtOnnxInputs), each category's value to its vocabulary index by
+// LabelEncoder (anything else, "" included, missing), Concat and Gather into
+// XGBoost's feature order, then TreeEnsembleClassifier ("label" int64,
+// "probabilities" float [batch, classes]) or TreeEnsembleRegressor
+// ("predictions" [batch, 1]). XGBoost's categorical splits become chains of
+// BRANCH_EQ nodes (ONNX 1.12 has no set membership), the subtree they lead
+// to repeated for each category of the set.
+std::vector<OnnxInput> GbdtOnnxInputs(const trees::GbdtModelFile& model);
+Status ExportGbdtOnnx(const trees::GbdtModelFile& model, const std::string& path);
 
 }  // namespace hpcml::inference

@@ -144,7 +144,8 @@ expect_error 'the header has no column "colour" (a feature of the model)' \
   --keep id --output x.csv
 expect_error '--precision int8: binary/model.h5 is a GBDT model, which scores in fp32 only' \
   "$infer" score --model binary/model.h5 --csv rows.csv --precision int8 --output x.csv
-expect_error 'ONNX export of GBDT models is not built yet' \
-  "$infer" export-onnx binary/model.h5 -o x.onnx
-[ ! -e x.csv ] && [ ! -e x.onnx ] || fail "a refused run left its output"
+[ ! -e x.csv ] || fail "a refused run left its output"
+# export-onnx writes the tree ensemble (checked in ONNX Runtime by trees_gbdt_onnx).
+"$infer" export-onnx binary/model.h5 -o x.onnx >/dev/null 2>&1 && [ -s x.onnx ] ||
+  fail "export-onnx of a GBDT model"
 echo "PASS: GBDT models in hpcml-infer"

@@ -260,24 +260,7 @@ Status DescribeInput(const FeatureCacheConfig& config, const fc::Loader& loader,
   in.feature_names = v.feature_names;
   in.label_name = v.label_name;
   if (stats) in.stats = SkewStats(*stats, v.features());
-  HPCML_ASSIGN_OR_RETURN(std::vector<fc::ColumnScaling> scaling, fc::RecordedStandardization(v));
-  if (scaling.empty()) return Status::Ok();
-  in.standardized.assign(v.features(), false);
-  in.mean.assign(v.features(), 0.0);
-  in.scale.assign(v.features(), 1.0);
-  in.standardized_by = v.name;
-  for (const fc::ColumnScaling& c : scaling) {
-    auto it = std::find(v.feature_names.begin(), v.feature_names.end(), c.column);
-    if (it == v.feature_names.end()) {
-      return Corrupt("{} {}: its transform standardised \"{}\", which is not one of its features",
-                     config.path, v.name, c.column);
-    }
-    const auto j = static_cast<size_t>(it - v.feature_names.begin());
-    in.standardized[j] = true;
-    in.mean[j] = c.mean;
-    in.scale[j] = c.scale;
-  }
-  return Status::Ok();
+  return RecordStandardization(v, config.path, &in);
 }
 
 std::string Names(const std::vector<std::string>& names) {
@@ -399,6 +382,30 @@ Result<std::unique_ptr<EvalSource>> OpenFeatureCacheEval(const FeatureCacheConfi
   if (described != nullptr) *described = val.data;
   return std::unique_ptr<EvalSource>(
       std::make_unique<FeatureCacheEvalSource>(config, std::move(*loader), rows, std::move(e)));
+}
+
+Status RecordStandardization(const featurecache::VersionInfo& v, const std::string& path,
+                             InputSchema* in_out) {
+  namespace fc = hpcml::featurecache;
+  InputSchema& in = *in_out;
+  HPCML_ASSIGN_OR_RETURN(std::vector<fc::ColumnScaling> scaling, fc::RecordedStandardization(v));
+  if (scaling.empty()) return Status::Ok();
+  in.standardized.assign(v.features(), false);
+  in.mean.assign(v.features(), 0.0);
+  in.scale.assign(v.features(), 1.0);
+  in.standardized_by = v.name;
+  for (const fc::ColumnScaling& c : scaling) {
+    auto it = std::find(v.feature_names.begin(), v.feature_names.end(), c.column);
+    if (it == v.feature_names.end()) {
+      return Corrupt("{} {}: its transform standardised \"{}\", which is not one of its features",
+                     path, v.name, c.column);
+    }
+    const auto j = static_cast<size_t>(it - v.feature_names.begin());
+    in.standardized[j] = true;
+    in.mean[j] = c.mean;
+    in.scale[j] = c.scale;
+  }
+  return Status::Ok();
 }
 
 InputSchema::Stats SkewStats(const featurecache::VersionStats& st, std::size_t features) {

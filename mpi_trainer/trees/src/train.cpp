@@ -560,6 +560,9 @@ Result<GbdtRun> TrainGbdt(const GbdtData& train, const std::optional<GbdtData>& 
   lineage.input.label_classes = v.label_classes;
   lineage.input.encoding = enc;
   lineage.input.stats = trainer::SkewStats(tr.stats, v.features());
+  // A version a derive standardised: scoring raw rows standardises them
+  // first (hpcml-infer, the ONNX graph).
+  HPCML_RETURN_IF_ERROR(trainer::RecordStandardization(v, train.path, &lineage.input));
   lineage.steps = run.best_round;
   lineage.first_loss = run.rounds.front().train_loss.value_or(0.0);
   // The training loss of the last round that has one, up to the best.

@@ -27,7 +27,8 @@
 
 namespace hpcml::featurecache {
 struct VersionStats;
-}
+struct VersionInfo;
+}  // namespace hpcml::featurecache
 
 namespace hpcml::trainer {
 
@@ -72,6 +73,12 @@ struct InputSchema {
 // model's lineage records them, for skew checks when scoring. Defined with
 // the feature-cache source (builds with the feature cache only).
 InputSchema::Stats SkewStats(const featurecache::VersionStats& stats, std::size_t features);
+// The standardisation the version's derive recorded (featurecache's
+// RecordedStandardization) into `in` (standardized, mean, scale, by
+// feature; standardized_by); nothing when there is none. `path` names the
+// set in errors. Defined with the feature-cache source too.
+Status RecordStandardization(const featurecache::VersionInfo& v, const std::string& path,
+                             InputSchema* in);
 
 // Where the training rows came from. Empty path: synthetic data.
 struct TrainingData {
