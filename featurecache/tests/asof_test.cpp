@@ -27,7 +27,10 @@ struct Row {
   float value;
 };
 
-void WriteFeatures(const std::string& path, const std::vector<Row>& rows) {
+// The rows as a version of features (value, 2 x value); with `available`
+// (seconds, one per row), their availability times too.
+void WriteFeatures(const std::string& path, const std::vector<Row>& rows,
+                   const std::vector<int64_t>& available = {}) {
   auto w = FeatureSetWriter::Begin(path, {"ae"});
   ASSERT_TRUE(w.ok());
   NewVersion s;
@@ -37,16 +40,20 @@ void WriteFeatures(const std::string& path, const std::vector<Row>& rows) {
   s.transform = "{}";
   s.classification = "internal";
   s.entity_name = "customer";
+  if (!available.empty()) s.available_name = "recorded_at";
   ASSERT_TRUE(w->StartVersion(s).ok());
   std::vector<float> x;
-  std::vector<int64_t> e, t;
-  for (const auto& r : rows) {
-    x.push_back(r.value);
-    x.push_back(2 * r.value);
-    e.push_back(r.entity);
-    t.push_back(r.seconds * kS);
+  std::vector<int64_t> e, t, a;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    x.push_back(rows[i].value);
+    x.push_back(2 * rows[i].value);
+    e.push_back(rows[i].entity);
+    t.push_back(rows[i].seconds * kS);
+    if (!available.empty()) a.push_back(available[i] * kS);
   }
-  ASSERT_TRUE(w->Append(x.data(), nullptr, e.data(), t.data(), rows.size()).ok());
+  ASSERT_TRUE(w->Append(x.data(), nullptr, e.data(), t.data(), rows.size(), nullptr,
+                        available.empty() ? nullptr : a.data())
+                  .ok());
   ASSERT_TRUE(w->Commit().ok());
 }
 
@@ -285,31 +292,7 @@ void KnownAtMatchesBruteForce(int n, uint64_t memory, bool want_in_memory, unsig
     rows.push_back(r);
     avail.push_back(r.seconds + delay);
   }
-  {
-    auto w = FeatureSetWriter::Begin(path, {"ae"});
-    ASSERT_TRUE(w.ok());
-    NewVersion s;
-    s.feature_names = {"value", "twice"};
-    s.feature_types = {"float", "float"};
-    s.operation = "ingest";
-    s.transform = "{}";
-    s.classification = "internal";
-    s.entity_name = "customer";
-    s.available_name = "recorded_at";
-    ASSERT_TRUE(w->StartVersion(s).ok());
-    std::vector<float> x;
-    std::vector<int64_t> e, t, a;
-    for (size_t i = 0; i < rows.size(); ++i) {
-      x.push_back(rows[i].value);
-      x.push_back(2 * rows[i].value);
-      e.push_back(rows[i].entity);
-      t.push_back(rows[i].seconds * kS);
-      a.push_back(avail[i] * kS);
-    }
-    ASSERT_TRUE(
-        w->Append(x.data(), nullptr, e.data(), t.data(), rows.size(), nullptr, a.data()).ok());
-    ASSERT_TRUE(w->Commit().ok());
-  }
+  WriteFeatures(path, rows, avail);
   std::string req = "cust,at,label\n";
   std::vector<std::pair<int64_t, int64_t>> requests;
   for (int i = 0; i < n; ++i) {
