@@ -202,8 +202,8 @@ CsvReader::Parse CsvReader::ParseRecord(size_t* consumed, uint64_t* newlines, st
 Result<bool> CsvReader::Next() {
   for (;;) {
     if (begin_ >= end_) {
-      if (eof_) {
-        finished_ = true;
+      if (eof_ || partial_) {
+        finished_ = !partial_;
         fields_.clear();
         return false;
       }
@@ -215,6 +215,10 @@ Result<bool> CsvReader::Next() {
     std::string error;
     Parse r = ParseRecord(&consumed, &newlines, &error);
     if (r == Parse::kNeedMore) {
+      if (partial_) {  // the record goes on past these bytes
+        fields_.clear();
+        return false;
+      }
       HPCML_RETURN_IF_ERROR(Fill());
       continue;
     }
@@ -240,14 +244,15 @@ Result<bool> CsvReader::Next() {
 }
 
 CsvReader CsvReader::OverBytes(const CsvReader& file, const char* bytes, size_t size,
-                               uint64_t first_line) {
+                               uint64_t first_line, bool partial) {
   CsvReader r(file.path_, UniqueFd(), file.delim_, file.mode_, 0);
   r.bytes_ = bytes;
   r.end_ = size;
   // Valid as a whole, valid in every field: the bytes that separate and
   // quote fields are ASCII, which no multibyte sequence contains.
   r.valid_utf8_ = !FindInvalidUtf8(std::string_view(bytes, size));
-  r.eof_ = true;
+  r.eof_ = !partial;
+  r.partial_ = partial;
   r.bom_checked_ = true;
   r.line_ = first_line;
   return r;
@@ -277,19 +282,23 @@ Status CsvReader::ReadRestInParallel(
       have += static_cast<size_t>(n);
     }
     window.resize(have);
-    // Whole records: up to the last line end (all, at the end of the file).
-    size_t whole = have;
-    if (!last) {
-      const auto nl = std::find(window.rbegin(), window.rend(), '\n');
-      if (nl == window.rend()) {  // one record longer than the window
-        want *= 2;
-        continue;
-      }
-      whole = static_cast<size_t>(window.rend() - nl);
-    }
-    // Cut points, each after a line end; one piece when any quote.
+    // A window with a quote is one piece, parsed up to its last whole
+    // record. Any other: whole records up to the last line end (all, at the
+    // end of the file), cut after line ends into pieces.
+    const bool quoted = std::memchr(window.data(), '"', have) != nullptr;
     std::vector<size_t> cut = {0};
-    if (std::memchr(window.data(), '"', whole) == nullptr) {
+    if (quoted) {
+      cut.push_back(have);
+    } else {
+      size_t whole = have;
+      if (!last) {
+        const auto nl = std::find(window.rbegin(), window.rend(), '\n');
+        if (nl == window.rend()) {  // one record longer than the window
+          want *= 2;
+          continue;
+        }
+        whole = static_cast<size_t>(window.rend() - nl);
+      }
       for (unsigned p = 1; p < threads; ++p) {
         const size_t from = std::max(whole * p / threads, cut.back());
         const void* nl = std::memchr(window.data() + from, '\n', whole - from);
@@ -297,31 +306,42 @@ Status CsvReader::ReadRestInParallel(
         const size_t at = static_cast<size_t>(static_cast<const char*>(nl) - window.data()) + 1;
         if (at < whole) cut.push_back(at);
       }
+      cut.push_back(whole);
     }
-    cut.push_back(whole);
     const auto pieces = static_cast<unsigned>(cut.size() - 1);
     // Each piece's first line: the line ends before it, counted at once.
     std::vector<uint64_t> first_line(pieces + 1, 0);
-    ParallelFor(pieces, pieces, [&](unsigned p, size_t, size_t) {
-      first_line[p + 1] = CountLineEnds(window.data() + cut[p], window.data() + cut[p + 1]);
-    });
+    if (!quoted) {
+      ParallelFor(pieces, pieces, [&](unsigned p, size_t, size_t) {
+        first_line[p + 1] = CountLineEnds(window.data() + cut[p], window.data() + cut[p + 1]);
+      });
+    }
     first_line[0] = line_;
     for (unsigned p = 0; p < pieces; ++p) first_line[p + 1] += first_line[p];
-    // The digest of the new bytes as one more part, beside the parsing.
+    // The digest of the new bytes as one more part, beside the parsing. A
+    // quoted piece says where its whole records end and on which line.
     std::vector<Status> status(pieces);
+    size_t whole = cut.back();
     ParallelFor(pieces + 1, pieces + 1, [&](unsigned p, size_t, size_t) {
       if (p == pieces) {
         if (mode_ == Mode::kFull) sha_.Update(window.data() + unhashed, have - unhashed);
         return;
       }
-      CsvReader r = OverBytes(*this, window.data() + cut[p], cut[p + 1] - cut[p], first_line[p]);
+      CsvReader r = OverBytes(*this, window.data() + cut[p], cut[p + 1] - cut[p], first_line[p],
+                              /*partial=*/quoted && !last);
       status[p] = parse(p, r);
+      if (quoted) {
+        whole = r.begin_;
+        first_line[pieces] = r.line_;
+      }
     });
+    unhashed = have;
     for (const Status& st : status) HPCML_RETURN_IF_ERROR(st);
     HPCML_RETURN_IF_ERROR(done(pieces));
     line_ = first_line[pieces];
+    if (whole == 0 && !last) want *= 2;  // one quoted record longer than the window
     window.erase(window.begin(), window.begin() + static_cast<ptrdiff_t>(whole));
-    unhashed = window.size();
+    unhashed -= whole;
     if (last && window.empty()) break;
   }
   eof_ = true;

@@ -150,8 +150,10 @@ TEST(Csv, InParallelReadsWhatTheSerialReaderReads) {
   TempDir dir;
   std::mt19937 rng(3);
   std::string text = "\xEF\xBB\xBFid,name,x\n";
-  for (int i = 0; i < 3000; ++i) {
-    switch (rng() % 20) {
+  // More than the first read's 4 MiB, so that there are many windows, most
+  // of them without a quote.
+  for (int i = 0; text.size() < (5u << 20); ++i) {
+    switch (i < 3000 || i % 4000 == 0 ? rng() % 20 : 4 + rng() % 16) {
       case 0:  // a quoted field across lines, with an escaped quote
         text += std::to_string(i) + ",\"a \"\"b\"\"\nc\"," + std::to_string(i) + "\n";
         break;
@@ -174,13 +176,32 @@ TEST(Csv, InParallelReadsWhatTheSerialReaderReads) {
   std::vector<uint64_t> lines;
   auto rows = ReadAll(dir / "a.csv", &lines);
   for (unsigned threads : {1u, 2u, 3u, 5u}) {
-    for (size_t piece : {size_t{100}, size_t{4096}, size_t{1} << 20}) {
+    for (size_t piece : {size_t{50000}, size_t{1} << 20}) {
       Parallel par = ReadParallel(dir / "a.csv", threads, piece);
       ASSERT_TRUE(par.status.ok()) << par.status.ToString();
       EXPECT_EQ(par.rows, rows) << threads << " threads, pieces of " << piece;
       EXPECT_EQ(par.lines, lines) << threads << " threads, pieces of " << piece;
       EXPECT_EQ(par.sha, Sha256::Hex(text));
     }
+  }
+}
+
+// A quoted field whose line end is the window's last: the window must not
+// end there (only outside quotes does a line end end a record).
+TEST(Csv, InParallelAWindowDoesNotEndInsideQuotes) {
+  TempDir dir;
+  std::string text = "a,b\n";
+  // More than the first read's 4 MiB, so that there are many windows.
+  for (int i = 0; text.size() < (6u << 20); ++i)
+    text += std::to_string(i) + ",\"x\n" + std::string(i % 13, 'y') + "\"\n";
+  WriteText(dir / "a.csv", text);
+  std::vector<uint64_t> lines;
+  auto rows = ReadAll(dir / "a.csv", &lines);
+  for (size_t piece : {size_t{61}, size_t{4093}, size_t{65536}}) {
+    Parallel par = ReadParallel(dir / "a.csv", piece == 61 ? 1 : 3, piece);
+    ASSERT_TRUE(par.status.ok()) << "pieces of " << piece << ": " << par.status.ToString();
+    EXPECT_EQ(par.rows, rows) << "pieces of " << piece;
+    EXPECT_EQ(par.lines, lines) << "pieces of " << piece;
   }
 }
 

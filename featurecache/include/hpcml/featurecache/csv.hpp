@@ -53,7 +53,8 @@ class CsvReader {
   // The records after the current one, on `threads` threads: the rest of
   // the file is read in windows of about threads x 8 MiB, each cut at line
   // ends into `threads` pieces (a window holding a quote character is one
-  // piece: only outside quotes does every line end end a record). For each
+  // piece, parsed up to its last whole record: only outside quotes does
+  // every line end end a record). For each
   // window, parse(piece, reader) runs for all pieces at once, each on its
   // own thread, with a reader over the piece's bytes (this reader's mode
   // and path; its lines are the file's, so its errors name the right line);
@@ -72,10 +73,11 @@ class CsvReader {
 
  private:
   CsvReader(std::string path, UniqueFd fd, char delimiter, Mode mode, size_t buffer = 4 << 20);
-  // A reader of `bytes` (not copied: they must outlive it), whole records
-  // starting on line `first_line`.
+  // A reader of `bytes` (not copied: they must outlive it), records
+  // starting on line `first_line`: whole ones, or with `partial` the bytes
+  // may end inside a record, where Next() then stops (at begin_).
   static CsvReader OverBytes(const CsvReader& file, const char* bytes, size_t size,
-                             uint64_t first_line);
+                             uint64_t first_line, bool partial = false);
 
   struct Span {
     bool arena;
@@ -104,6 +106,7 @@ class CsvReader {
   std::vector<char> buf_;
   const char* bytes_ = nullptr;  // the bytes read instead of buf_ (OverBytes)
   bool valid_utf8_ = false;      // bytes_ are valid UTF-8 as a whole
+  bool partial_ = false;         // bytes_ may end inside a record: stop there
   const char* data() const { return bytes_ != nullptr ? bytes_ : buf_.data(); }
   size_t begin_ = 0;
   size_t end_ = 0;
