@@ -544,6 +544,8 @@ CellShape ClassifyCell(std::string_view text, const NaValues& na) {
   std::string_view s = TrimBlanks(text);
   if (s.empty() || na.Contains(s)) return CellShape::kMissing;
   if (auto quick = QuickNumberShape(s)) return *quick;
+  // A word, as ParseBoolCell takes it: "+False" is text, not a bool.
+  if (IsTrueWord(s) || IsFalseWord(s)) return CellShape::kBool;
   if (s.front() == '+' && s.size() > 1 && s[1] != '-' && s[1] != '+') s.remove_prefix(1);
   const char* end = s.data() + s.size();
   int64_t i = 0;
@@ -553,7 +555,6 @@ CellShape ClassifyCell(std::string_view text, const NaValues& na) {
   auto rd = std::from_chars(s.data(), end, d);
   if ((rd.ec == std::errc() || rd.ec == std::errc::result_out_of_range) && rd.ptr == end)
     return CellShape::kFloat;
-  if (IsTrueWord(s) || IsFalseWord(s)) return CellShape::kBool;
   return CellShape::kText;
 }
 
