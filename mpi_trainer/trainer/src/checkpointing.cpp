@@ -106,7 +106,8 @@ std::vector<ck::OwnedTensor> Checkpointer::Snapshot() const {
 
 nlohmann::json Checkpointer::RankState() const {
   // Middle pipeline stages read no data: they have no source.
-  return {{"loader", source_ ? source_->SavePosition() : std::string()},
+  // The trainer's: a batch it read ahead is not yet trained on.
+  return {{"loader", source_ ? trainer_->SourcePosition() : std::string()},
           {"dp_idx", grid_ ? grid_->dp_idx() : 0},
           {"pp_idx", grid_ ? grid_->pp_idx() : 0},
           {"tp_idx", grid_ ? grid_->tp_idx() : 0}};
@@ -331,7 +332,7 @@ Status Checkpointer::RestoreDataPosition(const checkpoint::LoadedSet& set) {
         "resume them as {} replicas (resume with dp={})",
         set.path(), saved_dp, dp, saved_dp);
   }
-  return source_ != nullptr ? source_->RestorePosition(pos) : Status::Ok();
+  return source_ != nullptr ? trainer_->RestoreSourcePosition(pos) : Status::Ok();
 }
 
 }  // namespace hpcml::trainer

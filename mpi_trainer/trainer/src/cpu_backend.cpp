@@ -19,9 +19,26 @@
 namespace hpcml::trainer {
 
 void Buffer::reset() noexcept {
-  if (p_ != nullptr && b_ != nullptr) b_->Free(p_);
+  if (p_ != nullptr && b_ != nullptr) {
+    if (host_) {
+      b_->FreeHost(p_);
+    } else {
+      b_->Free(p_);
+    }
+  }
   p_ = nullptr;
   n_ = 0;
+}
+
+Buffer Backend::AllocHost(std::size_t n) {
+  return Buffer(this, new float[n == 0 ? 1 : n](), n, /*host=*/true);
+}
+void Backend::FreeHost(float* p) noexcept {
+  delete[] p;
+}
+Status Backend::Upload(float* dst, const float* host, std::size_t n) {
+  if (n > 0) std::memcpy(dst, host, n * sizeof(float));
+  return Status::Ok();
 }
 
 Result<GemmLibrary> ParseGemmLibrary(std::string_view s) {

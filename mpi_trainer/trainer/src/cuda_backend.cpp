@@ -5,8 +5,9 @@
 // groups (ids broadcast over MPI), host sums of doubles over MPI.
 //
 // One stream. Every kernel, copy, cuBLAS call and NCCL operation of this
-// rank goes on one compute stream, so operations of two communicators are
-// never in flight at once: NCCL does not guarantee progress for concurrent
+// rank goes on one compute stream (the one exception: batch uploads from the
+// trainer's reader thread, on a copy stream the compute stream waits for), so operations of two
+// communicators are never in flight at once: NCCL does not guarantee progress for concurrent
 // communicators (its kernels block waiting for peers and may need the
 // device). The price is that a pipeline send no longer overlaps compute.
 //
@@ -184,6 +185,7 @@ class CudaBackend final : public Backend {
 
   Status Init(int device) {
     HPCML_ASSIGN_OR_RETURN(timeout_s_, TimeoutSeconds());
+    device_ = device;
     HPCML_RETURN_IF_ERROR(CudaCheck(cudaSetDevice(device), "cudaSetDevice"));
     int pools = 0;
     HPCML_RETURN_IF_ERROR(CudaCheck(
@@ -197,6 +199,9 @@ class CudaBackend final : public Backend {
     HPCML_RETURN_IF_ERROR(
         CudaCheck(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate"));
     stream_ = Stream(s);
+    HPCML_RETURN_IF_ERROR(CudaCheck(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking),
+                                    "cudaStreamCreate (uploads)"));
+    copy_stream_ = Stream(s);
     cublasHandle_t h = nullptr;
     if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) return Internal("cublasCreate failed");
     cublas_ = Cublas(h);
@@ -241,6 +246,7 @@ class CudaBackend final : public Backend {
     }
     if (stream_.get() != nullptr) {
       row_loss_.Release(S());
+      norms_.Release(S());
       bias_scratch_.Release(S());
       a16_.Release(S());
       b16_.Release(S());
@@ -299,6 +305,23 @@ class CudaBackend final : public Backend {
       std::memcpy(host + done, st, k * sizeof(float));
       done += k;
     }
+  }
+  Buffer AllocHost(std::size_t n) override {
+    void* p = nullptr;
+    Note(CudaCheck(cudaHostAlloc(&p, (n == 0 ? 1 : n) * sizeof(float), cudaHostAllocDefault),
+                   "cudaHostAlloc"));
+    return Buffer(this, static_cast<float*>(p), p != nullptr ? n : 0, /*host=*/true);
+  }
+  void FreeHost(float* p) noexcept override { cudaFreeHost(p); }
+  // The reader thread's: touches only the copy stream (the current device
+  // is per thread in CUDA, so it is set here too).
+  Status Upload(float* dst, const float* host, std::size_t n) override {
+    if (n == 0) return Status::Ok();
+    HPCML_RETURN_IF_ERROR(CudaCheck(cudaSetDevice(device_), "cudaSetDevice (reader thread)"));
+    HPCML_RETURN_IF_ERROR(CudaCheck(
+        cudaMemcpyAsync(dst, host, n * sizeof(float), cudaMemcpyHostToDevice, copy_stream_.get()),
+        "upload to device"));
+    return CudaCheck(cudaStreamSynchronize(copy_stream_.get()), "upload to device");
   }
   void Copy(float* dst, const float* src, std::size_t n) override {
     if (n == 0 || dst == src) return;
@@ -398,6 +421,23 @@ class CudaBackend final : public Backend {
 
   double SumSquares(const float* x, std::size_t n) override {
     Launched(cuda::SumSquares(x, n, partials_, Scalar(), S()), "SumSquares");
+    return ScalarToHost();
+  }
+  // Each span's sum to its own device double, those added in span order:
+  // one wait for the host instead of one per span.
+  double SumSquaresOf(const std::vector<Span>& spans) override {
+    if (spans.empty()) return 0.0;
+    Status st = norms_.Ensure(spans.size() * sizeof(double), S());
+    if (!st.ok()) {
+      Fail(std::move(st));
+      return std::nan("");
+    }
+    double* each = norms_.as<double>();
+    for (std::size_t i = 0; i < spans.size(); ++i) {
+      Launched(cuda::SumSquares(spans[i].data, spans[i].size, partials_, each + i, S()),
+               "SumSquares");
+    }
+    Launched(cuda::SumDoubles(each, spans.size(), Scalar(), S()), "norm sum");
     return ScalarToHost();
   }
 
@@ -647,7 +687,9 @@ class CudaBackend final : public Backend {
 
   const ProcessGrid* grid_;
   double timeout_s_ = 600.0;
+  int device_ = 0;
   Stream stream_;
+  Stream copy_stream_;  // batch uploads (Upload)
   Cublas cublas_;
   std::vector<HeldSend> held_;  // sends not issued yet (see the file comment)
   NcclComm tp_, dp_, pp_;
@@ -655,7 +697,7 @@ class CudaBackend final : public Backend {
   double* host_scalar_ = nullptr;  // pinned: the one value a reduction sends back
   float* stage_ = nullptr;         // pinned staging for ToDevice/ToHost
   std::size_t stage_cap_ = 0, staged_ = 0;
-  Scratch row_loss_, bias_scratch_;
+  Scratch row_loss_, norms_, bias_scratch_;
   Scratch a16_, b16_;  // Gemm's bf16 operands
   Status error_;
 };

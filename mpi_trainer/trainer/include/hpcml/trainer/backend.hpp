@@ -31,22 +31,26 @@ enum class Group { kTensor, kPipeline, kData, kWorld };
 
 class Backend;
 
-// Move-only owner of n floats of backend memory.
+// Move-only owner of n floats of backend memory, or of host memory the
+// backend uploads from (Backend::AllocHost: `host` true).
 class Buffer {
  public:
   Buffer() = default;
-  Buffer(Backend* backend, float* data, std::size_t n) noexcept : b_(backend), p_(data), n_(n) {}
+  Buffer(Backend* backend, float* data, std::size_t n, bool host = false) noexcept
+      : b_(backend), p_(data), n_(n), host_(host) {}
   ~Buffer() { reset(); }
   Buffer(Buffer&& o) noexcept
       : b_(std::exchange(o.b_, nullptr)),
         p_(std::exchange(o.p_, nullptr)),
-        n_(std::exchange(o.n_, 0)) {}
+        n_(std::exchange(o.n_, 0)),
+        host_(o.host_) {}
   Buffer& operator=(Buffer&& o) noexcept {
     if (this != &o) {
       reset();
       b_ = std::exchange(o.b_, nullptr);
       p_ = std::exchange(o.p_, nullptr);
       n_ = std::exchange(o.n_, 0);
+      host_ = o.host_;
     }
     return *this;
   }
@@ -61,6 +65,7 @@ class Buffer {
   Backend* b_ = nullptr;
   float* p_ = nullptr;
   std::size_t n_ = 0;
+  bool host_ = false;
 };
 
 struct AdamWStep {
@@ -86,6 +91,18 @@ class Backend {
   // Whether backend memory is host memory (the host may write it directly,
   // with no ToDevice copy).
   virtual bool host_memory() const { return false; }
+  // Batch uploads from a reader thread, the one exception to "not
+  // thread-safe": while the caller's thread queues device work, another
+  // thread may fill host memory from AllocHost (pinned on CUDA; allocated
+  // beforehand on the caller's thread) and Upload it to `dst`, which no
+  // queued device work may use. Upload copies on a stream of its own and
+  // returns when the copy is done (device work queued meanwhile is not held
+  // up), so the host memory is free again and later device work sees `dst`.
+  // The defaults, for host-memory backends (which need no reader): plain
+  // host memory and a memcpy.
+  virtual Buffer AllocHost(std::size_t n);
+  virtual void FreeHost(float* p) noexcept;
+  virtual Status Upload(float* dst, const float* host, std::size_t n);
 
   // --- math
   // C[m,n] = alpha * op(A) * op(B) + beta * C; op(A) is [m,k], op(B) is [k,n].
@@ -143,6 +160,17 @@ class Backend {
   virtual void EmbedGrad(const float* dx, std::int64_t stride, const float* codes,
                          std::int64_t rows, std::int64_t dim, float* dtable) = 0;
   virtual double SumSquares(const float* x, std::size_t n) = 0;
+  // The sum of SumSquares over the spans, added in span order (one wait for
+  // the host, where a backend can).
+  struct Span {
+    const float* data;
+    std::size_t size;
+  };
+  virtual double SumSquaresOf(const std::vector<Span>& spans) {
+    double sum = 0.0;
+    for (const Span& s : spans) sum += SumSquares(s.data, s.size);
+    return sum;
+  }
   virtual void AdamW(float* param, const float* grad, float* m, float* v, std::size_t n,
                      const AdamWStep& step) = 0;
 

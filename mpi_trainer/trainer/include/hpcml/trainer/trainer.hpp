@@ -14,6 +14,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
+#include <string_view>
+#include <thread>
 #include <vector>
 
 #include "hpcml/common/status.hpp"
@@ -79,8 +82,13 @@ class Trainer {
                                                  const ModelConfig& model_config,
                                                  const ProcessGrid* grid, Backend* backend,
                                                  BatchSource* source);
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
 
-  // One optimisation step on the next batch.
+  // One optimisation step on the next batch. On a backend whose memory is
+  // not host memory, a reader thread reads and uploads the next batch while
+  // this one computes (see ReadBatch).
   Result<StepStats> Step();
   // Forward and backward on the next batch without updating the weights;
   // the gradients (averaged over replicas) stay in model().grad_data().
@@ -130,6 +138,11 @@ class Trainer {
   // receives both moments over the whole flat buffer as host vectors (the
   // other ranks get empty ones). For checkpoints.
   void GatherMoments(std::vector<float>* m, std::vector<float>* v) const;
+  // The data source's position after the batches trained on so far (a batch
+  // read ahead is not counted), and the restore of one (a batch read ahead
+  // is dropped). For checkpoints; on ranks without a source, empty and OK.
+  std::string SourcePosition() const;
+  Status RestoreSourcePosition(std::string_view position);
 
  private:
   Trainer() = default;
@@ -151,6 +164,10 @@ class Trainer {
   // RunBatch's steps: read (agreed over the world), the pipeline schedule
   // (its compute seconds into batch_), the data-parallel reduction.
   Status ReadBatch();
+  // The reader thread: the next batch into host_features_/host_targets_,
+  // uploaded to next_features_/next_targets_; its status to ahead_status_.
+  void StartReadAhead();
+  void JoinReadAhead();
   void RunSchedule();
   void ForwardOp(int mb, bool flush);
   void BackwardOp(int mb, bool flush);
@@ -182,8 +199,17 @@ class Trainer {
   ModelPartition partition_;
   std::unique_ptr<Model> model_;
   std::int64_t local_rows_ = 0, mb_rows_ = 0;
-  std::vector<float> host_features_, host_targets_;  // staging, when the backend is not host memory
-  Buffer features_, targets_;
+  Buffer features_, targets_;  // the batch of this step
+  // Reading ahead (backend memory not host memory): pinned host memory the
+  // reader fills, the device buffers it uploads the next batch to (swapped
+  // with features_/targets_ when that batch is taken), the source position
+  // before the read ahead began, and whether one is in flight.
+  Buffer host_features_, host_targets_;
+  Buffer next_features_, next_targets_;
+  std::thread reader_;
+  Status ahead_status_;
+  std::string position_;
+  bool ahead_ = false;
   // All microbatches back to back (microbatch mb at mb * rows * width), so
   // the model's weight gradients can take several in one GEMM.
   Buffer recv_act_, dlogits_;
