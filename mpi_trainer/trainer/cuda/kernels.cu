@@ -108,11 +108,16 @@ __global__ void ToBf16K(const float* src, std::int64_t ld, std::int64_t rows, st
 }
 
 template <typename I>
-__global__ void AddBiasActK(int act, float* z, const float* b, float* out, I n, I cols) {
+__global__ void AddBiasActK(int act, float* z, bool write_z, const float* b, float* out,
+                            __nv_bfloat16* out16, I n, I cols) {
   for (I i = First<I>(); i < n; i += Stride<I>()) {
     const float v = z[i] + b[i % cols];
-    z[i] = v;
-    if (act != kNoActivation) out[i] = Act(act, v);
+    if (write_z) z[i] = v;
+    if (act != kNoActivation) {
+      const float a = Act(act, v);
+      out[i] = a;
+      if (out16 != nullptr) out16[i] = __float2bfloat16_rn(a);
+    }
   }
 }
 
@@ -132,7 +137,8 @@ __global__ void ActBackwardK(int act, const float* pre, const float* dout, float
 // 8 lanes are then added in lane order. Consecutive threads read
 // consecutive columns.
 __global__ void BiasGradPartK(int act, const float* pre, const float* dout, float* dpre,
-                              std::int64_t rows, std::int64_t cols, float* part) {
+                              __nv_bfloat16* dpre16, std::int64_t rows, std::int64_t cols,
+                              float* part) {
   __shared__ float tile[kBgLanes][kBgCols + 1];
   const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * kBgCols + threadIdx.x;
   const std::int64_t step = static_cast<std::int64_t>(gridDim.y) * kBgLanes;
@@ -145,6 +151,7 @@ __global__ void BiasGradPartK(int act, const float* pre, const float* dout, floa
       if (act != kNoActivation) {
         g *= ActGrad(act, pre[i]);
         dpre[i] = g;
+        if (dpre16 != nullptr) dpre16[i] = __float2bfloat16_rn(g);
       }
       s += g;
     }
@@ -280,13 +287,16 @@ __global__ void SumDoublesK(const double* x, std::size_t n, double* out) {
   if (threadIdx.x == 0) *out = sh[0];
 }
 
-__global__ void AdamWK(float* p, const float* g, float* m, float* v, std::size_t n, AdamArgs a) {
+__global__ void AdamWK(float* p, __nv_bfloat16* p16, const float* g, float* m, float* v,
+                       std::size_t n, AdamArgs a) {
   for (std::size_t i = First<std::size_t>(); i < n; i += Stride<std::size_t>()) {
     const float gi = g[i] * a.grad_scale;
     m[i] = a.beta1 * m[i] + (1.0f - a.beta1) * gi;
     v[i] = a.beta2 * v[i] + (1.0f - a.beta2) * gi * gi;
     const float denom = sqrtf(v[i]) * a.inv_sqrt_bc2 + a.eps;
-    p[i] = p[i] * a.decay - a.step_size * m[i] / denom;
+    const float pi = p[i] * a.decay - a.step_size * m[i] / denom;
+    p[i] = pi;
+    if (p16 != nullptr) p16[i] = __float2bfloat16_rn(pi);
   }
 }
 
@@ -407,17 +417,18 @@ cudaError_t ToBf16(const float* src, std::int64_t ld, std::int64_t rows, std::in
   return cudaGetLastError();
 }
 
-cudaError_t AddBiasAct(int act, float* z, const float* b, float* out, std::int64_t rows,
-                       std::int64_t cols, cudaStream_t s) {
+cudaError_t AddBiasAct(int act, float* z, bool write_z, const float* b, float* out, void* out16,
+                       std::int64_t rows, std::int64_t cols, cudaStream_t s) {
   const auto n = static_cast<std::size_t>(rows * cols);
   if (n == 0) return cudaSuccess;
+  auto* o16 = static_cast<__nv_bfloat16*>(out16);
   // 32-bit indices while index + grid stride (at most 2^28) cannot wrap.
   if (n <= (std::size_t{1} << 31)) {
-    AddBiasActK<unsigned><<<Blocks(n), kThreads, 0, s>>>(act, z, b, out, static_cast<unsigned>(n),
-                                                         static_cast<unsigned>(cols));
+    AddBiasActK<unsigned><<<Blocks(n), kThreads, 0, s>>>(
+        act, z, write_z, b, out, o16, static_cast<unsigned>(n), static_cast<unsigned>(cols));
   } else {
-    AddBiasActK<std::size_t>
-        <<<Blocks(n), kThreads, 0, s>>>(act, z, b, out, n, static_cast<std::size_t>(cols));
+    AddBiasActK<std::size_t><<<Blocks(n), kThreads, 0, s>>>(act, z, write_z, b, out, o16, n,
+                                                            static_cast<std::size_t>(cols));
   }
   return cudaGetLastError();
 }
@@ -439,13 +450,15 @@ std::size_t BiasGradScratch(std::int64_t rows, std::int64_t cols) {
   return static_cast<std::size_t>(BgChunks(rows)) * static_cast<std::size_t>(cols);
 }
 
-cudaError_t BiasGrad(int act, const float* pre, const float* dout, float* dpre, std::int64_t rows,
-                     std::int64_t cols, float* db, float* scratch, cudaStream_t s) {
+cudaError_t BiasGrad(int act, const float* pre, const float* dout, float* dpre, void* dpre16,
+                     std::int64_t rows, std::int64_t cols, float* db, float* scratch,
+                     cudaStream_t s) {
   if (rows == 0 || cols == 0) return cudaSuccess;
   const int chunks = BgChunks(rows);
   const dim3 grid(static_cast<unsigned>((cols + kBgCols - 1) / kBgCols),
                   static_cast<unsigned>(chunks));
-  BiasGradPartK<<<grid, dim3(kBgCols, kBgLanes), 0, s>>>(act, pre, dout, dpre, rows, cols, scratch);
+  BiasGradPartK<<<grid, dim3(kBgCols, kBgLanes), 0, s>>>(
+      act, pre, dout, dpre, static_cast<__nv_bfloat16*>(dpre16), rows, cols, scratch);
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return e;
   BiasGradSumK<<<Blocks(static_cast<std::size_t>(cols)), kThreads, 0, s>>>(scratch, chunks, cols,
@@ -497,10 +510,10 @@ cudaError_t SumDoubles(const double* x, std::size_t n, double* out, cudaStream_t
   return cudaGetLastError();
 }
 
-cudaError_t AdamW(float* p, const float* g, float* m, float* v, std::size_t n, const AdamArgs& a,
-                  cudaStream_t s) {
+cudaError_t AdamW(float* p, void* p16, const float* g, float* m, float* v, std::size_t n,
+                  const AdamArgs& a, cudaStream_t s) {
   if (n == 0) return cudaSuccess;
-  AdamWK<<<Blocks(n), kThreads, 0, s>>>(p, g, m, v, n, a);
+  AdamWK<<<Blocks(n), kThreads, 0, s>>>(p, static_cast<__nv_bfloat16*>(p16), g, m, v, n, a);
   return cudaGetLastError();
 }
 

@@ -53,9 +53,11 @@ cudaError_t Fill(float* x, std::size_t n, float v, cudaStream_t s);
 // elements (__nv_bfloat16), void here so callers need no CUDA headers.
 cudaError_t ToBf16(const float* src, std::int64_t ld, std::int64_t rows, std::int64_t cols,
                    void* dst, cudaStream_t s);
-// z[r, :] += b; then out = act(z) unless act is kNoActivation (out unused).
-cudaError_t AddBiasAct(int act, float* z, const float* b, float* out, std::int64_t rows,
-                       std::int64_t cols, cudaStream_t s);
+// z[r, :] += b (z left as it was when !write_z); then out = act(z) unless
+// act is kNoActivation (out unused), and out rounded to bf16 at out16 (2-byte
+// elements, same layout) when out16 is not null.
+cudaError_t AddBiasAct(int act, float* z, bool write_z, const float* b, float* out, void* out16,
+                       std::int64_t rows, std::int64_t cols, cudaStream_t s);
 cudaError_t ActForward(int act, const float* pre, float* out, std::size_t n, cudaStream_t s);
 cudaError_t ActBackward(int act, const float* pre, const float* dout, float* dpre, std::size_t n,
                         cudaStream_t s);
@@ -63,12 +65,14 @@ cudaError_t ActBackward(int act, const float* pre, const float* dout, float* dpr
 // --- reductions
 
 // g = dout * act'(pre), written to dpre (act kNoActivation: g = dout, pre and
-// dpre unused); db[c] += sum over rows of g[r, c]. Parallel over rows and
+// dpre unused); db[c] += sum over rows of g[r, c]. With an activation and a
+// non-null dpre16, g is also written rounded to bf16 there (same layout). Parallel over rows and
 // columns: column sums of row chunks go to `scratch`, then are added in
 // chunk order. `scratch` holds BiasGradScratch(rows, cols) floats.
 std::size_t BiasGradScratch(std::int64_t rows, std::int64_t cols);
-cudaError_t BiasGrad(int act, const float* pre, const float* dout, float* dpre, std::int64_t rows,
-                     std::int64_t cols, float* db, float* scratch, cudaStream_t s);
+cudaError_t BiasGrad(int act, const float* pre, const float* dout, float* dpre, void* dpre16,
+                     std::int64_t rows, std::int64_t cols, float* db, float* scratch,
+                     cudaStream_t s);
 
 // Softmax cross-entropy, one warp per row, float with a stable
 // log-sum-exp: row_loss[r] (device doubles) = logsumexp(z[r]) - z[r, t],
@@ -101,7 +105,8 @@ cudaError_t SumDoubles(const double* x, std::size_t n, double* out, cudaStream_t
 struct AdamArgs {
   float beta1, beta2, eps, decay, grad_scale, step_size, inv_sqrt_bc2;
 };
-cudaError_t AdamW(float* p, const float* g, float* m, float* v, std::size_t n, const AdamArgs& a,
-                  cudaStream_t s);
+// p16 (may be null): the updated p rounded to bf16.
+cudaError_t AdamW(float* p, void* p16, const float* g, float* m, float* v, std::size_t n,
+                  const AdamArgs& a, cudaStream_t s);
 
 }  // namespace hpcml::trainer::cuda

@@ -254,9 +254,6 @@ Status Trainer::ReadBatch() {
     HPCML_RETURN_IF_ERROR(read);
   }
   if (ahead) {
-    // The reader uploads into the last batch's buffers: their device work
-    // must be done (a step ends synchronised, so this returns at once).
-    backend_->Synchronize();
     position_ = source_->SavePosition();
     StartReadAhead();
   }
@@ -265,6 +262,13 @@ Status Trainer::ReadBatch() {
 
 void Trainer::StartReadAhead() {
   const bool first = pp_idx_ == 0, last = pp_idx_ == shape_.pp - 1;
+  // The reader's copies run on another stream, unordered with this one's
+  // work: what is queued on the buffers it uploads to (the last batch's
+  // work; at the first read, their zero fill) must be done. A step ends
+  // synchronised, so this returns at once then. (Without it, under
+  // compute-sanitizer, the first batch's upload ran before its buffer's
+  // zero fill, H200.)
+  backend_->Synchronize();
   ahead_ = true;
   reader_ = std::thread([this, first, last] {
     Status s;

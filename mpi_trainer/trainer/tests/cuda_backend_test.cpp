@@ -225,6 +225,69 @@ TEST_F(CudaBackendTest, FusedBiasActivationAndBiasGradMatchCpu) {
   }
 }
 
+// The backend keeps bf16 copies of GEMM operands while their source is
+// unchanged (cuda_backend.cpp, Bf16Cache): after every kind of write to A (a
+// whole operand, part of one, by a kernel that writes the copy in the same
+// pass or not), GEMMs reading A, plain and transposed, match the CPU's on
+// A's current values.
+TEST_F(CudaBackendTest, GemmOperandsFollowEveryWrite) {
+  const int m = 64, k = 48, n = 40;
+  const auto mk = static_cast<size_t>(m * k);
+  std::vector<float> b = Random(k * n, 22), bt = Random(m * n, 23);
+  Buffer da = Up(Random(mk, 21)), db = Up(b), dbt = Up(bt), dc = gpu_->Alloc(m * n),
+         dct = gpu_->Alloc(k * n);
+  auto check = [&](const std::string& what) {
+    const std::vector<float> a = Down(da);
+    std::vector<float> c(m * n), ct(k * n);
+    cpu_->Gemm(false, false, m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f, c.data(), n);
+    cpu_->Gemm(true, false, k, n, m, 1.0f, a.data(), k, bt.data(), n, 0.0f, ct.data(), n);
+    gpu_->Gemm(false, false, m, n, k, 1.0f, da.data(), k, db.data(), n, 0.0f, dc.data(), n);
+    gpu_->Gemm(true, false, k, n, m, 1.0f, da.data(), k, dbt.data(), n, 0.0f, dct.data(), n);
+    const std::vector<float> got = Down(dc), got_t = Down(dct);
+    for (size_t i = 0; i < c.size(); ++i) {
+      ASSERT_NEAR(got[i], c[i], 0.05 + 1e-2 * std::abs(c[i])) << what << ", element " << i;
+    }
+    for (size_t i = 0; i < ct.size(); ++i) {
+      ASSERT_NEAR(got_t[i], ct[i], 0.05 + 1e-2 * std::abs(ct[i]))
+          << what << ", transposed, element " << i;
+    }
+  };
+  check("first read");
+  check("second read");
+  const std::vector<float> fresh = Random(mk, 24);
+  gpu_->ToDevice(da.data(), fresh.data(), mk);
+  check("ToDevice");
+  Buffer other = Up(Random(mk, 25));
+  gpu_->Copy(da.data(), other.data(), mk);
+  check("Copy");
+  gpu_->Fill(da.data() + 10 * k, static_cast<size_t>(10 * k), 0.75f);
+  check("Fill of rows 10-19");
+  Buffer g = Up(Random(mk, 26)), mom = gpu_->Alloc(mk), var = gpu_->Alloc(mk);
+  AdamWStep st;
+  st.lr = 0.5f;
+  gpu_->AdamW(da.data(), g.data(), mom.data(), var.data(), mk, st);
+  check("AdamW of the whole");
+  gpu_->AdamW(da.data() + k, g.data(), mom.data(), var.data(), static_cast<size_t>(k), st);
+  check("AdamW of row 1");
+  Buffer z = Up(Random(mk, 27)), bias = Up(Random(k, 28)), dbias = gpu_->Alloc(k);
+  gpu_->AddBiasAct(Activation::kTanh, z.data(), bias.data(), da.data(), m, k);
+  check("AddBiasAct");
+  Buffer x = Up(Random(m * 16, 29)), w = Up(Random(k * 16, 30));
+  gpu_->DenseForward(x.data(), w.data(), bias.data(), m, 16, k, Activation::kRelu, z.data(),
+                     da.data());
+  check("DenseForward");
+  Buffer dout = Up(Random(mk, 31));
+  gpu_->ActBackwardBiasGrad(Activation::kGelu, z.data(), dout.data(), da.data(), m, k,
+                            dbias.data());
+  check("ActBackwardBiasGrad");
+  gpu_->Gemm(false, true, m, k, 16, 1.0f, x.data(), 16, w.data(), 16, 0.0f, da.data(), k);
+  check("Gemm into it");
+  gpu_->ActForward(Activation::kTanh, z.data(), da.data(), mk);
+  check("ActForward");
+  gpu_->ActBackward(Activation::kTanh, z.data(), dout.data(), da.data(), mk);
+  check("ActBackward");
+}
+
 // Rows wider than a warp (the one-warp-per-row loss loops over columns),
 // logits large enough that a naive exp would overflow, one bad label.
 TEST_F(CudaBackendTest, CrossEntropyOnWideRowsMatchesCpu) {
