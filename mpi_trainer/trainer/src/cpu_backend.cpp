@@ -36,7 +36,7 @@ Buffer Backend::AllocHost(std::size_t n) {
 void Backend::FreeHost(float* p) noexcept {
   delete[] p;
 }
-Status Backend::Upload(float* dst, const float* host, std::size_t n) {
+Status Backend::UploadAsync(float* dst, const float* host, std::size_t n) {
   if (n > 0) std::memcpy(dst, host, n * sizeof(float));
   return Status::Ok();
 }

@@ -5,8 +5,8 @@
 // groups (ids broadcast over MPI), host sums of doubles over MPI.
 //
 // One stream. Every kernel, copy, cuBLAS call and NCCL operation of this
-// rank goes on one compute stream (the one exception: batch uploads from the
-// trainer's reader thread, on a copy stream the compute stream waits for), so operations of two
+// rank goes on one compute stream (the one exception: batch uploads, on a
+// copy stream the compute stream waits for with an event), so operations of two
 // communicators are never in flight at once: NCCL does not guarantee progress for concurrent
 // communicators (its kernels block waiting for peers and may need the
 // device). The price is that a pipeline send no longer overlaps compute.
@@ -44,7 +44,6 @@
 #include <cstring>
 #include <limits>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -61,6 +60,7 @@ using Clock = std::chrono::steady_clock;
 
 // Owners (owner.hpp) of the CUDA and cuBLAS handles.
 using Stream = Owner<CloseWith<cudaStream_t, cudaStreamDestroy>>;
+using Event = Owner<CloseWith<cudaEvent_t, cudaEventDestroy>>;
 using Cublas = Owner<CloseWith<cublasHandle_t, cublasDestroy>>;
 
 Status CudaCheck(cudaError_t e, const char* what) {
@@ -176,8 +176,7 @@ class Scratch {
 // rows and columns. Every backend call that writes device memory marks the
 // copies overlapping what it wrote stale (Wrote); a kernel that writes a
 // whole contiguous operand writes its copy too when one is kept (Target:
-// the rounding then costs one 2-byte store per element). Not thread-safe,
-// except Uploaded (the reader thread's writes, marked at the next Get).
+// the rounding then costs one 2-byte store per element).
 class Bf16Cache {
  public:
   // Beyond this many copies operands are rounded into scratch each time.
@@ -187,7 +186,6 @@ class Bf16Cache {
   // kept (the cache is full) or on failure (*error set).
   void* Get(const float* p, std::int64_t ld, std::int64_t rows, std::int64_t cols, cudaStream_t s,
             Status* error) {
-    ApplyUploads();
     Copy* c = Find(p, ld, rows, cols);
     if (c == nullptr) {
       if (copies_.size() >= kMaxCopies) return nullptr;
@@ -233,10 +231,6 @@ class Bf16Cache {
     }
     return nullptr;
   }
-  void Uploaded(const float* p, std::size_t n) {
-    std::lock_guard<std::mutex> lock(mu_);
-    uploads_.push_back({p, n});
-  }
   void Clear(cudaStream_t s) {
     for (auto& c : copies_) c->buf.Release(s);
     copies_.clear();
@@ -259,18 +253,7 @@ class Bf16Cache {
     }
     return nullptr;
   }
-  void ApplyUploads() {
-    std::vector<std::pair<const float*, std::size_t>> ups;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      ups.swap(uploads_);
-    }
-    for (const auto& [p, n] : ups) Wrote(p, n);
-  }
-
   std::vector<std::unique_ptr<Copy>> copies_;
-  std::mutex mu_;
-  std::vector<std::pair<const float*, std::size_t>> uploads_;
 };
 
 // Floats per staged copy: larger transfers go in pieces of this size.
@@ -310,6 +293,10 @@ class CudaBackend final : public Backend {
     HPCML_RETURN_IF_ERROR(CudaCheck(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking),
                                     "cudaStreamCreate (uploads)"));
     copy_stream_ = Stream(s);
+    cudaEvent_t e = nullptr;
+    HPCML_RETURN_IF_ERROR(
+        CudaCheck(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate"));
+    upload_done_ = Event(e);
     cublasHandle_t h = nullptr;
     if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) return Internal("cublasCreate failed");
     cublas_ = Cublas(h);
@@ -426,17 +413,20 @@ class CudaBackend final : public Backend {
                    "cudaHostAlloc"));
     return Buffer(this, static_cast<float*>(p), p != nullptr ? n : 0, /*host=*/true);
   }
-  void FreeHost(float* p) noexcept override { cudaFreeHost(p); }
-  // The reader thread's: touches only the copy stream (the current device
-  // is per thread in CUDA, so it is set here too).
-  Status Upload(float* dst, const float* host, std::size_t n) override {
+  void FreeHost(float* p) noexcept override {
+    cudaStreamSynchronize(copy_stream_.get());  // an upload may still read it
+    cudaFreeHost(p);
+  }
+  Status UploadAsync(float* dst, const float* host, std::size_t n) override {
     if (n == 0) return Status::Ok();
-    bf16_.Uploaded(dst, n);
-    HPCML_RETURN_IF_ERROR(CudaCheck(cudaSetDevice(device_), "cudaSetDevice (reader thread)"));
+    bf16_.Wrote(dst, n);
     HPCML_RETURN_IF_ERROR(CudaCheck(
         cudaMemcpyAsync(dst, host, n * sizeof(float), cudaMemcpyHostToDevice, copy_stream_.get()),
         "upload to device"));
-    return CudaCheck(cudaStreamSynchronize(copy_stream_.get()), "upload to device");
+    return CudaCheck(cudaEventRecord(upload_done_.get(), copy_stream_.get()), "cudaEventRecord");
+  }
+  void WaitUploads() override {
+    Note(CudaCheck(cudaStreamWaitEvent(S(), upload_done_.get(), 0), "cudaStreamWaitEvent"));
   }
   void Copy(float* dst, const float* src, std::size_t n) override {
     if (n == 0 || dst == src) return;
@@ -856,7 +846,8 @@ class CudaBackend final : public Backend {
   double timeout_s_ = 600.0;
   int device_ = 0;
   Stream stream_;
-  Stream copy_stream_;  // batch uploads (Upload)
+  Stream copy_stream_;  // batch uploads (UploadAsync)
+  Event upload_done_;   // recorded after the latest upload
   Cublas cublas_;
   std::vector<HeldSend> held_;  // sends not issued yet (see the file comment)
   NcclComm tp_, dp_, pp_;

@@ -121,7 +121,7 @@ void Trainer::AllocateActivations() {
     const auto n = static_cast<std::size_t>(local_rows_ * m.config().input_dim);
     features_ = backend_->Alloc(n);
     if (!backend_->host_memory()) {
-      host_features_ = backend_->AllocHost(n);
+      for (Buffer& slot : host_features_) slot = backend_->AllocHost(n);
       next_features_ = backend_->Alloc(n);
     }
   } else {
@@ -132,7 +132,7 @@ void Trainer::AllocateActivations() {
     const auto n = static_cast<std::size_t>(local_rows_ * source_->target_dim());
     targets_ = backend_->Alloc(n);
     if (!backend_->host_memory()) {
-      host_targets_ = backend_->AllocHost(n);
+      for (Buffer& slot : host_targets_) slot = backend_->AllocHost(n);
       next_targets_ = backend_->Alloc(n);
     }
     dlogits_ = backend_->Alloc(static_cast<std::size_t>(nmb) * rows *
@@ -219,6 +219,7 @@ Status Trainer::RunBatch(double* loss_sum, double* busy_s, double* wall_s, bool 
   const auto t0 = Clock::now();
   RunSchedule();
   *wall_s = Seconds(t0, Clock::now());
+  if (shape_.pp == 1) batch_.busy = *wall_s;
   if (allreduce) ReduceGradients(overlap);
   *loss_sum = batch_.loss;
   *busy_s = batch_.busy;
@@ -226,20 +227,23 @@ Status Trainer::RunBatch(double* loss_sum, double* busy_s, double* wall_s, bool 
 }
 
 // Host-memory backends read straight into the batch buffers. Others take
-// the batch the reader thread read and uploaded during the last step (the
-// first step, or the first after a restore, waits for it), then start the
-// reader on the next one: the host read and the upload (on the backend's
-// copy stream) overlap this step's device work instead of leaving the
-// device idle in front of it. Measured on an H200 before this: 64 MiB of
-// batch read, staged and copied took 14 of a step's 33 ms (docs/trainer.md).
+// the batch a reader thread read into pinned host memory during the last
+// step and this thread queued for upload on the backend's copy stream (at
+// the poll in Step, or here if the read was not done by then), then start
+// the reader on the next one: the host read and the upload overlap the
+// device work instead of leaving the device idle in front of it (on an
+// H200, 32 MiB of batch read, staged and copied had taken 14 of a step's
+// 33 ms, docs/trainer.md). The first step, or the first after a restore,
+// waits for its read. Only this thread calls the backend.
 Status Trainer::ReadBatch() {
   const bool first = pp_idx_ == 0, last = pp_idx_ == shape_.pp - 1;
   const bool ahead = !backend_->host_memory() && (first || last);
   Status read;
   if (ahead) {
     if (!ahead_) StartReadAhead();
-    JoinReadAhead();
+    UploadReadAhead();
     read = std::exchange(ahead_status_, Status::Ok());
+    backend_->WaitUploads();
     std::swap(features_, next_features_);
     std::swap(targets_, next_targets_);
   } else if (first || last) {
@@ -260,32 +264,45 @@ Status Trainer::ReadBatch() {
   return Status::Ok();
 }
 
+// The reader fills the other pinned slot. Its last upload (two batches
+// back) and the device work on next_features_/next_targets_ (the last
+// batch's; at the first read, their zero fill) must be done: a step ends
+// synchronised, so the wait returns at once then.
 void Trainer::StartReadAhead() {
   const bool first = pp_idx_ == 0, last = pp_idx_ == shape_.pp - 1;
-  // The reader's copies run on another stream, unordered with this one's
-  // work: what is queued on the buffers it uploads to (the last batch's
-  // work; at the first read, their zero fill) must be done. A step ends
-  // synchronised, so this returns at once then. (Without it, under
-  // compute-sanitizer, the first batch's upload ran before its buffer's
-  // zero fill, H200.)
   backend_->Synchronize();
   ahead_ = true;
-  reader_ = std::thread([this, first, last] {
-    Status s;
+  uploaded_ = false;
+  slot_ ^= 1;
+  read_done_.store(false, std::memory_order_relaxed);
+  float* f = first ? host_features_[slot_].data() : nullptr;
+  float* t = last ? host_targets_[slot_].data() : nullptr;
+  reader_ = std::thread([this, f, t] {
     try {
-      s = source_->Next(local_rows_, first ? host_features_.data() : nullptr,
-                        last ? host_targets_.data() : nullptr);
-      if (s.ok() && first) {
-        s = backend_->Upload(next_features_.data(), host_features_.data(), host_features_.size());
-      }
-      if (s.ok() && last) {
-        s = backend_->Upload(next_targets_.data(), host_targets_.data(), host_targets_.size());
-      }
+      ahead_status_ = source_->Next(local_rows_, f, t);
     } catch (const std::exception& e) {
-      s = Internal("reading the next batch: {}", e.what());
+      ahead_status_ = Internal("reading the next batch: {}", e.what());
     }
-    ahead_status_ = std::move(s);
+    read_done_.store(true, std::memory_order_release);
   });
+}
+
+// Waits for the reader (if it has not finished) and queues its batch's
+// upload, once.
+void Trainer::UploadReadAhead() {
+  if (!ahead_ || uploaded_) return;
+  JoinReadAhead();
+  uploaded_ = true;
+  if (!ahead_status_.ok()) return;
+  const int s = slot_;
+  if (host_features_[s].data() != nullptr) {
+    ahead_status_ = backend_->UploadAsync(next_features_.data(), host_features_[s].data(),
+                                          host_features_[s].size());
+  }
+  if (ahead_status_.ok() && host_targets_[s].data() != nullptr) {
+    ahead_status_ = backend_->UploadAsync(next_targets_.data(), host_targets_[s].data(),
+                                          host_targets_[s].size());
+  }
 }
 
 void Trainer::JoinReadAhead() {
@@ -306,6 +323,7 @@ Status Trainer::RestoreSourcePosition(std::string_view position) {
   JoinReadAhead();
   ahead_ = false;
   ahead_status_ = Status::Ok();
+  backend_->WaitUploads();  // a queued upload finishes before its buffer is reused
   return source_->RestorePosition(position);
 }
 
@@ -317,6 +335,16 @@ Status Trainer::RestoreSourcePosition(std::string_view position) {
 // product (K = its rows) added into a weight gradient that has left the
 // cache ran at half speed and lengthened the first stage (GPipe m=8 bubble
 // 1.32 x ideal, 1.20 with two).
+// A pipeline stage's compute seconds since c0: the device drained first, so
+// the bubble counts what ran. Without a pipeline (one stage) the stage is
+// busy for the whole schedule (RunBatch), and the device is not drained
+// between operations: every wait for the host leaves it idle.
+void Trainer::AddBusy(Clock::time_point c0) {
+  if (shape_.pp == 1) return;
+  backend_->Synchronize();
+  batch_.busy += Seconds(c0, Clock::now());
+}
+
 void Trainer::RecvFilling(float* buf, std::size_t n, int peer, int tag) {
   while (model_->most_pending() >= 2 && !backend_->Arrived(peer, tag)) {
     const auto c0 = Clock::now();
@@ -386,8 +414,7 @@ void Trainer::ForwardOp(int mb, bool flush) {
                                          mb_rows_, mc.output_dim, scale,
                                          dlogits_.data() + at * out_w, class_weight_.data());
   }
-  backend_->Synchronize();
-  batch_.busy += Seconds(c0, Clock::now());
+  AddBusy(c0);
   if (!last) backend_->Send(model_->Output(mb), rows * out_w, pp_idx_ + 1, 2 * mb);
   if (!last && flush) backend_->FlushSends();
 }
@@ -406,8 +433,7 @@ void Trainer::BackwardOp(int mb, bool flush) {
   }
   const auto c0 = Clock::now();
   model_->Backward(mb, dout, !first);
-  backend_->Synchronize();
-  batch_.busy += Seconds(c0, Clock::now());
+  AddBusy(c0);
   if (!first) backend_->Send(model_->InputGrad(mb), rows * in_w, pp_idx_ - 1, 2 * mb + 1);
   if (!first && flush) backend_->FlushSends();
 }
@@ -435,6 +461,8 @@ Result<StepStats> Trainer::Step() {
   const auto t0 = Clock::now();
   double loss = 0.0, busy = 0.0, wall = 0.0;
   HPCML_RETURN_IF_ERROR(RunBatch(&loss, &busy, &wall, config_.zero1));
+  // The next batch's upload, if its read is done, beside the update.
+  if (ahead_ && read_done_.load(std::memory_order_acquire)) UploadReadAhead();
   if (config_.zero1) {
     backend_->ReduceScatter(model_->grad_data(), grad_shard_.data(), shard_counts_, Group::kData);
   }

@@ -236,20 +236,32 @@ TEST_F(CudaBackendTest, GemmOperandsFollowEveryWrite) {
   std::vector<float> b = Random(k * n, 22), bt = Random(m * n, 23);
   Buffer da = Up(Random(mk, 21)), db = Up(b), dbt = Up(bt), dc = gpu_->Alloc(m * n),
          dct = gpu_->Alloc(k * n);
+  // bf16 rounds each operand to 8 bits (relative error 2^-9 each), so an
+  // element may be off by about 2^-8 of the sum of |a||b| over its products:
+  // the bound is 1e-2 of that sum. A stale copy is off by the size of the
+  // sum itself.
+  auto abs_of = [](std::vector<float> v) {
+    for (float& x : v) x = std::abs(x);
+    return v;
+  };
+  const std::vector<float> b_abs = abs_of(b), bt_abs = abs_of(bt);
   auto check = [&](const std::string& what) {
-    const std::vector<float> a = Down(da);
-    std::vector<float> c(m * n), ct(k * n);
+    const std::vector<float> a = Down(da), a_abs = abs_of(a);
+    std::vector<float> c(m * n), ct(k * n), bound(m * n), bound_t(k * n);
     cpu_->Gemm(false, false, m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f, c.data(), n);
     cpu_->Gemm(true, false, k, n, m, 1.0f, a.data(), k, bt.data(), n, 0.0f, ct.data(), n);
+    cpu_->Gemm(false, false, m, n, k, 1e-2f, a_abs.data(), k, b_abs.data(), n, 0.0f, bound.data(),
+               n);
+    cpu_->Gemm(true, false, k, n, m, 1e-2f, a_abs.data(), k, bt_abs.data(), n, 0.0f, bound_t.data(),
+               n);
     gpu_->Gemm(false, false, m, n, k, 1.0f, da.data(), k, db.data(), n, 0.0f, dc.data(), n);
     gpu_->Gemm(true, false, k, n, m, 1.0f, da.data(), k, dbt.data(), n, 0.0f, dct.data(), n);
     const std::vector<float> got = Down(dc), got_t = Down(dct);
     for (size_t i = 0; i < c.size(); ++i) {
-      ASSERT_NEAR(got[i], c[i], 0.05 + 1e-2 * std::abs(c[i])) << what << ", element " << i;
+      ASSERT_NEAR(got[i], c[i], bound[i] + 1e-4) << what << ", element " << i;
     }
     for (size_t i = 0; i < ct.size(); ++i) {
-      ASSERT_NEAR(got_t[i], ct[i], 0.05 + 1e-2 * std::abs(ct[i]))
-          << what << ", transposed, element " << i;
+      ASSERT_NEAR(got_t[i], ct[i], bound_t[i] + 1e-4) << what << ", transposed, element " << i;
     }
   };
   check("first read");

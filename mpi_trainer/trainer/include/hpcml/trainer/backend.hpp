@@ -91,18 +91,17 @@ class Backend {
   // Whether backend memory is host memory (the host may write it directly,
   // with no ToDevice copy).
   virtual bool host_memory() const { return false; }
-  // Batch uploads from a reader thread, the one exception to "not
-  // thread-safe": while the caller's thread queues device work, another
-  // thread may fill host memory from AllocHost (pinned on CUDA; allocated
-  // beforehand on the caller's thread) and Upload it to `dst`, which no
-  // queued device work may use. Upload copies on a stream of its own and
-  // returns when the copy is done (device work queued meanwhile is not held
-  // up), so the host memory is free again and later device work sees `dst`.
-  // The defaults, for host-memory backends (which need no reader): plain
-  // host memory and a memcpy.
+  // Batch uploads beside the device work: AllocHost gives host memory the
+  // device copies from fastest (pinned on CUDA; another thread may fill it),
+  // UploadAsync copies it to `dst` on a stream of its own, unordered with
+  // the device work queued so far (which must not use `dst`), and
+  // WaitUploads orders all device work queued after it behind those copies.
+  // The host memory must stay unchanged until then. The defaults, for
+  // host-memory backends: plain host memory and a memcpy.
   virtual Buffer AllocHost(std::size_t n);
   virtual void FreeHost(float* p) noexcept;
-  virtual Status Upload(float* dst, const float* host, std::size_t n);
+  virtual Status UploadAsync(float* dst, const float* host, std::size_t n);
+  virtual void WaitUploads() {}
 
   // --- math
   // C[m,n] = alpha * op(A) * op(B) + beta * C; op(A) is [m,k], op(B) is [k,n].

@@ -10,6 +10,8 @@
 // methods are collective over the grid's world. Not thread-safe.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -164,13 +166,16 @@ class Trainer {
   // RunBatch's steps: read (agreed over the world), the pipeline schedule
   // (its compute seconds into batch_), the data-parallel reduction.
   Status ReadBatch();
-  // The reader thread: the next batch into host_features_/host_targets_,
-  // uploaded to next_features_/next_targets_; its status to ahead_status_.
+  // The reader thread: the next batch into the other pinned slot, its status
+  // to ahead_status_; then (this thread) its upload to next_features_ and
+  // next_targets_, queued once.
   void StartReadAhead();
+  void UploadReadAhead();
   void JoinReadAhead();
   void RunSchedule();
   void ForwardOp(int mb, bool flush);
   void BackwardOp(int mb, bool flush);
+  void AddBusy(std::chrono::steady_clock::time_point c0);
   // Receives into `buf`, filling the wait with pending weight gradients.
   void RecvFilling(float* buf, std::size_t n, int peer, int tag);
   // Microbatch mb's input on this stage: the batch's features on the first
@@ -200,16 +205,19 @@ class Trainer {
   std::unique_ptr<Model> model_;
   std::int64_t local_rows_ = 0, mb_rows_ = 0;
   Buffer features_, targets_;  // the batch of this step
-  // Reading ahead (backend memory not host memory): pinned host memory the
-  // reader fills, the device buffers it uploads the next batch to (swapped
-  // with features_/targets_ when that batch is taken), the source position
-  // before the read ahead began, and whether one is in flight.
-  Buffer host_features_, host_targets_;
+  // Reading ahead (backend memory not host memory): two pinned host slots
+  // the reader fills in turn (slot_: the latest), the device buffers the
+  // next batch is uploaded to (swapped with features_/targets_ when it is
+  // taken), the source position before the read ahead began, whether one
+  // is in flight, done reading, and queued for upload.
+  Buffer host_features_[2], host_targets_[2];
   Buffer next_features_, next_targets_;
+  int slot_ = 0;
   std::thread reader_;
   Status ahead_status_;
   std::string position_;
-  bool ahead_ = false;
+  bool ahead_ = false, uploaded_ = false;
+  std::atomic<bool> read_done_{false};
   // All microbatches back to back (microbatch mb at mb * rows * width), so
   // the model's weight gradients can take several in one GEMM.
   Buffer recv_act_, dlogits_;
