@@ -623,10 +623,18 @@ int CudaBench(int argc, char** argv) {
     std::printf(", MFU n/a (compute capability %d.%d not known: pass --peak-tflops)", prop.major,
                 prop.minor);
   }
-  std::printf("; GEMMs alone %.2f ms = %.1f TFLOP/s; ratio %.3f\n", gemm * 1e3,
-              flops / gemm * 1e-12, gemm / step);
   // The hardware, measured in this run with the best library here (cuBLAS).
   const double measured = MeasuredBf16PeakTflops();
+  // Since the backend keeps bf16 copies of unchanged operands, this figure
+  // has come out faster than the measured peak allows (4.3 ms for 13 ms of
+  // GEMM kernels by ncu, H200): not understood yet, so not printed as valid.
+  if (measured > 0.0 && flops / gemm * 1e-12 > measured) {
+    std::printf("; GEMMs alone %.2f ms: faster than the measured peak allows, not a valid figure\n",
+                gemm * 1e3);
+  } else {
+    std::printf("; GEMMs alone %.2f ms = %.1f TFLOP/s; ratio %.3f\n", gemm * 1e3,
+                flops / gemm * 1e-12, gemm / step);
+  }
   if (measured > 0.0) {
     std::printf("cuda: measured peak %.1f TFLOP/s (cuBLAS bf16 8192^3); model FLOP/s %.3f of it\n",
                 measured, flops / step * 1e-12 / measured);
