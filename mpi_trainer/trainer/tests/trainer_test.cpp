@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <string>
+#include <vector>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -105,6 +108,182 @@ TEST(Trainer, LossGoesDownOnTheTeacherTask) {
                   .ok());
   EXPECT_EQ((*s)->trainer->step(), 60);
   EXPECT_LT(last, 0.7 * first) << "first " << first << " last " << last;
+}
+
+// The CPU backend dressed as a device backend (host_memory() false), so the
+// trainer reads ahead as it does on a GPU. Its uploads land only at
+// WaitUploads, copied from the host memory as it is then: a trainer that
+// used a batch before waiting for it, or let the reader refill a slot whose
+// upload was still pending, would train on other data than the plain run.
+class StagedBackend final : public Backend {
+ public:
+  StagedBackend() : b_(MakeCpuBackend(nullptr)) {}
+  std::string_view name() const override { return "staged cpu"; }
+  Buffer Alloc(std::size_t n) override {
+    Buffer inner = b_->Alloc(n);
+    float* p = inner.data();
+    owned_.push_back(std::move(inner));
+    return Buffer(this, p, n);
+  }
+  void Free(float* p) noexcept override {
+    std::erase_if(owned_, [p](const Buffer& b) { return b.data() == p; });
+  }
+  void ToDevice(float* d, const float* h, std::size_t n) override { b_->ToDevice(d, h, n); }
+  void ToHost(float* h, const float* s, std::size_t n) override { b_->ToHost(h, s, n); }
+  void Copy(float* d, const float* s, std::size_t n) override { b_->Copy(d, s, n); }
+  void Fill(float* x, std::size_t n, float v) override { b_->Fill(x, n, v); }
+  Status UploadAsync(float* dst, const float* host, std::size_t n) override {
+    pending_.push_back({dst, host, n});
+    ++uploads_;
+    return Status::Ok();
+  }
+  void WaitUploads() override {
+    for (const Upload& u : pending_) std::copy(u.host, u.host + u.n, u.dst);
+    pending_.clear();
+  }
+  int uploads() const { return uploads_; }
+  void Gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
+            const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c,
+            std::int64_t ldc) override {
+    b_->Gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  }
+  void AddBias(float* y, const float* bias, std::int64_t r, std::int64_t c) override {
+    b_->AddBias(y, bias, r, c);
+  }
+  void BiasGrad(const float* dy, std::int64_t r, std::int64_t c, float* db) override {
+    b_->BiasGrad(dy, r, c, db);
+  }
+  void ActForward(Activation a, const float* pre, float* out, std::size_t n) override {
+    b_->ActForward(a, pre, out, n);
+  }
+  void ActBackward(Activation a, const float* pre, const float* dout, float* dpre,
+                   std::size_t n) override {
+    b_->ActBackward(a, pre, dout, dpre, n);
+  }
+  void AddBiasAct(Activation a, float* z, const float* bias, float* out, std::int64_t r,
+                  std::int64_t c) override {
+    b_->AddBiasAct(a, z, bias, out, r, c);
+  }
+  void DenseForward(const float* x, const float* w, const float* bias, std::int64_t rows,
+                    std::int64_t in, std::int64_t out, Activation act, float* z,
+                    float* a) override {
+    b_->DenseForward(x, w, bias, rows, in, out, act, z, a);
+  }
+  void ActBackwardBiasGrad(Activation a, const float* pre, const float* dout, float* dpre,
+                           std::int64_t r, std::int64_t c, float* db) override {
+    b_->ActBackwardBiasGrad(a, pre, dout, dpre, r, c, db);
+  }
+  double LossAndGrad(LossKind l, const float* logits, const float* t, std::int64_t r,
+                     std::int64_t c, float scale, float* dl, const float* w) override {
+    return b_->LossAndGrad(l, logits, t, r, c, scale, dl, w);
+  }
+  void EmbedLookup(const float* t, std::int64_t d, float* x, std::int64_t s, std::int64_t r,
+                   float* codes) override {
+    b_->EmbedLookup(t, d, x, s, r, codes);
+  }
+  void EmbedGrad(const float* dx, std::int64_t s, const float* codes, std::int64_t r,
+                 std::int64_t d, float* dt) override {
+    b_->EmbedGrad(dx, s, codes, r, d, dt);
+  }
+  double SumSquares(const float* x, std::size_t n) override { return b_->SumSquares(x, n); }
+  void AdamW(float* p, const float* g, float* m, float* v, std::size_t n,
+             const AdamWStep& st) override {
+    b_->AdamW(p, g, m, v, n, st);
+  }
+  void Allreduce(float* x, std::size_t n, Group g) override { b_->Allreduce(x, n, g); }
+  void StartAllreduce(float* x, std::size_t n, Group g) override { b_->StartAllreduce(x, n, g); }
+  void WaitAllreduces() override { b_->WaitAllreduces(); }
+  void AllreduceHost(double* x, std::size_t n, Group g) override { b_->AllreduceHost(x, n, g); }
+  void ReduceScatter(const float* x, float* shard, const std::vector<std::size_t>& c,
+                     Group g) override {
+    b_->ReduceScatter(x, shard, c, g);
+  }
+  void AllGather(float* x, const std::vector<std::size_t>& c, Group g) override {
+    b_->AllGather(x, c, g);
+  }
+  void Send(const float* x, std::size_t n, int peer, int tag) override { b_->Send(x, n, peer, tag); }
+  void Recv(float* x, std::size_t n, int peer, int tag) override { b_->Recv(x, n, peer, tag); }
+  void WaitSends() override { b_->WaitSends(); }
+  void Synchronize() override {}
+
+ private:
+  struct Upload {
+    float* dst;
+    const float* host;
+    std::size_t n;
+  };
+  std::unique_ptr<Backend> b_;
+  std::vector<Buffer> owned_;
+  std::vector<Upload> pending_;
+  int uploads_ = 0;
+};
+
+struct TrainRun {
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<BatchSource> source;
+  std::unique_ptr<Trainer> trainer;
+};
+
+TrainRun MakeRun(std::unique_ptr<Backend> backend, const TrainConfig& tc, const ModelConfig& mc) {
+  TrainRun r;
+  r.backend = std::move(backend);
+  SyntheticConfig sc;
+  sc.features = mc.input_dim;
+  sc.outputs = mc.output_dim;
+  auto src = MakeSyntheticSource(sc, tc.global_batch, 0, 1);
+  EXPECT_TRUE(src.ok());
+  if (!src.ok()) return r;
+  r.source = std::move(*src);
+  auto t = Trainer::Create(tc, mc, nullptr, r.backend.get(), r.source.get());
+  EXPECT_TRUE(t.ok()) << t.status().ToString();
+  if (t.ok()) r.trainer = std::move(*t);
+  return r;
+}
+
+std::vector<double> Losses(Trainer& t, int steps) {
+  std::vector<double> out;
+  for (int i = 0; i < steps; ++i) {
+    auto st = t.Step();
+    EXPECT_TRUE(st.ok()) << st.status().ToString();
+    if (!st.ok()) break;
+    out.push_back(st->loss);
+  }
+  return out;
+}
+
+// Reading ahead changes nothing the model sees: the staged run's losses are
+// bitwise the plain run's, its position after each step is the plain
+// source's (the batch read ahead not counted), and a restore to an earlier
+// position drops the batch read ahead and replays the same batches.
+TEST(Trainer, ReadingAheadTrainsOnTheSameBatchesAndKeepsThePosition) {
+  TrainConfig tc;
+  tc.global_batch = 32;
+  tc.microbatches = 2;
+  tc.lr = {1e-2, 1e-3, 2, 20};
+  tc.clip = 0.5f;
+  ModelConfig mc = SmallModel();
+  mc.activation = Activation::kGelu;
+  TrainRun plain = MakeRun(MakeCpuBackend(nullptr), tc, mc);
+  TrainRun staged = MakeRun(std::make_unique<StagedBackend>(), tc, mc);
+  ASSERT_TRUE(plain.trainer && staged.trainer);
+  const std::string start = staged.trainer->SourcePosition();
+  const std::vector<double> a = Losses(*plain.trainer, 6), b = Losses(*staged.trainer, 6);
+  ASSERT_EQ(a.size(), 6u);
+  ASSERT_EQ(b.size(), 6u);
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i], b[i]) << "step " << i + 1;
+  EXPECT_EQ(staged.trainer->SourcePosition(), plain.source->SavePosition());
+  // Features and labels of six batches went through the read-ahead path.
+  EXPECT_GE(static_cast<StagedBackend&>(*staged.backend).uploads(), 12);
+
+  // Back to the start: the next steps see batches 1.. again, as a fresh
+  // plain trainer with the staged one's weights would.
+  ASSERT_TRUE(staged.trainer->RestoreSourcePosition(start).ok());
+  EXPECT_EQ(staged.trainer->SourcePosition(), start);
+  ASSERT_TRUE(plain.source->RestorePosition(start).ok());
+  const std::vector<double> c = Losses(*plain.trainer, 3), d = Losses(*staged.trainer, 3);
+  ASSERT_EQ(c.size(), 3u);
+  ASSERT_EQ(d.size(), 3u);
+  for (size_t i = 0; i < c.size(); ++i) EXPECT_EQ(c[i], d[i]) << "step " << i + 7;
 }
 
 TEST(Trainer, HookStopsTheLoop) {
