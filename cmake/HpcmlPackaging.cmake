@@ -135,9 +135,10 @@ is installed commented out: see /usr/share/doc/hpcml-guard/install.md.")
 set(CPACK_DEBIAN_TOOLS_PACKAGE_NAME hpcml-tools)
 set(CPACK_DEBIAN_TOOLS_PACKAGE_SECTION science)
 # The feature store writes blosc-compressed datasets through HDF5's filter
-# plugin; MPI programs start under srun or mpirun.
+# plugin; MPI programs start under srun or mpirun; hpcml-train --model gbdt
+# on more than one rank runs XGBoost's tracker from python3-xgboost.
 set(CPACK_DEBIAN_TOOLS_PACKAGE_DEPENDS "hdf5-filter-plugin-blosc-serial")
-set(CPACK_DEBIAN_TOOLS_PACKAGE_RECOMMENDS "slurm-client, openmpi-bin")
+set(CPACK_DEBIAN_TOOLS_PACKAGE_RECOMMENDS "slurm-client, openmpi-bin, python3-xgboost")
 set(CPACK_DEBIAN_TOOLS_DESCRIPTION
   "hpcml command-line tools: feature store, MPI trainer, inference, cost
 hpcml-fcache (versioned HDF5 feature sets with lineage and residency

@@ -28,7 +28,7 @@
 #include "hpcml/common/strings.hpp"
 #include "hpcml/common/unique_fd.hpp"
 #include "prices.hpp"
-#include "process.hpp"
+#include "hpcml/common/process.hpp"
 #include "report.hpp"
 #include "sacct.hpp"
 
@@ -140,7 +140,7 @@ hpcml::Status ReadSacct(const ReportArgs& a, ha::CostAggregator& agg) {
   }
   std::vector<std::string> argv = SacctArgv(a);
   g_log.debug("running: {}", fmt::join(argv, " "));
-  HPCML_ASSIGN_OR_RETURN(ha::ChildProcess child, ha::ChildProcess::Spawn(argv));
+  HPCML_ASSIGN_OR_RETURN(hpcml::ChildProcess child, hpcml::ChildProcess::Spawn(argv));
   ha::SacctReader reader(child.stdout_fd(), "sacct");
   hpcml::Status st = ha::StreamSacct(reader, agg, a.strict);
   hpcml::Status wait = child.Wait();

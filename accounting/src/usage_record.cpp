@@ -11,7 +11,7 @@
 #include "hpcml/common/strings.hpp"
 #include "hpcml/common/unique_fd.hpp"
 #include "numbers.hpp"
-#include "process.hpp"
+#include "hpcml/common/process.hpp"
 
 namespace hpcml::accounting {
 

@@ -23,6 +23,15 @@ Printed: seconds per method and the ratio python / hpcml (>= 1: hpcml is
 as fast or faster) for the whole run and for the rounds alone; the goal is
 >= 0.9. Both models' predictions on the first 10000 rows are compared
 (the same library, the same data: they should agree).
+
+With --ranks N (issue 39): hpcml-train on N ranks of one thread each,
+started by --launcher (default "mpirun --oversubscribe -n N"; on the test
+cluster, as root with its SLURM_CONF: "srun -N2 -n2 --mpi=pmix -C zone-ae"
+for two nodes), against one rank of one thread and one rank of N threads
+in the same run. On a machine of N cores the N-rank run and the one rank
+of N threads use the same cores, so their ratio is the cost of XGBoost's
+collective (sketch merge, histogram allreduce per tree level over TCP),
+not a speed-up; the one-thread rank is the serial baseline.
 """
 import argparse
 import json
@@ -46,6 +55,8 @@ def parse_args():
     p.add_argument("--rows", type=int, default=2_000_000)
     p.add_argument("--rounds", type=int, default=50)
     p.add_argument("--threads", default="1,2")
+    p.add_argument("--ranks", type=int, default=0, help="also time N ranks (see above)")
+    p.add_argument("--launcher", default="", help="command prefix for --ranks")
     p.add_argument("--reuse", action="store_true",
                    help="keep --work's table from an earlier run of the same --rows")
     return p.parse_args()
@@ -135,6 +146,48 @@ def main():
         d = float(np.abs(mine.predict(pd_probe) - booster.predict(pd_probe)).max())
         print(f"  {threads:>7} {h_total:8.2f} {h_rounds:8.2f} {p_total:8.2f} {p_rounds:8.2f} "
               f"{p_total / h_total:6.3f} {p_rounds / h_rounds:8.3f} {d:9.1e}", flush=True)
+    if a.ranks > 1:
+        ranks(a, train, fs)
+
+
+def ranks(a, train, fs):
+    """One rank of 1 and of N threads against N ranks of 1 thread (see the docstring)."""
+    n = a.ranks
+    launcher = (a.launcher or f"mpirun --oversubscribe -n {n}").split()
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    print(f"gbdt_bench --ranks {n}: launcher {' '.join(launcher)}")
+    print(f"  {'run':>22} {'total s':>8} {'rounds s':>8} {'s/round':>8} {'max |dp| vs 1 rank':>18}")
+    results = {}
+    for name, prefix, threads in [("1 rank x 1 thread", [], 1),
+                                  (f"1 rank x {n} threads", [], n),
+                                  (f"{n} ranks x 1 thread", launcher, 1)]:
+        model, metrics = os.path.join(a.work, f"r{len(results)}.h5"), os.path.join(a.work, "rm.jsonl")
+        t0 = time.perf_counter()
+        run = subprocess.run(prefix + [train, "--model", "gbdt", "--data", fs, "--outputs", "2",
+                                       "--rounds", str(a.rounds), "--threads", str(threads),
+                                       "--seed", "1", "--log-interval", "1000", "--metrics",
+                                       metrics, "--output", model], env=env, capture_output=True,
+                             text=True)
+        if run.returncode != 0:
+            sys.exit(f"gbdt_bench: {name} failed:\n{run.stderr[-3000:]}")
+        total = time.perf_counter() - t0
+        done = [json.loads(l) for l in open(metrics)][-1]
+        results[name] = (total, total - done["load_seconds"], model)
+    x, _ = frame(fs, "v1")
+    probe = xgb.DMatrix(x.iloc[:10000], enable_categorical=True)
+    preds = {}
+    for name, (_, _, model) in results.items():
+        with h5py.File(model, "r") as f:
+            preds[name] = xgb.Booster(model_file=bytearray(f["booster"][()])).predict(probe)
+    first = next(iter(preds.values()))
+    for name, (total, rounds, _) in results.items():
+        d = float(np.abs(preds[name] - first).max())
+        print(f"  {name:>22} {total:8.2f} {rounds:8.2f} {rounds / a.rounds:8.3f} {d:18.1e}")
+    one_n = results[f"1 rank x {n} threads"][1]
+    n_one = results[f"{n} ranks x 1 thread"][1]
+    print(f"  rounds: {n} ranks / 1 rank of {n} threads = {n_one / one_n:.3f} "
+          f"(the collective's cost on the same cores); 1 rank x 1 thread / {n} ranks = "
+          f"{results['1 rank x 1 thread'][1] / n_one:.3f}")
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "checkpointing.hpp"
+#include "hpcml/common/mpi.hpp"
 #include "hpcml/checkpoint/triggers.hpp"
 #include "hpcml/common/identity.hpp"
 #include "hpcml/common/json.hpp"
@@ -19,6 +20,7 @@
 #include "hpcml/trees/train.hpp"
 #include "metrics_textfile.hpp"
 #include "usage.hpp"
+#include "xgb_world.hpp"
 
 namespace hpcml::trainer {
 namespace {
@@ -43,7 +45,8 @@ double UnixNow() {
 Status CheckTreeOptions(const TrainOptions& o) {
   if (o.data.empty()) return InvalidArgument("--model gbdt trains on --data (a feature set)");
   if (o.grid.dp * o.grid.pp * o.grid.tp != 1) {
-    return InvalidArgument("--model gbdt runs on one rank: leave --dp, --pp and --tp at 1");
+    return InvalidArgument(
+        "--model gbdt splits the rows across all the job's ranks: leave --dp, --pp and --tp at 1");
   }
   if (!o.val_data.empty() && o.val_version.empty()) {
     return InvalidArgument("--val-data needs --val-version");
@@ -94,12 +97,41 @@ std::string SettingsJson(const TrainOptions& o, const trees::GbdtParams& p) {
 
 }  // namespace
 
-Result<bool> RunGbdt(const TrainOptions& o, Logger& log) {
-  int world = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
-  if (world > 1) {
-    return InvalidArgument("--model gbdt runs on one rank; this job has {} (use -n 1)", world);
+namespace {
+
+// Rank 0's newest checkpoint in every rank (the directory may be rank 0's
+// only); warnings are rank 0's.
+Result<std::optional<trees::GbdtCheckpoint>> LoadLatest(const std::string& dir, bool rank0,
+                                                        Logger& log) {
+  std::optional<trees::GbdtCheckpoint> mine;
+  Status st = Status::Ok();
+  if (rank0) {
+    std::vector<std::string> warnings;
+    auto loaded = trees::LoadLatestGbdtCheckpoint(dir, &warnings);
+    for (const std::string& w : warnings) log.warn("{}", w);
+    if (loaded.ok()) mine = std::move(*loaded);
+    st = loaded.status();
   }
+  HPCML_RETURN_IF_ERROR(AgreeOnStatus(MPI_COMM_WORLD, st));
+  const std::vector<std::string> header = AllGatherStrings(
+      MPI_COMM_WORLD, mine ? trees::GbdtCheckpointHeader(*mine) : std::string());
+  if (header[0].empty()) return std::optional<trees::GbdtCheckpoint>();
+  std::vector<std::string> booster =
+      AllGatherStrings(MPI_COMM_WORLD, mine ? mine->booster : std::string());
+  HPCML_ASSIGN_OR_RETURN(trees::GbdtCheckpoint c,
+                         trees::ParseGbdtCheckpointHeader(header[0], std::move(booster[0])));
+  return std::optional<trees::GbdtCheckpoint>(std::move(c));
+}
+
+}  // namespace
+
+Result<bool> RunGbdt(const TrainOptions& o, Logger& log) {
+  int rank = 0, world = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  const bool rank0 = rank == 0;
+  // One voice: rank 0 logs progress, every rank its warnings and errors.
+  if (!rank0 && log.level() < LogLevel::kWarning) log.set_level(LogLevel::kWarning);
   HPCML_RETURN_IF_ERROR(CheckTreeOptions(o));
   const std::int64_t classes = o.loss == LossKind::kCrossEntropy ? o.outputs : 0;
   trees::GbdtParams p;
@@ -124,9 +156,12 @@ Result<bool> RunGbdt(const TrainOptions& o, Logger& log) {
     val = trees::GbdtData{o.val_data.empty() ? o.data : o.val_data, o.val_version};
   }
   std::ofstream metrics;
-  if (!o.metrics.empty()) {
-    metrics.open(o.metrics, std::ios::trunc);
-    if (!metrics) return InvalidArgument("--metrics {}: cannot open for writing", o.metrics);
+  if (!o.metrics.empty() && rank0) metrics.open(o.metrics, std::ios::trunc);
+  HPCML_RETURN_IF_ERROR(AgreeOnStatus(
+      MPI_COMM_WORLD, rank0 && !o.metrics.empty() && !metrics
+                          ? InvalidArgument("--metrics {}: cannot open for writing", o.metrics)
+                          : Status::Ok()));
+  if (metrics.is_open()) {
     metrics << JsonText(nlohmann::ordered_json{{"event", "start"},
                                                {"model", "gbdt"},
                                                {"rounds", p.rounds},
@@ -143,7 +178,8 @@ Result<bool> RunGbdt(const TrainOptions& o, Logger& log) {
   gauges.now_unix = UnixNow();
   MetricsTextfile textfile;
   if (!o.metrics_textfile.empty()) {
-    HPCML_RETURN_IF_ERROR(textfile.Open(o.metrics_textfile, gauges));
+    HPCML_RETURN_IF_ERROR(AgreeOnStatus(
+        MPI_COMM_WORLD, rank0 ? textfile.Open(o.metrics_textfile, gauges) : Status::Ok()));
   }
   ModelLineage lineage;
   lineage.created_by = CurrentPrincipal();
@@ -151,8 +187,8 @@ Result<bool> RunGbdt(const TrainOptions& o, Logger& log) {
   lineage.attempt = job ? (restarts ? restarts : "0") : "";
   lineage.tool = fmt::format("hpcml-train {}", Version());
   lineage.settings = SettingsJson(o, p);
-  log.info("gbdt: {} rounds at most, depth {}, eta {}, {} thread(s){}", p.rounds, p.max_depth,
-           p.eta, p.threads,
+  log.info("gbdt: {} rounds at most, depth {}, eta {}, {} thread(s){}{}", p.rounds, p.max_depth,
+           p.eta, p.threads, world > 1 ? fmt::format(" on each of {} ranks", world) : "",
            val ? fmt::format(", validating on {} {}", val->path, val->version) : "");
   auto on_round = [&](const trees::RoundMetrics& m) {
     if (metrics.is_open()) {
@@ -167,7 +203,9 @@ Result<bool> RunGbdt(const TrainOptions& o, Logger& log) {
       gauges.step = m.round;
       if (m.train_loss) gauges.loss = *m.train_loss;
       gauges.now_unix = UnixNow();
-      if (Status st = textfile.Write(gauges); !st.ok()) log.warn("{}", st.message());
+      if (rank0) {
+        if (Status st = textfile.Write(gauges); !st.ok()) log.warn("{}", st.message());
+      }
       log.info("round {}/{} train loss {:.6f}{}{} ({:.3f} s)", m.round, p.rounds,
                m.train_loss.value_or(NAN),
                m.val_loss ? fmt::format(" val loss {:.6f}", *m.val_loss) : "",
@@ -194,9 +232,7 @@ Result<bool> RunGbdt(const TrainOptions& o, Logger& log) {
   auto last_save = std::chrono::steady_clock::now();
   const CheckpointOptions& ck = o.ckpt;
   if (!ck.dir.empty()) {
-    std::vector<std::string> warnings;
-    HPCML_ASSIGN_OR_RETURN(hooks.resume, trees::LoadLatestGbdtCheckpoint(ck.dir, &warnings));
-    for (const std::string& w : warnings) log.warn("{}", w);
+    HPCML_ASSIGN_OR_RETURN(hooks.resume, LoadLatest(ck.dir, rank0, log));
     if (hooks.resume) {
       last_saved = hooks.resume->round;
       log.info("resumed from checkpoint round {} in {}", hooks.resume->round, ck.dir);
@@ -206,28 +242,53 @@ Result<bool> RunGbdt(const TrainOptions& o, Logger& log) {
     t.spot_kind = ck.spot_kind;
     t.spot_poll_ms = ck.spot_poll_ms;
     t.stop_before_end_seconds = ck.stop_before_end_seconds;
-    HPCML_ASSIGN_OR_RETURN(triggers, checkpoint::StopTriggers::Start(t));
+    auto started = checkpoint::StopTriggers::Start(t);
+    HPCML_RETURN_IF_ERROR(AgreeOnStatus(MPI_COMM_WORLD, started.status()));
+    triggers = std::move(*started);
+    // Every rank's triggers and clock, one answer: a signal on any rank stops
+    // all at the same round (the largest action wins).
     hooks.after_round = [&](std::int64_t round) {
+      using Action = trees::GbdtHooks::Action;
       stop_reason = triggers->Poll();
-      if (!stop_reason.empty()) return trees::GbdtHooks::Action::kSaveAndStop;
       const double since =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - last_save).count();
       const bool due = (ck.every_steps > 0 && round % ck.every_steps == 0) ||
                        (ck.every_seconds > 0 && since >= ck.every_seconds);
-      return due ? trees::GbdtHooks::Action::kSave : trees::GbdtHooks::Action::kContinue;
+      int act = static_cast<int>(!stop_reason.empty() ? Action::kSaveAndStop
+                                 : due                ? Action::kSave
+                                                      : Action::kContinue);
+      const int mine = act;
+      MPI_Allreduce(MPI_IN_PLACE, &act, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+      if (act == static_cast<int>(Action::kSaveAndStop) && mine != act) {
+        stop_reason = "another rank's stop signal";
+      }
+      return static_cast<Action>(act);
     };
+    // Rank 0 writes (the trees are every rank's); all agree on the outcome.
     hooks.save = [&](const trees::GbdtCheckpoint& c) {
       const auto t0 = std::chrono::steady_clock::now();
-      HPCML_RETURN_IF_ERROR(trees::SaveGbdtCheckpoint(ck.dir, ck.keep, c));
+      HPCML_RETURN_IF_ERROR(AgreeOnStatus(
+          MPI_COMM_WORLD, rank0 ? trees::SaveGbdtCheckpoint(ck.dir, ck.keep, c) : Status::Ok()));
       last_save = std::chrono::steady_clock::now();
       save_seconds += std::chrono::duration<double>(last_save - t0).count();
       last_saved = c.round;
       return Status::Ok();
     };
   }
+  // Across ranks: each reads its shard; XGBoost's collective is joined once
+  // every rank has its data open.
+  XgbWorld xgb_world;
+  hooks.ranks.rank = static_cast<std::uint32_t>(rank);
+  hooks.ranks.world = static_cast<std::uint32_t>(world);
+  hooks.ranks.agree = [](const Status& local) { return AgreeOnStatus(MPI_COMM_WORLD, local); };
+  hooks.ranks.connect = [&]() -> Status {
+    HPCML_ASSIGN_OR_RETURN(xgb_world, XgbWorld::Join(MPI_COMM_WORLD, log));
+    return Status::Ok();
+  };
   HPCML_ASSIGN_OR_RETURN(trees::GbdtRun run,
                          trees::TrainGbdt(trees::GbdtData{o.data, o.data_version}, val, classes, p,
                                           std::move(lineage), hooks));
+  HPCML_RETURN_IF_ERROR(AgreeOnStatus(MPI_COMM_WORLD, xgb_world.Leave()));
   const auto rounds_done = static_cast<std::int64_t>(run.rounds.size());
   auto publish_usage = [&] {
     AttemptUsage a;
@@ -241,7 +302,7 @@ Result<bool> RunGbdt(const TrainOptions& o, Logger& log) {
       a.steps_since_checkpoint = rounds_done - last_saved;
       a.checkpoint_seconds = save_seconds;
     }
-    PublishAttemptUsage(o.usage_dir.empty() ? ck.dir : o.usage_dir, a, o.no_comment, log);
+    if (rank0) PublishAttemptUsage(o.usage_dir.empty() ? ck.dir : o.usage_dir, a, o.no_comment, log);
   };
   if (run.interrupted) {
     log.info(
@@ -261,7 +322,10 @@ Result<bool> RunGbdt(const TrainOptions& o, Logger& log) {
     log.info("early stop at round {}: {} rounds without a lower validation loss than at round {}",
              rounds_done, p.early_stopping_rounds, run.best_round);
   }
-  if (!o.output.empty()) HPCML_RETURN_IF_ERROR(trees::SaveGbdtModel(o.output, run.model));
+  if (!o.output.empty()) {
+    HPCML_RETURN_IF_ERROR(AgreeOnStatus(
+        MPI_COMM_WORLD, rank0 ? trees::SaveGbdtModel(o.output, run.model) : Status::Ok()));
+  }
   if (metrics.is_open()) {
     metrics << JsonText(nlohmann::ordered_json{{"event", "done"},
                                                {"rounds", rounds_done},

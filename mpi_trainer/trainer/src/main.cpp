@@ -70,8 +70,16 @@ int Train(const TrainOptions& o, int rank) {
       return hpcml::kExitUsage;
     }
     hpcml::Result<bool> stopped = hpcml::trainer::RunGbdt(o, log);
-    if (!stopped.ok()) log.error("{}", stopped.status().message());
-    return !stopped.ok() ? hpcml::kExitError : *stopped ? o.stop_exit_code : hpcml::kExitOk;
+    // RunGbdt agrees on each phase's outcome; this also makes one rank's
+    // failure inside XGBoost's rounds (its peers then fail in the
+    // collective) one outcome, with the lowest failing rank's message.
+    const hpcml::Status agreed = hpcml::AgreeOnStatus(MPI_COMM_WORLD, stopped.status());
+    if (!agreed.ok() && rank == 0) log.error("{}", agreed.message());
+    if (!stopped.ok() && rank != 0 && agreed.message().find(stopped.status().message()) ==
+                                          std::string::npos) {
+      log.error("{}", stopped.status().message());
+    }
+    return !agreed.ok() ? hpcml::kExitError : *stopped ? o.stop_exit_code : hpcml::kExitOk;
   }
   if (hpcml::Status st = hpcml::trainer::CheckTrainOptions(o); !st.ok()) {
     if (rank == 0) log.error("{}", st.message());

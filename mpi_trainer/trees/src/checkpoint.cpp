@@ -103,6 +103,25 @@ Status SaveGbdtCheckpoint(const std::string& dir, int keep, const GbdtCheckpoint
   return Status::Ok();
 }
 
+std::string GbdtCheckpointHeader(const GbdtCheckpoint& c) {
+  return JsonText(nlohmann::ordered_json{
+      {"round", c.round}, {"run_key", c.run_key}, {"rounds", RoundsJson(c.rounds)}});
+}
+
+Result<GbdtCheckpoint> ParseGbdtCheckpointHeader(const std::string& text, std::string booster) {
+  GbdtCheckpoint c;
+  try {
+    const auto j = nlohmann::json::parse(text);
+    c.round = j.at("round").get<std::int64_t>();
+    c.run_key = j.at("run_key").get<std::string>();
+    HPCML_ASSIGN_OR_RETURN(c.rounds, ParseRounds(j.at("rounds").dump()));
+  } catch (const nlohmann::json::exception& e) {
+    return Corrupt("a checkpoint's header: {}", e.what());
+  }
+  c.booster = std::move(booster);
+  return c;
+}
+
 Result<std::optional<GbdtCheckpoint>> LoadLatestGbdtCheckpoint(const std::string& dir,
                                                                std::vector<std::string>* warnings) {
   for (std::int64_t round : ListRounds(dir)) {

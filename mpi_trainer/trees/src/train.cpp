@@ -37,14 +37,20 @@ struct Stream {
   DMatrix proxy;
   fc::Batch batch;
   std::vector<float> weights;
-  std::uint64_t served = 0;
+  std::uint64_t served = 0;  // batches taken from the loader this pass
+  bool pass_ended = false;   // an error ended this pass
+  bool handed = false;       // rows went to XGBoost this pass
+  Status pass_status;        // the pass's restart
+  std::vector<float> placeholder;
   std::vector<const char*> names, types;
   std::vector<std::string> type_text;
   Status status;
 };
 
-Result<Stream> OpenStream(const GbdtData& d, std::int64_t classes) {
+Result<Stream> OpenStream(const GbdtData& d, std::int64_t classes, const GbdtRanks& ranks) {
   fc::LoaderOptions opt;
+  opt.rank = ranks.rank;
+  opt.world = ranks.world;
   opt.batch_rows = kBatchRows;
   opt.shuffle = false;
   opt.drop_last = false;
@@ -54,6 +60,10 @@ Result<Stream> OpenStream(const GbdtData& d, std::int64_t classes) {
   const fc::VersionInfo& v = s.loader.info();
   s.what = fmt::format("{} {}", d.path, v.name);
   if (!s.loader.has_labels()) return InvalidArgument("{}: the version has no labels", s.what);
+  if (v.rows < ranks.world) {
+    return InvalidArgument("{}: {} rows for {} ranks; train on fewer ranks", s.what, v.rows,
+                           ranks.world);
+  }
   // The statistics of the version the loader opened (not a fresh lookup):
   // the same digest, or none.
   HPCML_ASSIGN_OR_RETURN(fc::FeatureSet fs, fc::FeatureSet::Open(d.path));
@@ -142,18 +152,10 @@ std::string ArrayInterface(const void* data, std::size_t rows, std::size_t cols)
                      reinterpret_cast<std::uintptr_t>(data), rows, cols);
 }
 
-// The next batch into the proxy: 1, or 0 at the end (and on an error, kept
-// in s->status: XGBoost's callbacks cannot carry one).
-int Next(DataIterHandle handle) {
-  auto* s = static_cast<Stream*>(handle);
-  if (!s->status.ok() || s->served >= s->loader.batches_per_epoch()) return 0;
-  auto batch = s->loader.Next();
-  if (!batch.ok()) {
-    s->status = batch.status();
-    return 0;
-  }
-  s->batch = std::move(*batch);
-  ++s->served;
+// The batch's cells as XGBoost takes them: category codes mapped into the
+// model's dictionary (unknown: missing); an infinite number or a label that
+// is not a class (or not finite) is an error naming its row and column.
+Status Encode(Stream* s) {
   const std::size_t rows = s->batch.rows(), nf = s->batch.features();
   std::span<float> x = s->batch.mutable_x();
   for (std::size_t j = 0; j < nf; ++j) {
@@ -162,10 +164,8 @@ int Next(DataIterHandle handle) {
       // XGBoost would take an infinity as a value past every bin, silently.
       for (std::size_t i = j; i < x.size(); i += nf) {
         if (std::isinf(x[i])) {
-          s->status =
-              InvalidArgument("{}: row {}, column {} (\"{}\") is {}: a number or a missing cell",
-                              s->what, s->batch.row_ids()[i / nf], j + 1, s->names[j], x[i]);
-          return 0;
+          return InvalidArgument("{}: row {}, column {} (\"{}\") is {}: a number or a missing cell",
+                                 s->what, s->batch.row_ids()[i / nf], j + 1, s->names[j], x[i]);
         }
       }
       continue;
@@ -184,42 +184,73 @@ int Next(DataIterHandle handle) {
                         ? v >= 0.0f && v == std::floor(v) && v < static_cast<float>(s->classes)
                         : std::isfinite(v);
     if (!ok) {
-      s->status =
-          InvalidArgument("{}: row {} has label {}{}", s->what, s->batch.row_ids()[i], v,
-                          s->classes > 0 ? fmt::format(", not a class in [0, {})", s->classes)
-                                         : std::string(", not a finite number"));
-      return 0;
+      return InvalidArgument("{}: row {} has label {}{}", s->what, s->batch.row_ids()[i], v,
+                             s->classes > 0 ? fmt::format(", not a class in [0, {})", s->classes)
+                                            : std::string(", not a finite number"));
     }
   }
+  return Status::Ok();
+}
+
+// Rows into the proxy, with their labels, class weights, names and kinds.
+Status Hand(Stream* s, const float* x, const float* y, std::size_t rows) {
+  const std::size_t nf = s->names.size();
   const DMatrixHandle p = s->proxy.get();
-  Status st = XgbCheck(XGProxyDMatrixSetDataDense(p, ArrayInterface(x.data(), rows, nf).c_str()),
-                       "setting a batch");
-  if (st.ok()) st = XgbCheck(XGDMatrixSetDenseInfo(p, "label", y.data(), rows, 1), "labels");
-  if (st.ok() && !s->class_weights.empty()) {
+  HPCML_RETURN_IF_ERROR(XgbCheck(
+      XGProxyDMatrixSetDataDense(p, ArrayInterface(x, rows, nf).c_str()), "setting a batch"));
+  HPCML_RETURN_IF_ERROR(XgbCheck(XGDMatrixSetDenseInfo(p, "label", y, rows, 1), "labels"));
+  if (!s->class_weights.empty()) {
     s->weights.resize(rows);
     for (std::size_t i = 0; i < rows; ++i)
       s->weights[i] = s->class_weights[static_cast<std::size_t>(y[i])];
-    st = XgbCheck(XGDMatrixSetDenseInfo(p, "weight", s->weights.data(), rows, 1), "weights");
+    HPCML_RETURN_IF_ERROR(
+        XgbCheck(XGDMatrixSetDenseInfo(p, "weight", s->weights.data(), rows, 1), "weights"));
   }
-  if (st.ok()) {
-    st = XgbCheck(XGDMatrixSetStrFeatureInfo(p, "feature_name", s->names.data(), nf),
-                  "feature names");
-  }
-  if (st.ok()) {
-    st = XgbCheck(XGDMatrixSetStrFeatureInfo(p, "feature_type", s->types.data(), nf),
+  HPCML_RETURN_IF_ERROR(XgbCheck(
+      XGDMatrixSetStrFeatureInfo(p, "feature_name", s->names.data(), nf), "feature names"));
+  return XgbCheck(XGDMatrixSetStrFeatureInfo(p, "feature_type", s->types.data(), nf),
                   "feature types");
+}
+
+// The next batch into the proxy: 1, or 0 at the end of a pass. XGBoost's
+// callbacks cannot carry an error: the first is kept in s->status and ends
+// the pass. Across ranks every rank must still take part in the sketch's
+// collective with data, so a pass that fails before any rows hands one row
+// of missing cells (label 0); the error is agreed on after the matrix. The
+// data are the same each pass, so each pass ends at the same place.
+int Next(DataIterHandle handle) {
+  auto* s = static_cast<Stream*>(handle);
+  if (s->pass_ended || s->served >= s->loader.batches_per_epoch()) return 0;
+  Status st = s->pass_status;
+  if (st.ok()) {
+    Result<fc::Batch> batch = s->loader.Next();
+    ++s->served;
+    if (batch.ok()) s->batch = std::move(*batch);
+    st = batch.ok() ? Encode(s) : batch.status().WithContext(s->what);
+    // A rank's last batch may be empty (its shard a row shorter): not handed on.
+    if (st.ok() && s->batch.rows() == 0) return Next(handle);
+    if (st.ok()) st = Hand(s, s->batch.x().data(), s->batch.y().data(), s->batch.rows());
+    if (st.ok()) {
+      s->handed = true;
+      return 1;
+    }
   }
-  if (!st.ok()) {
-    s->status = std::move(st);
-    return 0;
-  }
+  if (s->status.ok()) s->status = st;
+  s->pass_ended = true;
+  if (s->handed) return 0;
+  s->placeholder.assign(s->names.size() + 1, std::numeric_limits<float>::quiet_NaN());
+  s->placeholder.back() = 0.0f;  // the label
+  if (!Hand(s, s->placeholder.data(), &s->placeholder.back(), 1).ok()) return 0;
+  s->handed = true;
   return 1;
 }
 
 void Reset(DataIterHandle handle) {
   auto* s = static_cast<Stream*>(handle);
   s->served = 0;
-  if (s->status.ok()) s->status = s->loader.Restore(fc::Position::EpochStart(0));
+  s->pass_ended = false;
+  s->handed = false;
+  s->pass_status = s->loader.Restore(fc::Position::EpochStart(0));
 }
 
 // XGBoost's quantile matrix of the stream (`ref`: the training matrix whose
@@ -234,7 +265,7 @@ Result<DMatrix> Quantiles(Stream* s, DMatrixHandle ref, const GbdtParams& p) {
   const int rc =
       XGQuantileDMatrixCreateFromCallback(s, proxy, ref, Reset, Next, config.c_str(), &out);
   DMatrix m(out);
-  HPCML_RETURN_IF_ERROR(s->status.WithContext(s->what));
+  HPCML_RETURN_IF_ERROR(s->status);
   HPCML_RETURN_IF_ERROR(XgbCheck(rc, fmt::format("{}: building its matrix", s->what)));
   s->proxy.reset();
   return m;
@@ -298,11 +329,13 @@ Status ParseEval(std::string_view text, RoundMetrics* r) {
 // XGBoost's own objectives, computed from the booster's predictions on the
 // training matrix (its prediction cache), with rows left out of the round
 // given gradient and hessian 0. Which rows take part depends only on the
-// seed, the round and the row's place in the version, so a resumed run
-// draws the same rows.
+// seed, the round and the row's place in the version (this rank's rows
+// start at `first_row`), so a resumed run, and a run on other ranks, draws
+// the same rows.
 class RowSampler {
  public:
-  static Result<RowSampler> Make(DMatrixHandle dtrain, std::int64_t classes, const GbdtParams& p) {
+  static Result<RowSampler> Make(DMatrixHandle dtrain, std::int64_t classes, const GbdtParams& p,
+                                 std::uint64_t first_row) {
     if (!(p.subsample > 0.0 && p.subsample <= 1.0)) {
       return InvalidArgument("--subsample must be in (0, 1], got {}", p.subsample);
     }
@@ -310,6 +343,7 @@ class RowSampler {
     s.classes_ = classes;
     s.rate_ = p.subsample;
     s.seed_ = p.seed;
+    s.first_row_ = first_row;
     bst_ulong n = 0;
     const float* v = nullptr;
     HPCML_RETURN_IF_ERROR(XgbCheck(XGDMatrixGetFloatInfo(dtrain, "label", &n, &v), "labels"));
@@ -335,7 +369,7 @@ class RowSampler {
     hess_.assign(rows * k, 0.0f);
     const std::uint64_t seed = trainer::DeriveSeed(seed_, static_cast<std::uint64_t>(round));
     for (std::size_t i = 0; i < rows; ++i) {
-      if (trainer::UniformAt(seed, i) >= rate_) continue;
+      if (trainer::UniformAt(seed, first_row_ + i) >= rate_) continue;
       const float w = weights_.empty() ? 1.0f : weights_[i];
       const float y = labels_[i];
       if (classes_ == 0) {  // reg:squarederror
@@ -362,6 +396,7 @@ class RowSampler {
   std::int64_t classes_ = 0;
   double rate_ = 1.0;
   std::uint64_t seed_ = 0;
+  std::uint64_t first_row_ = 0;
   std::vector<float> labels_, weights_, grad_, hess_;
 };
 
@@ -392,72 +427,95 @@ Result<GbdtRun> TrainGbdt(const GbdtData& train, const std::optional<GbdtData>& 
       static_cast<std::int64_t>(params.class_weights.size()) != classes) {
     return InvalidArgument("{} class weights for {} classes", params.class_weights.size(), classes);
   }
+  const GbdtRanks& ranks = hooks.ranks;
+  auto agree = [&](const Status& local) { return ranks.agree ? ranks.agree(local) : local; };
   const auto t0 = Clock::now();
-  HPCML_ASSIGN_OR_RETURN(Stream tr, OpenStream(train, classes));
-  const trainer::InputEncoding enc = TreeEncoding(tr);
-  HPCML_RETURN_IF_ERROR(Bind(enc, &tr));
-  tr.class_weights = params.class_weights;
-  if (params.balanced_weights) {
-    const fc::ColumnStats& label = tr.stats.columns.back();
-    if (!label.coded || static_cast<std::int64_t>(label.frequencies.size()) != classes) {
-      return InvalidArgument(
-          "--class-weight balanced needs a string label's class counts; give "
-          "w0,w1,... instead");
+  // Every rank opens its shards; an error on one is agreed on by all.
+  std::optional<Stream> tr, va;
+  trainer::InputEncoding enc;
+  auto open = [&]() -> Status {
+    HPCML_ASSIGN_OR_RETURN(tr, OpenStream(train, classes, ranks));
+    enc = TreeEncoding(*tr);
+    HPCML_RETURN_IF_ERROR(Bind(enc, &*tr));
+    tr->class_weights = params.class_weights;
+    if (params.balanced_weights) {
+      const fc::ColumnStats& label = tr->stats.columns.back();
+      if (!label.coded || static_cast<std::int64_t>(label.frequencies.size()) != classes) {
+        return InvalidArgument(
+            "--class-weight balanced needs a string label's class counts; give "
+            "w0,w1,... instead");
+      }
+      std::uint64_t rows = 0;
+      for (std::uint64_t n : label.frequencies) rows += n;
+      for (std::uint64_t n : label.frequencies) {
+        tr->class_weights.push_back(
+            n == 0 ? 0.0f
+                   : static_cast<float>(static_cast<double>(rows) /
+                                        (static_cast<double>(classes) * static_cast<double>(n))));
+      }
     }
-    std::uint64_t rows = 0;
-    for (std::uint64_t n : label.frequencies) rows += n;
-    for (std::uint64_t n : label.frequencies) {
-      tr.class_weights.push_back(
-          n == 0 ? 0.0f
-                 : static_cast<float>(static_cast<double>(rows) /
-                                      (static_cast<double>(classes) * static_cast<double>(n))));
-    }
-  }
-  HPCML_ASSIGN_OR_RETURN(DMatrix dtrain, Quantiles(&tr, nullptr, params));
-  std::optional<Stream> va;
-  DMatrix dval;
-  if (val) {
-    HPCML_ASSIGN_OR_RETURN(va, OpenStream(*val, classes));
-    if (va->loader.info().label_classes != tr.loader.info().label_classes) {
+    if (!val) return Status::Ok();
+    HPCML_ASSIGN_OR_RETURN(va, OpenStream(*val, classes, ranks));
+    if (va->loader.info().label_classes != tr->loader.info().label_classes) {
       return InvalidArgument("{} has other label classes than the training version", va->what);
     }
-    HPCML_RETURN_IF_ERROR(Bind(enc, &*va));
-    HPCML_ASSIGN_OR_RETURN(dval, Quantiles(&*va, dtrain.get(), params));
+    return Bind(enc, &*va);
+  };
+  HPCML_RETURN_IF_ERROR(agree(open()));
+  if (ranks.connect) HPCML_RETURN_IF_ERROR(ranks.connect());
+  // XGBoost's matrices (their quantile sketch is merged across ranks). A
+  // bad cell stops a rank's stream, not the collective: agreed on after.
+  Result<DMatrix> built = Quantiles(&*tr, nullptr, params);
+  HPCML_RETURN_IF_ERROR(agree(built.status()));
+  DMatrix dtrain = std::move(*built);
+  DMatrix dval;
+  if (va) {
+    built = Quantiles(&*va, dtrain.get(), params);
+    HPCML_RETURN_IF_ERROR(agree(built.status()));
+    dval = std::move(*built);
   }
   GbdtRun run;
-  run.train_rows = tr.loader.info().rows;
+  run.train_rows = tr->loader.info().rows;
   run.load_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
 
-  // A run resumes only from its own checkpoints: same settings, same data.
-  const std::string run_key =
-      Sha256::Hex(fmt::format("{}\n{}\n{}", hooks.settings, tr.loader.info().data_sha256,
-                              va ? va->loader.info().data_sha256 : std::string("no validation")));
+  // A run resumes only from its own checkpoints: same settings, data and
+  // ranks (the model depends on how the rows are split).
+  const std::string run_key = Sha256::Hex(fmt::format(
+      "{}\n{}\n{}{}", hooks.settings, tr->loader.info().data_sha256,
+      va ? va->loader.info().data_sha256 : std::string("no validation"),
+      ranks.world > 1 ? fmt::format("\n{} ranks", ranks.world) : std::string()));
 
   std::vector<DMatrixHandle> cache = {dtrain.get()};
   if (dval) cache.push_back(dval.get());
-  BoosterHandle bh = nullptr;
-  HPCML_RETURN_IF_ERROR(
-      XgbCheck(XGBoosterCreate(cache.data(), cache.size(), &bh), "XGBoosterCreate"));
-  Booster booster(bh);
-  if (hooks.resume) {
-    if (hooks.resume->run_key != run_key) {
-      return FailedPrecondition(
-          "the checkpoint at round {} is of another run (other settings or data); train into "
-          "another --checkpoint-dir",
-          hooks.resume->round);
-    }
-    HPCML_RETURN_IF_ERROR(
-        XgbCheck(XGBoosterLoadModelFromBuffer(booster.get(), hooks.resume->booster.data(),
-                                              hooks.resume->booster.size()),
-                 "loading the checkpoint's trees"));
-    run.rounds = hooks.resume->rounds;
-    run.resumed_round = hooks.resume->round;
-  }
-  HPCML_RETURN_IF_ERROR(SetParams(booster.get(), classes, params));
+  Booster booster;
   std::optional<RowSampler> sampler;
-  if (params.subsample < 1.0) {
-    HPCML_ASSIGN_OR_RETURN(sampler, RowSampler::Make(dtrain.get(), classes, params));
-  }
+  auto setup = [&]() -> Status {
+    BoosterHandle bh = nullptr;
+    HPCML_RETURN_IF_ERROR(
+        XgbCheck(XGBoosterCreate(cache.data(), cache.size(), &bh), "XGBoosterCreate"));
+    booster.reset(bh);
+    if (hooks.resume) {
+      if (hooks.resume->run_key != run_key) {
+        return FailedPrecondition(
+            "the checkpoint at round {} is of another run (other settings, data or ranks); "
+            "train into another --checkpoint-dir",
+            hooks.resume->round);
+      }
+      HPCML_RETURN_IF_ERROR(
+          XgbCheck(XGBoosterLoadModelFromBuffer(booster.get(), hooks.resume->booster.data(),
+                                                hooks.resume->booster.size()),
+                   "loading the checkpoint's trees"));
+      run.rounds = hooks.resume->rounds;
+      run.resumed_round = hooks.resume->round;
+    }
+    HPCML_RETURN_IF_ERROR(SetParams(booster.get(), classes, params));
+    if (params.subsample < 1.0) {
+      HPCML_ASSIGN_OR_RETURN(sampler, RowSampler::Make(dtrain.get(), classes, params,
+                                                       tr->loader.plan().shard_begin()));
+    }
+    return Status::Ok();
+  };
+  HPCML_RETURN_IF_ERROR(agree(setup()));
   const char* names[] = {"train", "val"};
   double best = std::numeric_limits<double>::infinity();
   // Early stopping's state after round m; true when the run ends there.
@@ -540,26 +598,26 @@ Result<GbdtRun> TrainGbdt(const GbdtData& train, const std::optional<GbdtData>& 
   // them: a user loading /booster sees the features, and hpcml-infer checks them.
   const BoosterHandle out = kept ? kept.get() : booster.get();
   HPCML_RETURN_IF_ERROR(
-      XgbCheck(XGBoosterSetStrFeatureInfo(out, "feature_name", tr.names.data(), tr.names.size()),
+      XgbCheck(XGBoosterSetStrFeatureInfo(out, "feature_name", tr->names.data(), tr->names.size()),
                "feature names"));
   HPCML_RETURN_IF_ERROR(
-      XgbCheck(XGBoosterSetStrFeatureInfo(out, "feature_type", tr.types.data(), tr.types.size()),
+      XgbCheck(XGBoosterSetStrFeatureInfo(out, "feature_type", tr->types.data(), tr->types.size()),
                "feature types"));
   HPCML_ASSIGN_OR_RETURN(run.model.booster, SaveBooster(out));
   run.model.objective = Objective(classes);
   run.model.outputs = classes == 0 ? 1 : classes;
   run.model.rounds = run.best_round;
 
-  const fc::VersionInfo& v = tr.loader.info();
-  DescribeData(tr, &lineage.data);
-  if (classes > 0 && !tr.stats.columns.empty() && tr.stats.columns.back().coded) {
-    lineage.data.class_rows = tr.stats.columns.back().frequencies;
+  const fc::VersionInfo& v = tr->loader.info();
+  DescribeData(*tr, &lineage.data);
+  if (classes > 0 && !tr->stats.columns.empty() && tr->stats.columns.back().coded) {
+    lineage.data.class_rows = tr->stats.columns.back().frequencies;
   }
   lineage.input.feature_names = v.feature_names;
   lineage.input.label_name = v.label_name;
   lineage.input.label_classes = v.label_classes;
   lineage.input.encoding = enc;
-  lineage.input.stats = trainer::SkewStats(tr.stats, v.features());
+  lineage.input.stats = trainer::SkewStats(tr->stats, v.features());
   // A version a derive standardised: scoring raw rows standardises them
   // first (hpcml-infer, the ONNX graph).
   HPCML_RETURN_IF_ERROR(trainer::RecordStandardization(v, train.path, &lineage.input));

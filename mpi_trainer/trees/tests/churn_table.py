@@ -8,7 +8,9 @@ also "upgrade" below -0.5 (three), or z itself (reg).
 
   churn_table.py --rows N --seed S --split train:0:2800,val:2800:3400 --dir D
       [--labels two,three,reg] [--label-name y] [--legacy-plan] [--empty-plans]
-      [--regions 12]
+      [--regions 12] [--discrete]
+--discrete: age in whole years and income in steps of 2000 (under 256
+distinct values each: XGBoost's cut points are then the values themselves).
 Writes D/<split>.csv, or D/<labels>-<split>.csv with more than one label kind.
 """
 import argparse
@@ -25,6 +27,7 @@ ap.add_argument("--label-name", default="label")
 ap.add_argument("--legacy-plan", action="store_true", help="a fifth plan on 1%% of the rows")
 ap.add_argument("--empty-plans", action="store_true", help="5%% of the plans missing")
 ap.add_argument("--regions", type=int, default=0)
+ap.add_argument("--discrete", action="store_true")
 a = ap.parse_args()
 
 rng = np.random.default_rng(a.seed)
@@ -37,6 +40,9 @@ else:
     plan = rng.choice(["basic", "plus", "pro", "family"], n, p=[0.4, 0.3, 0.2, 0.1])
 region = rng.choice([f"r{i}" for i in range(a.regions)], n) if a.regions else None
 z = 0.04 * (age - 45) - 0.8 * (plan == "pro") + 0.6 * (plan == "basic")
+if a.discrete:
+    age = np.floor(age)
+    income = np.round(income / 2000) * 2000
 if region is not None:
     z = z + 0.3 * np.isin(region, ["r1", "r5", "r7"])
 z = z + rng.normal(0, 1, n)

@@ -32,4 +32,9 @@ Status SaveGbdtCheckpoint(const std::string& dir, int keep, const GbdtCheckpoint
 Result<std::optional<GbdtCheckpoint>> LoadLatestGbdtCheckpoint(const std::string& dir,
                                                                std::vector<std::string>* warnings);
 
+// A checkpoint's figures and key as one text (JSON; the booster's bytes
+// apart), and back: what rank 0 hands the other ranks on resuming.
+std::string GbdtCheckpointHeader(const GbdtCheckpoint& c);
+Result<GbdtCheckpoint> ParseGbdtCheckpointHeader(const std::string& text, std::string booster);
+
 }  // namespace hpcml::trees

@@ -81,6 +81,19 @@ struct GbdtCheckpoint {
   std::vector<RoundMetrics> rounds;
 };
 
+// A run across ranks, each a process of XGBoost's collective. Every rank
+// reads its shard of every version: rows split contiguously in file order
+// (ShardPlan's rule without shuffle), so rank r's rows follow rank r-1's.
+// `agree` turns each rank's status at a phase boundary into the run's (an
+// error on any rank is one on all, so none is left waiting in a
+// collective); `connect` joins the collective once every rank has its data
+// open, before the first matrix is built.
+struct GbdtRanks {
+  std::uint32_t rank = 0, world = 1;
+  std::function<Status(const Status&)> agree;
+  std::function<Status()> connect;
+};
+
 // What a caller does around the rounds (all optional).
 struct GbdtHooks {
   std::function<void(const RoundMetrics&)> on_round;  // after every round (logging)
@@ -93,6 +106,9 @@ struct GbdtHooks {
   std::optional<GbdtCheckpoint> resume;
   // The settings that shape the model (text), part of the run key.
   std::string settings;
+  // One rank unless set. after_round's answer and save's status must be the
+  // same on every rank (the caller agrees on them); resume too.
+  GbdtRanks ranks;
 };
 
 // Trains on `train` (labels: `classes` classes, or 0 for regression),
@@ -100,7 +116,10 @@ struct GbdtHooks {
 // training version's; its categories are mapped by value). `lineage` is
 // completed with the data, input schema and encoding, class rows and
 // validation record. A run resumed from a checkpoint ends with the model an
-// uninterrupted run would (bitwise, the same XGBoost and thread count).
+// uninterrupted run would (bitwise, the same XGBoost, thread count and
+// ranks). Across ranks, the model is every rank's; on data with at most
+// max_bin distinct values per feature it is the one-rank model (continuous
+// features get other cut points from the merged quantile sketch).
 Result<GbdtRun> TrainGbdt(const GbdtData& train, const std::optional<GbdtData>& val,
                           std::int64_t classes, const GbdtParams& params,
                           trainer::ModelLineage lineage, const GbdtHooks& hooks = {});

@@ -24,4 +24,20 @@ Result<Booster> LoadBooster(const std::string& bytes);
 // The booster as UBJSON bytes (what the model file stores).
 Result<std::string> SaveBooster(BoosterHandle booster);
 
+// XGBoost's collective (rabit, the only one Debian's 1.7 has) in this
+// process: held while a distributed run trains, left (XGCommunicatorFinalize:
+// the tracker hears "shutdown") when the owner goes. The handle is a token.
+struct CommunicatorTraits {
+  using Handle = int;
+  static Handle Null() noexcept { return 0; }
+  static void Close(Handle) noexcept { XGCommunicatorFinalize(); }
+};
+using Communicator = Owner<CommunicatorTraits>;
+
+// Joins the collective as `rank` of `world` through the tracker at
+// host:port (xgboost.tracker sorting by task id: the task id is the rank,
+// zero-padded, so rabit's ranks are the caller's). Blocks until every
+// worker has joined, or fails when the tracker goes away.
+Result<Communicator> JoinCommunicator(const std::string& host, int port, int rank, int world);
+
 }  // namespace hpcml::trees

@@ -1,6 +1,7 @@
-#include "process.hpp"
+#include "hpcml/common/process.hpp"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -9,7 +10,7 @@
 #include <cstring>
 #include <utility>
 
-namespace hpcml::accounting {
+namespace hpcml {
 
 namespace {
 
@@ -116,6 +117,50 @@ Status ChildProcess::Wait() {
   return DescribeExit(name_, status);
 }
 
+Status ChildProcess::WaitFor(std::chrono::milliseconds limit) {
+  if (pid_ <= 0) return FailedPrecondition("no process to wait for");
+  out_.reset();
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  for (;;) {
+    int status = 0;
+    const pid_t r = waitpid(pid_, &status, WNOHANG);
+    if (r == pid_) {
+      pid_ = -1;
+      return DescribeExit(name_, status);
+    }
+    if (r < 0 && errno != EINTR) {
+      pid_ = -1;
+      return DescribeExit(name_, -1);
+    }
+    if (std::chrono::steady_clock::now() >= deadline) break;
+    usleep(20'000);
+  }
+  Terminate(std::exchange(pid_, -1), out_);
+  return Unavailable("{}: still running after {} ms, stopped", name_, limit.count());
+}
+
+Result<std::string> ChildProcess::ReadLine(std::chrono::milliseconds limit) {
+  if (!out_) return FailedPrecondition("{}: its output is closed", name_);
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  std::string line;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    pollfd p{out_.get(), POLLIN, 0};
+    const int n = left.count() > 0 ? poll(&p, 1, static_cast<int>(left.count())) : 0;
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return ErrnoError(name_ + ": waiting for its output", errno);
+    if (n == 0) return Unavailable("{}: no line of output within {} ms", name_, limit.count());
+    char c = 0;
+    const ssize_t got = read(out_.get(), &c, 1);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) return ErrnoError(name_ + ": reading its output", errno);
+    if (got == 0) return Unavailable("{}: ended its output before a line", name_);
+    if (c == '\n') return line;
+    line.push_back(c);
+  }
+}
+
 Result<std::string> RunAndCapture(const std::vector<std::string>& argv) {
   if (argv.empty()) return InvalidArgument("empty command");
   HPCML_ASSIGN_OR_RETURN(Pipe out, MakePipe());
@@ -140,4 +185,4 @@ Result<std::string> RunAndCapture(const std::vector<std::string>& argv) {
   return text;
 }
 
-}  // namespace hpcml::accounting
+}  // namespace hpcml

@@ -1,4 +1,4 @@
-#include "process.hpp"
+#include "hpcml/common/process.hpp"
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -6,7 +6,7 @@
 
 #include <string>
 
-namespace hpcml::accounting {
+namespace hpcml {
 namespace {
 
 std::string ReadAll(int fd) {
@@ -17,7 +17,7 @@ std::string ReadAll(int fd) {
   return out;
 }
 
-TEST(AcctChildProcess, StreamsStdoutAndReportsSuccess) {
+TEST(ChildProcess, StreamsStdoutAndReportsSuccess) {
   Result<ChildProcess> c = ChildProcess::Spawn({"printf", "a|b\\nc|d\\n"});
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(ReadAll(c->stdout_fd()), "a|b\nc|d\n");
@@ -25,7 +25,7 @@ TEST(AcctChildProcess, StreamsStdoutAndReportsSuccess) {
   EXPECT_FALSE(c->Wait().ok());  // already waited for
 }
 
-TEST(AcctChildProcess, NonZeroExitIsAnErrorNamingTheProgram) {
+TEST(ChildProcess, NonZeroExitIsAnErrorNamingTheProgram) {
   Result<ChildProcess> c = ChildProcess::Spawn({"sh", "-c", "exit 3"});
   ASSERT_TRUE(c.ok());
   Status st = c->Wait();
@@ -33,7 +33,7 @@ TEST(AcctChildProcess, NonZeroExitIsAnErrorNamingTheProgram) {
   EXPECT_NE(st.message().find("sh: exited with status 3"), std::string::npos) << st.message();
 }
 
-TEST(AcctChildProcess, MissingProgram) {
+TEST(ChildProcess, MissingProgram) {
   Result<ChildProcess> c = ChildProcess::Spawn({"/nonexistent/sacct"});
   ASSERT_TRUE(c.ok());
   Status st = c->Wait();
@@ -41,7 +41,7 @@ TEST(AcctChildProcess, MissingProgram) {
   EXPECT_NE(st.message().find("/nonexistent/sacct"), std::string::npos);
 }
 
-TEST(AcctChildProcess, DestructorEndsAndReapsTheChild) {
+TEST(ChildProcess, DestructorEndsAndReapsTheChild) {
   pid_t pid;
   {
     Result<ChildProcess> c = ChildProcess::Spawn({"sh", "-c", "echo $$; exec sleep 30"});
@@ -55,7 +55,36 @@ TEST(AcctChildProcess, DestructorEndsAndReapsTheChild) {
   EXPECT_EQ(kill(pid, 0), -1);
 }
 
-TEST(AcctRunAndCapture, ReturnsStdoutOrTheMessage) {
+TEST(ChildProcess, ReadLineTakesOneLineAndTimesOut) {
+  using std::chrono::milliseconds;
+  Result<ChildProcess> c = ChildProcess::Spawn({"sh", "-c", "echo 4242; echo next; exec sleep 30"});
+  ASSERT_TRUE(c.ok());
+  Result<std::string> first = c->ReadLine(milliseconds(5000));
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  EXPECT_EQ(*first, "4242");
+  Result<std::string> second = c->ReadLine(milliseconds(5000));
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(*second, "next");
+  Result<std::string> none = c->ReadLine(milliseconds(100));
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("no line of output within 100 ms"), std::string::npos);
+  // Still running after the limit: stopped, and said so.
+  Status st = c->WaitFor(milliseconds(100));
+  EXPECT_NE(st.message().find("still running after 100 ms"), std::string::npos) << st.message();
+}
+
+TEST(ChildProcess, ReadLineSeesTheEndAndWaitForTheExit) {
+  using std::chrono::milliseconds;
+  Result<ChildProcess> c = ChildProcess::Spawn({"sh", "-c", "printf partial; exit 3"});
+  ASSERT_TRUE(c.ok());
+  Result<std::string> line = c->ReadLine(milliseconds(5000));
+  ASSERT_FALSE(line.ok());
+  EXPECT_NE(line.status().message().find("ended its output"), std::string::npos);
+  Status st = c->WaitFor(milliseconds(5000));
+  EXPECT_NE(st.message().find("exited with status 3"), std::string::npos) << st.message();
+}
+
+TEST(RunAndCapture, ReturnsStdoutOrTheMessage) {
   Result<std::string> ok = RunAndCapture({"echo", "hello"});
   ASSERT_TRUE(ok.ok());
   EXPECT_EQ(*ok, "hello\n");
@@ -66,4 +95,4 @@ TEST(AcctRunAndCapture, ReturnsStdoutOrTheMessage) {
 }
 
 }  // namespace
-}  // namespace hpcml::accounting
+}  // namespace hpcml
