@@ -116,4 +116,4 @@ echo "$report"
 grep -Eq "^$id +2 +1 " <<<"$report" || fail "the cost report's row of job $id: 2 attempts, 1 requeued"
 ls "$run"/ckpt/usage-"$id"-r0.json "$run"/ckpt/usage-"$id"-r1.json >/dev/null ||
   fail "usage records of both attempts: $(ls "$run/ckpt")"
-pass "guarded GBDT job preempted at a checkpoint, resumed from round $resumed to the uninterrupted model, scored, costed"
+pass "guarded GBDT job on two nodes preempted at a checkpoint, resumed from round $resumed to the uninterrupted two-rank model, exported to ONNX, scored, costed"
