@@ -25,10 +25,10 @@
 #include "hpcml/common/fs.hpp"
 #include "hpcml/common/identity.hpp"
 #include "hpcml/common/log.hpp"
+#include "hpcml/common/process.hpp"
 #include "hpcml/common/strings.hpp"
 #include "hpcml/common/unique_fd.hpp"
 #include "prices.hpp"
-#include "hpcml/common/process.hpp"
 #include "report.hpp"
 #include "sacct.hpp"
 

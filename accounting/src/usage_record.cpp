@@ -8,10 +8,10 @@
 
 #include "hpcml/common/fs.hpp"
 #include "hpcml/common/json.hpp"
+#include "hpcml/common/process.hpp"
 #include "hpcml/common/strings.hpp"
 #include "hpcml/common/unique_fd.hpp"
 #include "numbers.hpp"
-#include "hpcml/common/process.hpp"
 
 namespace hpcml::accounting {
 

@@ -11,10 +11,10 @@
 #include <thread>
 
 #include "checkpointing.hpp"
-#include "hpcml/common/mpi.hpp"
 #include "hpcml/checkpoint/triggers.hpp"
 #include "hpcml/common/identity.hpp"
 #include "hpcml/common/json.hpp"
+#include "hpcml/common/mpi.hpp"
 #include "hpcml/common/time.hpp"
 #include "hpcml/trees/checkpoint.hpp"
 #include "hpcml/trees/train.hpp"
@@ -113,8 +113,8 @@ Result<std::optional<trees::GbdtCheckpoint>> LoadLatest(const std::string& dir, 
     st = loaded.status();
   }
   HPCML_RETURN_IF_ERROR(AgreeOnStatus(MPI_COMM_WORLD, st));
-  const std::vector<std::string> header = AllGatherStrings(
-      MPI_COMM_WORLD, mine ? trees::GbdtCheckpointHeader(*mine) : std::string());
+  const std::vector<std::string> header =
+      AllGatherStrings(MPI_COMM_WORLD, mine ? trees::GbdtCheckpointHeader(*mine) : std::string());
   if (header[0].empty()) return std::optional<trees::GbdtCheckpoint>();
   std::vector<std::string> booster =
       AllGatherStrings(MPI_COMM_WORLD, mine ? mine->booster : std::string());
@@ -302,7 +302,8 @@ Result<bool> RunGbdt(const TrainOptions& o, Logger& log) {
       a.steps_since_checkpoint = rounds_done - last_saved;
       a.checkpoint_seconds = save_seconds;
     }
-    if (rank0) PublishAttemptUsage(o.usage_dir.empty() ? ck.dir : o.usage_dir, a, o.no_comment, log);
+    if (rank0)
+      PublishAttemptUsage(o.usage_dir.empty() ? ck.dir : o.usage_dir, a, o.no_comment, log);
   };
   if (run.interrupted) {
     log.info(

@@ -75,8 +75,8 @@ int Train(const TrainOptions& o, int rank) {
     // collective) one outcome, with the lowest failing rank's message.
     const hpcml::Status agreed = hpcml::AgreeOnStatus(MPI_COMM_WORLD, stopped.status());
     if (!agreed.ok() && rank == 0) log.error("{}", agreed.message());
-    if (!stopped.ok() && rank != 0 && agreed.message().find(stopped.status().message()) ==
-                                          std::string::npos) {
+    if (!stopped.ok() && rank != 0 &&
+        agreed.message().find(stopped.status().message()) == std::string::npos) {
       log.error("{}", stopped.status().message());
     }
     return !agreed.ok() ? hpcml::kExitError : *stopped ? o.stop_exit_code : hpcml::kExitOk;

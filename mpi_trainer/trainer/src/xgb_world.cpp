@@ -162,8 +162,8 @@ Result<XgbWorld> XgbWorld::Join(MPI_Comm comm, Logger& log) {
   std::string where;  // "host port", rank 0's
   Status started = Status::Ok();
   if (rank == 0) {
-    auto tracker = ChildProcess::Spawn({kPython, "-c", kTrackerScript, host,
-                                        std::to_string(world), std::to_string(kJoinLimit.count())});
+    auto tracker = ChildProcess::Spawn({kPython, "-c", kTrackerScript, host, std::to_string(world),
+                                        std::to_string(kJoinLimit.count())});
     Result<std::string> port =
         tracker.ok() ? tracker->ReadLine(kStartLimit) : Result<std::string>(tracker.status());
     int number = 0;

@@ -64,9 +64,9 @@ class XgbWorld {
   Status Leave();
 
  private:
-  ChildProcess tracker_;                  // rank 0
+  ChildProcess tracker_;                   // rank 0
   std::unique_ptr<SignalsAside> signals_;  // while joined
-  trees::Communicator joined_;            // left first, then the signals, then the tracker
+  trees::Communicator joined_;             // left first, then the signals, then the tracker
 };
 
 }  // namespace hpcml::trainer

@@ -196,8 +196,8 @@ Status Encode(Stream* s) {
 Status Hand(Stream* s, const float* x, const float* y, std::size_t rows) {
   const std::size_t nf = s->names.size();
   const DMatrixHandle p = s->proxy.get();
-  HPCML_RETURN_IF_ERROR(XgbCheck(
-      XGProxyDMatrixSetDataDense(p, ArrayInterface(x, rows, nf).c_str()), "setting a batch"));
+  HPCML_RETURN_IF_ERROR(XgbCheck(XGProxyDMatrixSetDataDense(p, ArrayInterface(x, rows, nf).c_str()),
+                                 "setting a batch"));
   HPCML_RETURN_IF_ERROR(XgbCheck(XGDMatrixSetDenseInfo(p, "label", y, rows, 1), "labels"));
   if (!s->class_weights.empty()) {
     s->weights.resize(rows);
@@ -206,8 +206,8 @@ Status Hand(Stream* s, const float* x, const float* y, std::size_t rows) {
     HPCML_RETURN_IF_ERROR(
         XgbCheck(XGDMatrixSetDenseInfo(p, "weight", s->weights.data(), rows, 1), "weights"));
   }
-  HPCML_RETURN_IF_ERROR(XgbCheck(
-      XGDMatrixSetStrFeatureInfo(p, "feature_name", s->names.data(), nf), "feature names"));
+  HPCML_RETURN_IF_ERROR(XgbCheck(XGDMatrixSetStrFeatureInfo(p, "feature_name", s->names.data(), nf),
+                                 "feature names"));
   return XgbCheck(XGDMatrixSetStrFeatureInfo(p, "feature_type", s->types.data(), nf),
                   "feature types");
 }
@@ -480,10 +480,10 @@ Result<GbdtRun> TrainGbdt(const GbdtData& train, const std::optional<GbdtData>& 
 
   // A run resumes only from its own checkpoints: same settings, data and
   // ranks (the model depends on how the rows are split).
-  const std::string run_key = Sha256::Hex(fmt::format(
-      "{}\n{}\n{}{}", hooks.settings, tr->loader.info().data_sha256,
-      va ? va->loader.info().data_sha256 : std::string("no validation"),
-      ranks.world > 1 ? fmt::format("\n{} ranks", ranks.world) : std::string()));
+  const std::string run_key = Sha256::Hex(
+      fmt::format("{}\n{}\n{}{}", hooks.settings, tr->loader.info().data_sha256,
+                  va ? va->loader.info().data_sha256 : std::string("no validation"),
+                  ranks.world > 1 ? fmt::format("\n{} ranks", ranks.world) : std::string()));
 
   std::vector<DMatrixHandle> cache = {dtrain.get()};
   if (dval) cache.push_back(dval.get());

@@ -39,7 +39,8 @@ Result<Communicator> JoinCommunicator(const std::string& host, int port, int ran
   Communicator joined(1);
   const int got = XGCommunicatorGetRank(), size = XGCommunicatorGetWorldSize();
   if (got != rank || size != world) {
-    return Internal("XGBoost's collective made rank {} of {} rank {} of {}", rank, world, got, size);
+    return Internal("XGBoost's collective made rank {} of {} rank {} of {}", rank, world, got,
+                    size);
   }
   return joined;
 }

@@ -132,7 +132,7 @@ expect_usage "--early-stop-patience needs a validation version" --early-stop-pat
 expect_usage "--colsample 0.5 with --checkpoint-dir: XGBoost's column sampling cannot be resumed" \
   --colsample 0.5 --checkpoint-dir ck
 expect_usage "--checkpoint-adaptive is for the MLP" --checkpoint-dir ck --checkpoint-adaptive 60,600
-expect_usage "runs on one rank" --dp 2
+expect_usage "splits the rows across all the job's ranks: leave --dp, --pp and --tp at 1" --dp 2
 # An infinite cell (row 700, column 3), which XGBoost would bin silently.
 "$fixture" inf.h5 1024 2 5 a,b,c,d inf@700 >/dev/null
 if out=$("$train" --model gbdt --data inf.h5 --outputs 2 --rounds 5 --output inf_model.h5 2>&1); then
