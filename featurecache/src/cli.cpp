@@ -29,7 +29,7 @@
 #include "hpcml/featurecache/ingest.hpp"
 #include "hpcml/featurecache/timeutil.hpp"
 #include "hpcml/featurecache/writer.hpp"
-#include "report.hpp"
+#include "hpcml/featurecache/report.hpp"
 #include "rules.hpp"
 
 namespace hpcml::featurecache {

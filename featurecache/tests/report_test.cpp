@@ -1,4 +1,4 @@
-#include "report.hpp"
+#include "hpcml/featurecache/report.hpp"
 
 #include <gtest/gtest.h>
 

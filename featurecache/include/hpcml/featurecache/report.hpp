@@ -1,5 +1,6 @@
 // What `ls`, `info`, `lineage` and `diff` print. Pure formatting over
-// VersionInfo, so it is tested without files.
+// VersionInfo, so it is tested without files. Public for the Python
+// package, which hands the same JSON to Python (python/).
 #pragma once
 
 #include <string>

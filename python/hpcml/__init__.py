@@ -1,0 +1,187 @@
+"""hpcml for Python jobs: feature sets and the sharded loader.
+
+    import hpcml
+    fs = hpcml.FeatureSet("/data/ae/churn.h5")
+    fs.versions                       # ["v1", "v2", ...]
+    df = fs.to_pandas("v2")           # categories as pandas categoricals, missing as missing
+    for x, y in hpcml.Loader("/data/ae/churn.h5", "v2", batch_rows=1024, epochs=1):
+        ...                           # this rank's shard, NumPy arrays without a copy
+
+Every read goes through hpcml's C++ feature cache: inside a guarded job
+(HPCML_ZONE set by the guard) a set must be approved for the job, in its
+zone and of a classification the role may read, as for hpcml-fcache and
+hpcml-train. That is a guard-rail, not the boundary: the guard's view of the
+file system is (docs/python.md).
+
+Importing hpcml starts nothing: no threads, no MPI, no signal handlers.
+Errors are hpcml.Error, carrying hpcml's message (file, version, row,
+column) and its kind in `.code` ("PermissionDenied", "NotFound", ...).
+"""
+import json
+import os
+
+from ._hpcml import Error, __version__
+from . import _hpcml
+
+__all__ = ["Error", "FeatureSet", "Loader", "rank_and_world", "__version__"]
+
+
+class FeatureSet:
+    """A feature set file as it was when opened (a snapshot: versions
+    published later need a new FeatureSet)."""
+
+    def __init__(self, path):
+        self._fs = _hpcml.FeatureSet(os.fspath(path))
+
+    path = property(lambda self: self._fs.path)
+    zone = property(lambda self: self._fs.zone)
+    classification = property(lambda self: self._fs.classification)
+    versions = property(lambda self: list(self._fs.versions), doc="oldest first")
+    latest = property(lambda self: self._fs.latest)
+
+    def __repr__(self):
+        return (f"hpcml.FeatureSet({self.path!r}: zone {self.zone}, {self.classification}, "
+                f"{len(self.versions)} versions, latest {self.latest})")
+
+    def resolve(self, version="latest"):
+        """"latest", "v3" or "3" -> "v3"."""
+        return self._fs.resolve(str(version))
+
+    def info(self, version="latest"):
+        """The version's record, as `hpcml-fcache info --json` prints it."""
+        return json.loads(self._fs.info_json(str(version)))
+
+    def stats(self, version="latest"):
+        """The statistics stored with the version (`hpcml-fcache stats --json`)."""
+        return json.loads(self._fs.stats_json(str(version)))
+
+    def lineage(self, version="latest"):
+        """The version and its ancestors in this file, nearest first: each
+        version's record (operation, transform, parents with their digests,
+        sources)."""
+        out, todo, seen = [], [self.resolve(version)], set()
+        while todo:
+            name = todo.pop(0)
+            if name in seen:
+                continue
+            seen.add(name)
+            rec = self.info(name)
+            out.append(rec)
+            todo += [p["version"] for p in rec["parents"] if p["version"] in self._fs.versions]
+        return out
+
+    def read(self, version="latest", columns=None, rows=None):
+        """The version's arrays: "features" (rows x columns, float32: numbers,
+        0/1 for bool, a category's code), "labels" (float32 or None),
+        "entity_ids", "timestamps" (int64 microseconds), "ints" (exact int64
+        values of int columns, or None) and "columns". `columns` selects
+        feature columns by name; `rows` is a (start, stop) range."""
+        return self._fs.read(str(version), columns, rows)
+
+    def to_pandas(self, version="latest", columns=None, rows=None, label=True):
+        """The version as a pandas DataFrame: the entity and timestamp
+        columns, each feature as its kind (float64 numbers, nullable Int64
+        for int, nullable boolean for bool, categorical with the version's
+        dictionary for category; missing cells missing), and the label (class
+        names as a categorical, or numbers) last."""
+        import numpy as np
+        import pandas as pd
+
+        info = self.info(version)
+        arrays = self.read(info["version"], columns, rows)
+        kinds = dict(zip(info["feature_names"], info["feature_types"] if info["typed"] else
+                         ["float"] * len(info["feature_names"])))
+        cats = dict(zip(info["feature_names"], self._fs.categories(info["version"])))
+        x, ints = arrays["features"], arrays["ints"]
+        data = {}
+        if info["entity_type"] == "string":
+            keys = np.asarray(self._fs.entity_keys(info["version"]), dtype=object)
+            data[info["entity"]] = keys[arrays["entity_ids"]]
+        else:
+            data[info["entity"]] = arrays["entity_ids"]
+        data[info["timestamp"]] = pd.to_datetime(arrays["timestamps"], unit="us", utc=True)
+        for c, name in enumerate(arrays["columns"]):
+            col, kind = x[:, c], kinds[name]
+            missing = np.isnan(col)
+            if kind == "category":
+                codes = np.where(missing, -1, col).astype(np.int64)
+                data[name] = pd.Categorical.from_codes(codes, categories=cats[name])
+            elif kind == "int":
+                exact = ints[:, c] if ints is not None else col.astype(np.int64)
+                data[name] = pd.array(np.where(missing, 0, exact), dtype="Int64")
+                data[name][missing] = pd.NA
+            elif kind == "bool":
+                data[name] = pd.array(np.where(missing, False, col == 1), dtype="boolean")
+                data[name][missing] = pd.NA
+            else:
+                data[name] = col.astype(np.float64)
+        if label and arrays["labels"] is not None:
+            y = arrays["labels"]
+            classes = info["label_classes"]
+            data[info["label"]] = (pd.Categorical.from_codes(y.astype(np.int64), categories=classes)
+                                   if classes else y.astype(np.float64))
+        return pd.DataFrame(data)
+
+
+def rank_and_world():
+    """This process's rank and the number of ranks: torch.distributed's when
+    it is initialised, else MPI's (Open MPI's or PMI's variables), else
+    Slurm's task (SLURM_PROCID of SLURM_NTASKS), else (0, 1). Reads only;
+    starts nothing."""
+    import sys
+    dist = sys.modules.get("torch.distributed")
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    for rank, size in [("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"), ("PMI_RANK", "PMI_SIZE"),
+                       ("PMIX_RANK", "PMIX_SIZE"), ("SLURM_PROCID", "SLURM_NTASKS")]:
+        if rank in os.environ and size in os.environ:
+            return int(os.environ[rank]), int(os.environ[size])
+    return 0, 1
+
+
+class Loader:
+    """This rank's batches of a version: the sharded, shuffled loader
+    hpcml-train reads from (docs/featurecache.md has the rule), as NumPy
+    arrays that share the loader's buffer (no copy; torch.from_numpy shares
+    them too). Deterministic: the batches follow from (seed, epoch, ranks),
+    and position()/restore() resume exactly where a checkpoint was taken.
+
+    Iterating yields (x, y) per batch until `epochs` epochs are done
+    (endless with epochs=0); next_batch() also gives the rows' ids, epoch
+    and step. rank and world default to rank_and_world()."""
+
+    def __init__(self, path, version="latest", *, rank=None, world=None, batch_rows=256,
+                 seed=0, shuffle=True, drop_last=False, epochs=1, threads=1, prefetch=8):
+        if rank is None or world is None:
+            r, w = rank_and_world()
+            rank = r if rank is None else rank
+            world = w if world is None else world
+        self._l = _hpcml.Loader(os.fspath(path), str(version), rank, world, batch_rows, seed,
+                                shuffle, drop_last, epochs, threads, prefetch)
+        self.rank, self.world = rank, world
+
+    done = property(lambda self: self._l.done)
+    epoch = property(lambda self: self._l.epoch, doc="of the next batch")
+    step = property(lambda self: self._l.step, doc="of the next batch within its epoch")
+    batches_per_epoch = property(lambda self: self._l.batches_per_epoch)
+    rows = property(lambda self: self._l.rows, doc="in the version")
+    features = property(lambda self: self._l.features)
+
+    def next_batch(self):
+        """(x, y, row_ids, epoch, step) of the next batch; y is None for a
+        version without labels."""
+        return self._l.next()
+
+    def __iter__(self):
+        while not self._l.done:
+            x, y, _, _, _ = self._l.next()
+            yield x, y
+
+    def position(self):
+        """Where the loader is (the next batch), as text to save with a checkpoint."""
+        return self._l.position()
+
+    def restore(self, position):
+        """Continue at a position() text: the batches that follow are those an
+        uninterrupted loader would have given from there."""
+        self._l.restore(position)

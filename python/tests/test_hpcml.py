@@ -1,0 +1,214 @@
+"""import hpcml against the files hpcml-fcache writes (HPCML_FCACHE) and
+h5py's view of them: typed columns, missing cells, string labels, row and
+column selections, the guard's checks, the loader's shards and positions,
+and errors carrying hpcml's messages."""
+import os
+import subprocess
+import sys
+
+import h5py
+import numpy as np
+import pytest
+
+import hpcml
+
+FCACHE = os.environ.get("HPCML_FCACHE", "hpcml-fcache")
+PLANS = ["basic", "plus", "pro"]
+
+
+def write_csv(path, n, seed):
+    rng = np.random.default_rng(seed)
+    with open(path, "w") as f:
+        f.write("id,ts,age,income,plan,active,visits,churn\n")
+        for i in range(n):
+            income = "" if i % 7 == 3 else f"{rng.lognormal(10, 0.5):.2f}"
+            plan = "" if i % 11 == 5 else PLANS[int(rng.integers(0, 3))]
+            active = "" if i % 13 == 0 else ("true" if rng.random() < 0.5 else "false")
+            visits = "" if i % 17 == 2 else str(int(rng.integers(0, 40_000_000)))  # > 2^24
+            churn = "yes" if rng.random() < 0.3 else "no"
+            f.write(f"{i},{1700000000 + 60 * i},{int(rng.integers(18, 80))},{income},{plan},"
+                    f"{active},{visits},{churn}\n")
+
+
+def ingest(set_path, csv, zone="test"):
+    subprocess.run([FCACHE, "ingest", str(set_path), "--csv", str(csv), "--entity", "id",
+                    "--timestamp", "ts", "--label", "churn", "--zone", zone,
+                    "--classification", "internal"], check=True, capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def churn(tmp_path_factory):
+    d = tmp_path_factory.mktemp("set")
+    write_csv(d / "a.csv", 3000, 1)
+    write_csv(d / "b.csv", 500, 2)
+    ingest(d / "churn.h5", d / "a.csv")
+    ingest(d / "churn.h5", d / "b.csv")
+    return d
+
+
+@pytest.fixture(autouse=True)
+def no_guard(monkeypatch):
+    for v in ["HPCML_ZONE", "HPCML_ROLE", "HPCML_DATASETS", "HPCML_CLASSIFICATIONS"]:
+        monkeypatch.delenv(v, raising=False)
+
+
+def test_version_and_import_starts_nothing():
+    code = ("import threading, os; n = len(os.listdir('/proc/self/task')); "
+            "import signal; before = signal.getsignal(signal.SIGTERM); import hpcml; "
+            "assert len(os.listdir('/proc/self/task')) == n; "
+            "assert signal.getsignal(signal.SIGTERM) == before; "
+            "assert 'mpi4py' not in __import__('sys').modules; print(hpcml.__version__)")
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+    assert out.stdout.strip() == hpcml.__version__ and hpcml.__version__.count(".") == 2
+
+
+def test_versions_info_stats_lineage(churn):
+    fs = hpcml.FeatureSet(churn / "churn.h5")
+    assert fs.versions == ["v1", "v2"] and fs.latest == "v2"
+    assert fs.zone == "test" and fs.classification == "internal"
+    info = fs.info("v1")
+    assert info["rows"] == 3000 and info["label_classes"] == ["no", "yes"]
+    assert dict(zip(info["feature_names"], info["feature_types"])) == {
+        "age": "int", "income": "float", "plan": "category", "active": "bool", "visits": "int"}
+    stats = fs.stats("v1")
+    income = [c for c in stats["columns"] if c["name"] == "income"][0]
+    assert income["missing"] == sum(1 for i in range(3000) if i % 7 == 3)
+    lineage = fs.lineage("latest")
+    assert lineage[0]["version"] == "v2" and lineage[0]["operation"] == "ingest"
+    assert lineage[0]["sources"][0]["uri"].endswith("b.csv")
+
+
+def test_read_matches_h5py_and_selects(churn):
+    fs = hpcml.FeatureSet(churn / "churn.h5")
+    a = fs.read("v1")
+    with h5py.File(churn / "churn.h5", "r") as f:
+        g = f["versions/v1"]
+        np.testing.assert_array_equal(a["features"], g["features"][()])
+        np.testing.assert_array_equal(a["labels"], g["labels"][()])
+        np.testing.assert_array_equal(a["entity_ids"], g["entity_ids"][()])
+    sel = fs.read("v1", columns=["plan", "age"], rows=(100, 250))
+    assert sel["features"].shape == (150, 2) and sel["columns"] == ["plan", "age"]
+    np.testing.assert_array_equal(sel["features"][:, 0], a["features"][100:250, 2])
+    np.testing.assert_array_equal(sel["features"][:, 1], a["features"][100:250, 0])
+
+
+def test_to_pandas_keeps_kinds_and_missing(churn):
+    import pandas as pd
+    df = hpcml.FeatureSet(churn / "churn.h5").to_pandas("v1")
+    raw = pd.read_csv(churn / "a.csv", keep_default_na=False, dtype=str)
+    assert len(df) == 3000 and list(df.columns) == ["id", "ts", "age", "income", "plan", "active",
+                                                    "visits", "churn"]
+    assert isinstance(df["plan"].dtype, pd.CategoricalDtype)
+    assert sorted(df["plan"].cat.categories) == PLANS
+    want_plan = raw["plan"].replace("", None)
+    assert (df["plan"].isna() == want_plan.isna()).all()
+    assert (df["plan"].astype(object)[~want_plan.isna()] == want_plan[~want_plan.isna()]).all()
+    assert df["income"].isna().sum() == (raw["income"] == "").sum()
+    # int columns exact beyond float32's 2^24, missing as <NA>
+    assert str(df["visits"].dtype) == "Int64"
+    given = raw["visits"] != ""
+    assert (df["visits"][given].astype("int64") == raw["visits"][given].astype("int64")).all()
+    assert df["visits"][~given].isna().all()
+    assert str(df["active"].dtype) == "boolean" and df["active"].isna().sum() == (raw["active"] == "").sum()
+    assert list(df["churn"].astype(str)) == list(raw["churn"])
+    assert (df["ts"].astype("int64") // 10**9 == raw["ts"].astype("int64")).all()
+
+
+def test_errors_carry_hpcml_messages(churn, tmp_path):
+    with pytest.raises(hpcml.Error) as e:
+        hpcml.FeatureSet(tmp_path / "nope.h5")
+    assert "nope.h5" in str(e.value) and e.value.code == "NotFound"
+    fs = hpcml.FeatureSet(churn / "churn.h5")
+    with pytest.raises(hpcml.Error, match="v9"):
+        fs.info("v9")
+    with pytest.raises(hpcml.Error, match='no feature column "tenure"'):
+        fs.read("v1", columns=["tenure"])
+    with pytest.raises(hpcml.Error, match=r"rows=\(10, 5000\): the version has 3000 rows"):
+        fs.read("v1", rows=(10, 5000))
+    (tmp_path / "junk.h5").write_bytes(b"not hdf5")
+    with pytest.raises(hpcml.Error) as e:
+        hpcml.FeatureSet(tmp_path / "junk.h5")
+    assert "junk.h5" in str(e.value)
+
+
+def test_guarded_job_checks_zone_and_approval(churn, monkeypatch):
+    path = str(churn / "churn.h5")
+    monkeypatch.setenv("HPCML_ZONE", "test")
+    monkeypatch.setenv("HPCML_ROLE", "ml-engineer")
+    monkeypatch.setenv("HPCML_DATASETS", os.path.realpath(churn))
+    assert hpcml.FeatureSet(path).versions == ["v1", "v2"]
+    monkeypatch.setenv("HPCML_ZONE", "eu")  # a job of another zone
+    for attempt in (lambda: hpcml.FeatureSet(path), lambda: hpcml.Loader(path, "v1", rank=0, world=1)):
+        with pytest.raises(hpcml.Error) as e:
+            attempt()
+        assert e.value.code == "PermissionDenied" and "zone" in str(e.value)
+    monkeypatch.setenv("HPCML_ZONE", "test")
+    monkeypatch.setenv("HPCML_DATASETS", "/nonexistent/approved")  # not approved
+    with pytest.raises(hpcml.Error) as e:
+        hpcml.FeatureSet(path)
+    assert e.value.code == "PermissionDenied"
+
+
+def test_loader_shards_cover_every_row_once(churn):
+    seen = []
+    for rank in range(3):
+        l = hpcml.Loader(churn / "churn.h5", "v1", rank=rank, world=3, batch_rows=64, seed=4)
+        assert l.batches_per_epoch == -(-1000 // 64)
+        for x, y in l:
+            assert x.shape[1] == 5 and x.dtype == np.float32 and len(y) == len(x)
+        l = hpcml.Loader(churn / "churn.h5", "v1", rank=rank, world=3, batch_rows=64, seed=4)
+        while not l.done:
+            _, _, ids, _, _ = l.next_batch()
+            seen += list(ids)
+    assert sorted(seen) == list(range(3000))
+
+
+def test_loader_batches_share_memory_and_match_the_rows(churn):
+    a = hpcml.FeatureSet(churn / "churn.h5").read("v1")
+    l = hpcml.Loader(churn / "churn.h5", "v1", rank=0, world=1, batch_rows=128, seed=9)
+    x, y, ids, epoch, step = l.next_batch()
+    assert not x.flags.owndata and x.flags.writeable  # the loader's buffer, no copy
+    np.testing.assert_array_equal(x, a["features"][ids.astype(np.int64)])
+    np.testing.assert_array_equal(y, a["labels"][ids.astype(np.int64)])
+    assert (epoch, step) == (0, 0)
+    del l  # the batch outlives its loader
+    assert float(np.nansum(x)) == float(np.nansum(a["features"][ids.astype(np.int64)]))
+
+
+def test_loader_resumes_exactly(churn):
+    def loader():
+        return hpcml.Loader(churn / "churn.h5", "v1", rank=1, world=2, batch_rows=50, seed=7,
+                            epochs=3)
+    l = loader()
+    whole = []
+    while not l.done:
+        whole.append(l.next_batch()[2].copy())
+    l = loader()
+    for _ in range(37):  # into the second epoch
+        l.next_batch()
+    saved = l.position()
+    assert saved.startswith("epoch=1 ")
+    l = loader()
+    l.restore(saved)
+    rest = []
+    while not l.done:
+        rest.append(l.next_batch()[2].copy())
+    assert len(rest) == len(whole) - 37
+    for a, b in zip(rest, whole[37:]):
+        np.testing.assert_array_equal(a, b)
+    other = hpcml.Loader(churn / "churn.h5", "v1", rank=0, world=3, batch_rows=50, seed=7)
+    with pytest.raises(hpcml.Error, match="fingerprint|layout"):
+        other.restore(saved)
+
+
+def test_rank_and_world_from_the_job(monkeypatch):
+    for v in ["OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE", "PMIX_RANK",
+              "PMIX_SIZE", "SLURM_PROCID", "SLURM_NTASKS"]:
+        monkeypatch.delenv(v, raising=False)
+    assert hpcml.rank_and_world() == (0, 1)
+    monkeypatch.setenv("SLURM_PROCID", "3")
+    monkeypatch.setenv("SLURM_NTASKS", "4")
+    assert hpcml.rank_and_world() == (3, 4)
+    monkeypatch.setenv("OMPI_COMM_WORLD_RANK", "1")
+    monkeypatch.setenv("OMPI_COMM_WORLD_SIZE", "2")
+    assert hpcml.rank_and_world() == (1, 2)
