@@ -1,4 +1,4 @@
-"""hpcml for Python jobs: feature sets and the sharded loader.
+"""hpcml for Python jobs: feature sets, the sharded loader, preemption.
 
     import hpcml
     fs = hpcml.FeatureSet("/data/ae/churn.h5")
@@ -22,8 +22,10 @@ import os
 
 from ._hpcml import Error, __version__
 from . import _hpcml
+from .preemption import REQUEUE_EXIT_CODE, Preemption, agree_max
 
-__all__ = ["Error", "FeatureSet", "Loader", "rank_and_world", "__version__"]
+__all__ = ["Error", "FeatureSet", "Loader", "Preemption", "REQUEUE_EXIT_CODE", "agree_max",
+           "rank_and_world", "__version__"]
 
 
 class FeatureSet:

@@ -14,6 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "hpcml/accounting/attempt.hpp"
+#include "hpcml/checkpoint/triggers.hpp"
+#include "hpcml/common/log.hpp"
 #include "hpcml/common/status.hpp"
 #include "hpcml/featurecache/feature_set.hpp"
 #include "hpcml/featurecache/loader.hpp"
@@ -21,6 +24,7 @@
 
 namespace py = pybind11;
 namespace fc = hpcml::featurecache;
+namespace ck = hpcml::checkpoint;
 
 namespace {
 
@@ -192,6 +196,30 @@ py::tuple BatchArrays(fc::Batch batch) {
 
 }  // namespace
 
+// The spot-notice poller of hpcml-train (its own thread, started here only
+// when asked), behind a small owner Python holds.
+class SpotPoller {
+ public:
+  SpotPoller(const std::string& url, const std::string& kind, int interval_ms) {
+    if (kind != "aws" && kind != "gcp") {
+      Check(hpcml::InvalidArgument("spot kind \"{}\": aws or gcp", kind));
+    }
+    poller_ = Take(ck::SpotNoticePoller::Start(
+        url, kind == "aws" ? ck::SpotNoticePoller::Kind::kAws : ck::SpotNoticePoller::Kind::kGcp,
+        std::chrono::milliseconds(interval_ms)));
+  }
+  bool noticed() const { return poller_ && poller_->noticed(); }
+  int polls() const { return poller_ ? poller_->polls() : 0; }
+  std::string last_error() const { return poller_ ? poller_->last_error() : ""; }
+  void stop() {
+    py::gil_scoped_release unlocked;
+    poller_.reset();
+  }
+
+ private:
+  std::unique_ptr<ck::SpotNoticePoller> poller_;
+};
+
 PYBIND11_MODULE(_hpcml, m) {
   m.doc() = "hpcml's C++ libraries for Python; use the hpcml package.";
   m.attr("__version__") = HPCML_VERSION;
@@ -246,6 +274,47 @@ PYBIND11_MODULE(_hpcml, m) {
           py::arg("version"))
       .def("read", &Read, py::arg("version"), py::arg("columns") = py::none(),
            py::arg("rows") = py::none());
+
+  py::class_<SpotPoller>(m, "SpotPoller")
+      .def(py::init<const std::string&, const std::string&, int>(), py::arg("url"), py::arg("kind"),
+           py::arg("interval_ms"))
+      .def_property_readonly("noticed", &SpotPoller::noticed)
+      .def_property_readonly("polls", &SpotPoller::polls)
+      .def_property_readonly("last_error", &SpotPoller::last_error)
+      .def("stop", &SpotPoller::stop);
+
+  m.def(
+      "slurm_seconds_left",
+      [](uint32_t job_id) {
+        py::gil_scoped_release unlocked;
+        return ck::SlurmSecondsLeft(job_id);
+      },
+      py::arg("job_id"), "Seconds before Slurm ends the job, or -1 when unknown.");
+
+  // The attempt's usage record, as hpcml-train writes it (accounting/attempt.hpp):
+  // a JSON file in `dir` and the job's Comment, inside a Slurm job only.
+  m.def(
+      "publish_usage",
+      [](const std::string& dir, int64_t start_time, int64_t written_at, double wall_s,
+         int64_t steps_done, int64_t batch, const std::string& gpu_type,
+         std::optional<int64_t> steps_since_checkpoint, double checkpoint_seconds,
+         bool no_comment) {
+        hpcml::accounting::AttemptUsage a;
+        a.start_time = start_time;
+        a.written_at = written_at;
+        a.wall_s = wall_s;
+        a.steps_done = steps_done;
+        a.batch = batch;
+        a.gpu_type = gpu_type;
+        a.steps_since_checkpoint = steps_since_checkpoint;
+        a.checkpoint_seconds = checkpoint_seconds;
+        hpcml::Logger log("hpcml");
+        py::gil_scoped_release unlocked;
+        hpcml::accounting::PublishAttemptUsage(dir, a, no_comment, log);
+      },
+      py::arg("dir"), py::arg("start_time"), py::arg("written_at"), py::arg("wall_s"),
+      py::arg("steps_done"), py::arg("batch"), py::arg("gpu_type"),
+      py::arg("steps_since_checkpoint"), py::arg("checkpoint_seconds"), py::arg("no_comment"));
 
   py::class_<fc::Loader>(m, "Loader")
       .def(py::init([](const std::string& path, const std::string& version, uint32_t rank,

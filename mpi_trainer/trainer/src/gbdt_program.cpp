@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "checkpointing.hpp"
+#include "hpcml/accounting/attempt.hpp"
 #include "hpcml/checkpoint/triggers.hpp"
 #include "hpcml/common/identity.hpp"
 #include "hpcml/common/json.hpp"
@@ -19,7 +20,6 @@
 #include "hpcml/trees/checkpoint.hpp"
 #include "hpcml/trees/train.hpp"
 #include "metrics_textfile.hpp"
-#include "usage.hpp"
 #include "xgb_world.hpp"
 
 namespace hpcml::trainer {
@@ -291,7 +291,7 @@ Result<bool> RunGbdt(const TrainOptions& o, Logger& log) {
   HPCML_RETURN_IF_ERROR(AgreeOnStatus(MPI_COMM_WORLD, xgb_world.Leave()));
   const auto rounds_done = static_cast<std::int64_t>(run.rounds.size());
   auto publish_usage = [&] {
-    AttemptUsage a;
+    accounting::AttemptUsage a;
     a.start_time = start_time;
     a.written_at = static_cast<std::int64_t>(std::time(nullptr));
     a.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
@@ -303,7 +303,8 @@ Result<bool> RunGbdt(const TrainOptions& o, Logger& log) {
       a.checkpoint_seconds = save_seconds;
     }
     if (rank0)
-      PublishAttemptUsage(o.usage_dir.empty() ? ck.dir : o.usage_dir, a, o.no_comment, log);
+      accounting::PublishAttemptUsage(o.usage_dir.empty() ? ck.dir : o.usage_dir, a, o.no_comment,
+                                      log);
   };
   if (run.interrupted) {
     log.info(

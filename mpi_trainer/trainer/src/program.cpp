@@ -12,13 +12,13 @@
 #include <nlohmann/json.hpp>
 
 #include "featurecache_source.hpp"
+#include "hpcml/accounting/attempt.hpp"
 #include "hpcml/common/identity.hpp"
 #include "hpcml/common/json.hpp"
 #include "hpcml/common/time.hpp"
 #include "hpcml/topology/binding.hpp"
 #include "hpcml/topology/planner.hpp"
 #include "model_io.hpp"
-#include "usage.hpp"
 
 namespace hpcml::trainer {
 
@@ -601,7 +601,7 @@ Status Program::Finish() {
 // Accounting never stops training: a failure is a warning.
 void Program::PublishUsage(std::int64_t first_step, double wall_s, std::int64_t start_time) {
   if (!rank0_) return;
-  AttemptUsage a;
+  accounting::AttemptUsage a;
   a.start_time = start_time;
   a.written_at = static_cast<std::int64_t>(std::time(nullptr));
   a.wall_s = wall_s;
@@ -612,7 +612,8 @@ void Program::PublishUsage(std::int64_t first_step, double wall_s, std::int64_t 
     a.steps_since_checkpoint = trainer_->step() - ckpt_->stats().last_saved_step;
     a.checkpoint_seconds = ckpt_->stats().save_seconds;
   }
-  PublishAttemptUsage(o_.usage_dir.empty() ? o_.ckpt.dir : o_.usage_dir, a, o_.no_comment, log_);
+  accounting::PublishAttemptUsage(o_.usage_dir.empty() ? o_.ckpt.dir : o_.usage_dir, a,
+                                  o_.no_comment, log_);
 }
 
 // What the model file records: the training data (from the opened

@@ -1,4 +1,4 @@
-// The usage record of one training attempt (accounting/usage_record.hpp),
+// The usage record of one training attempt (usage_record.hpp),
 // built from what the attempt did and what Slurm told it. Pure: the Slurm
 // side is read once by SlurmJobFromEnv, so the builder is tested without a job.
 #pragma once
@@ -10,7 +10,7 @@
 #include "hpcml/accounting/usage_record.hpp"
 #include "hpcml/common/log.hpp"
 
-namespace hpcml::trainer {
+namespace hpcml::accounting {
 
 // What Slurm tells the job through its environment.
 struct SlurmJob {
@@ -37,7 +37,7 @@ struct AttemptUsage {
 
 // GPUs are those Slurm allocated on the job's nodes (gpus_on_node x nodes);
 // steps after the newest checkpoint are redone by the next attempt: lost.
-accounting::UsageRecord MakeUsageRecord(const SlurmJob& job, const AttemptUsage& a);
+UsageRecord MakeUsageRecord(const SlurmJob& job, const AttemptUsage& a);
 
 // Inside a Slurm job: the attempt's record as JSON in `dir` and, unless
 // `no_comment`, as a summary in the job's Comment, for hpcml-cost. Outside
@@ -46,4 +46,4 @@ accounting::UsageRecord MakeUsageRecord(const SlurmJob& job, const AttemptUsage&
 void PublishAttemptUsage(const std::string& dir, const AttemptUsage& a, bool no_comment,
                          Logger& log);
 
-}  // namespace hpcml::trainer
+}  // namespace hpcml::accounting

@@ -1,9 +1,9 @@
-#include "usage.hpp"
+#include "hpcml/accounting/attempt.hpp"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
-namespace hpcml::trainer {
+namespace hpcml::accounting {
 namespace {
 
 TEST(MakeUsageRecord, CountsTheGpusSlurmAllocatedOnEveryNode) {
@@ -59,4 +59,4 @@ TEST(SlurmJobFromEnv, ReadsTheJobAndDefaultsTheRest) {
 }
 
 }  // namespace
-}  // namespace hpcml::trainer
+}  // namespace hpcml::accounting

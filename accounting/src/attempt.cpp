@@ -1,9 +1,9 @@
-#include "usage.hpp"
+#include "hpcml/accounting/attempt.hpp"
 
 #include <algorithm>
 #include <cstdlib>
 
-namespace hpcml::trainer {
+namespace hpcml::accounting {
 namespace {
 
 int IntEnv(const char* name, int fallback) {
@@ -24,8 +24,8 @@ std::optional<SlurmJob> SlurmJobFromEnv() {
   return job;
 }
 
-accounting::UsageRecord MakeUsageRecord(const SlurmJob& job, const AttemptUsage& a) {
-  accounting::UsageRecord r;
+UsageRecord MakeUsageRecord(const SlurmJob& job, const AttemptUsage& a) {
+  UsageRecord r;
   r.job_id = job.job_id;
   r.restart_count = job.restart_count;
   r.start_time = a.start_time;
@@ -44,7 +44,7 @@ void PublishAttemptUsage(const std::string& dir, const AttemptUsage& a, bool no_
                          Logger& log) {
   const std::optional<SlurmJob> job = SlurmJobFromEnv();
   if (!job || dir.empty()) return;
-  const accounting::UsageRecord r = MakeUsageRecord(*job, a);
+  const UsageRecord r = MakeUsageRecord(*job, a);
   accounting::PublishOptions po;
   po.update_comment = !no_comment;
   auto written = accounting::PublishUsageRecord(dir, r, po);
@@ -55,4 +55,4 @@ void PublishAttemptUsage(const std::string& dir, const AttemptUsage& a, bool no_
   }
 }
 
-}  // namespace hpcml::trainer
+}  // namespace hpcml::accounting
