@@ -185,5 +185,11 @@ class Loader:
 
     def restore(self, position):
         """Continue at a position() text: the batches that follow are those an
-        uninterrupted loader would have given from there."""
+        uninterrupted loader would have given from there. A position belongs
+        to its layout (data, ranks, batch, seed): another is refused."""
         self._l.restore(position)
+
+    def start_epoch(self, epoch):
+        """Continue at the start of `epoch`, in any layout (after a change in
+        the number of ranks, say)."""
+        self._l.restore(f"epoch={int(epoch)} step=0 fingerprint=0")

@@ -196,9 +196,12 @@ def test_loader_resumes_exactly(churn):
     assert len(rest) == len(whole) - 37
     for a, b in zip(rest, whole[37:]):
         np.testing.assert_array_equal(a, b)
-    other = hpcml.Loader(churn / "churn.h5", "v1", rank=0, world=3, batch_rows=50, seed=7)
+    other = hpcml.Loader(churn / "churn.h5", "v1", rank=0, world=3, batch_rows=50, seed=7,
+                         epochs=3)
     with pytest.raises(hpcml.Error, match="fingerprint|layout"):
         other.restore(saved)
+    other.start_epoch(1)  # another number of ranks: from an epoch's start
+    assert other.next_batch()[3:] == (1, 0)
 
 
 def test_rank_and_world_from_the_job(monkeypatch):
