@@ -585,7 +585,7 @@ std::string IngestTransform(const IngestOptions& o, const std::string& csv_canon
   nlohmann::json column_na = nlohmann::json::object();
   for (const auto& [name, na] : o.column_na_values) column_na[name] = na.words();
   nlohmann::json tr = {{"op", "ingest"},
-                       {"csv", "file://" + csv_canonical},
+                       {"csv", o.source_uri.empty() ? "file://" + csv_canonical : o.source_uri},
                        {"entity", o.entity_column},
                        {"entity_type", o.entity_type},
                        {"timestamp", o.timestamp_column},
@@ -766,7 +766,7 @@ Result<VersionInfo> IngestOn(const std::string& path, const IngestOptions& o, un
   WarnEmptyColumns(o, *s, writer.rows(), rows, warnings);
   entities.Finish(s);
   s->categories = rows.Categories();
-  s->sources = {SourceRef{"file://" + csv_canonical, sha}};
+  s->sources = {SourceRef{o.source_uri.empty() ? "file://" + csv_canonical : o.source_uri, sha}};
   s->transform = IngestTransform(o, csv_canonical, spec.feature_names, plan, rows);
   if (o.before_publish) {
     HPCML_ASSIGN_OR_RETURN(VersionStats stats, writer.Statistics());

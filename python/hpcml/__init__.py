@@ -25,7 +25,7 @@ from . import _hpcml
 from .preemption import REQUEUE_EXIT_CODE, Preemption, agree_max
 
 __all__ = ["Error", "FeatureSet", "Loader", "Preemption", "REQUEUE_EXIT_CODE", "agree_max",
-           "rank_and_world", "__version__"]
+           "ingest", "rank_and_world", "__version__"]
 
 
 class FeatureSet:
@@ -123,6 +123,78 @@ class FeatureSet:
             data[info["label"]] = (pd.Categorical.from_codes(y.astype(np.int64), categories=classes)
                                    if classes else y.astype(np.float64))
         return pd.DataFrame(data)
+
+
+def _kind(series):
+    """The hpcml kind of a pandas column (format.hpp's kinds)."""
+    import pandas as pd
+    t = series.dtype
+    if isinstance(t, pd.CategoricalDtype) or pd.api.types.is_object_dtype(t) or \
+            pd.api.types.is_string_dtype(t):
+        return "category"
+    if pd.api.types.is_bool_dtype(t):
+        return "bool"
+    if pd.api.types.is_integer_dtype(t):
+        return "int"
+    if pd.api.types.is_float_dtype(t):
+        return "float"
+    raise Error(f"column {series.name!r}: pandas dtype {t} has no hpcml kind "
+                "(numbers, bool, integers, strings or categoricals)")
+
+
+def ingest(path, df, *, entity, timestamp, zone, classification, label=None,
+           source="python:pandas.DataFrame"):
+    """A new version of the feature set at `path` (created if needed) from a
+    DataFrame, through hpcml-fcache ingest: the same checks (inside a guarded
+    job: the set approved, in the job's zone), lineage (the source is
+    `source`, with the SHA-256 of the frame as CSV) and atomic publication.
+    Each column keeps its kind (category or string: category; bool; integer,
+    nullable Int64 included: int; float); missing cells stay missing.
+    Timestamps: datetimes (naive ones are UTC) or epoch seconds. The frame
+    is written as CSV to a temporary file beside the set, removed after.
+    Returns the new version's record (as FeatureSet.info)."""
+    import tempfile
+
+    import pandas as pd
+
+    for role, col in [("entity", entity), ("timestamp", timestamp), ("label", label)]:
+        if col is not None and col not in df.columns:
+            raise Error(f"{role}={col!r}: no such column in the DataFrame "
+                        f"(it has {', '.join(map(str, df.columns))})")
+    out = pd.DataFrame(index=df.index)
+    kinds = {}
+    for name in df.columns:
+        col = df[name]
+        if name == timestamp and pd.api.types.is_datetime64_any_dtype(col.dtype):
+            utc = col.dt.tz_convert("UTC") if col.dt.tz is not None else col.dt.tz_localize("UTC")
+            out[name] = utc.dt.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+            continue
+        if name not in (entity, timestamp):
+            kinds[str(name)] = _kind(col)
+        if kinds.get(str(name)) == "bool":
+            out[name] = col.map({True: "true", False: "false"})
+        else:
+            out[name] = col
+    target = os.path.abspath(os.fspath(path))
+    fd, csv = tempfile.mkstemp(prefix=".hpcml-frame-", suffix=".csv", dir=os.path.dirname(target))
+    try:
+        with os.fdopen(fd, "w", newline="") as f:
+            out.to_csv(f, index=False, na_rep="")
+        if label is not None and kinds.get(str(label)) == "category":
+            kinds.pop(str(label))  # string labels become classes
+        text = _hpcml.ingest(target, csv, source, str(entity), str(timestamp),
+                             "" if label is None else str(label), zone, classification, kinds)
+    except Error as e:
+        # The rendering's lines are the frame's rows: name them so.
+        import re
+        msg = re.sub(re.escape(csv) + r": line (\d+)",
+                     lambda m: f"DataFrame row {int(m.group(1)) - 2}", str(e)).replace(csv, "DataFrame")
+        err = Error(msg)
+        err.code = getattr(e, "code", "")
+        raise err from None
+    finally:
+        os.unlink(csv)
+    return json.loads(text)
 
 
 def rank_and_world():

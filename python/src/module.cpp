@@ -19,6 +19,7 @@
 #include "hpcml/common/log.hpp"
 #include "hpcml/common/status.hpp"
 #include "hpcml/featurecache/feature_set.hpp"
+#include "hpcml/featurecache/ingest.hpp"
 #include "hpcml/featurecache/loader.hpp"
 #include "hpcml/featurecache/report.hpp"
 
@@ -282,6 +283,34 @@ PYBIND11_MODULE(_hpcml, m) {
       .def_property_readonly("polls", &SpotPoller::polls)
       .def_property_readonly("last_error", &SpotPoller::last_error)
       .def("stop", &SpotPoller::stop);
+
+  // hpcml-fcache ingest of a CSV the package rendered (its checks, lineage
+  // and atomic publication); returns the new version's record as JSON.
+  m.def(
+      "ingest",
+      [](const std::string& set_path, const std::string& csv, const std::string& source_uri,
+         const std::string& entity, const std::string& timestamp, const std::string& label,
+         const std::string& zone, const std::string& classification,
+         const std::map<std::string, std::string>& kinds) {
+        fc::IngestOptions o;
+        o.csv_path = csv;
+        o.source_uri = source_uri;
+        o.entity_column = entity;
+        o.timestamp_column = timestamp;
+        o.label_column = label;
+        o.zone = zone;
+        o.classification = classification;
+        o.column_kinds = kinds;
+        o.na_values = Take(fc::NaValues::Parse(""));  // only empty cells: "NA" may be a category
+        hpcml::Result<fc::VersionInfo> v = [&] {
+          py::gil_scoped_release unlocked;
+          return fc::Ingest(set_path, o);
+        }();
+        return fc::FormatInfoJson(set_path, Take(std::move(v)));
+      },
+      py::arg("set_path"), py::arg("csv"), py::arg("source_uri"), py::arg("entity"),
+      py::arg("timestamp"), py::arg("label"), py::arg("zone"), py::arg("classification"),
+      py::arg("kinds"));
 
   m.def(
       "slurm_seconds_left",

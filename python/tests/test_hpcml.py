@@ -215,3 +215,57 @@ def test_rank_and_world_from_the_job(monkeypatch):
     monkeypatch.setenv("OMPI_COMM_WORLD_RANK", "1")
     monkeypatch.setenv("OMPI_COMM_WORLD_SIZE", "2")
     assert hpcml.rank_and_world() == (1, 2)
+
+
+def test_ingest_a_dataframe_round_trip(tmp_path):
+    import pandas as pd
+    n = 400
+    rng = np.random.default_rng(5)
+    df = pd.DataFrame({
+        "customer": np.arange(n) * 10,
+        "when": pd.to_datetime(1_700_000_000 + np.arange(n) * 3600, unit="s", utc=True),
+        "age": pd.array(rng.integers(18, 80, n), dtype="Int64"),
+        "spend": rng.normal(100, 20, n),
+        "plan": pd.Categorical(rng.choice(["NA", "basic", "pro"], n)),  # "NA" is a real category
+        "active": pd.array(rng.random(n) < 0.5, dtype="boolean"),
+        "churn": rng.choice(["yes", "no"], n),
+    })
+    df.loc[3, "age"] = pd.NA
+    df.loc[5, "spend"] = np.nan
+    df.loc[7, "plan"] = np.nan
+    df.loc[9, "active"] = pd.NA
+    rec = hpcml.ingest(tmp_path / "c.h5", df, entity="customer", timestamp="when", label="churn",
+                       zone="test", classification="internal")
+    assert rec["version"] == "v1" and rec["rows"] == n
+    assert rec["sources"][0]["uri"] == "python:pandas.DataFrame"
+    assert len(rec["sources"][0]["sha256"]) == 64
+    assert not list(tmp_path.glob(".hpcml-frame-*"))  # the rendering is gone
+    back = hpcml.FeatureSet(tmp_path / "c.h5").to_pandas("v1")
+    assert list(back.columns) == list(df.columns)
+    assert (back["customer"] == df["customer"]).all()
+    assert (back["when"] == df["when"]).all()
+    assert back["age"].isna().sum() == 1 and (back["age"].dropna() == df["age"].dropna()).all()
+    np.testing.assert_allclose(back["spend"], df["spend"], rtol=1e-6)  # float32 storage
+    assert back["plan"].isna().sum() == 1 and set(back["plan"].cat.categories) == {"NA", "basic", "pro"}
+    assert (back["plan"].astype(object)[df["plan"].notna()] == df["plan"].astype(object).dropna()).all()
+    assert (back["active"].fillna(False) == df["active"].fillna(False)).all() and back["active"].isna().sum() == 1
+    assert list(back["churn"].astype(str)) == list(df["churn"])
+
+
+def test_ingest_errors_name_the_frame(tmp_path, monkeypatch):
+    import pandas as pd
+    df = pd.DataFrame({"id": [1, 2, 3], "ts": [1_700_000_000, 1_700_000_001, "soon"], "x": [1.0, 2, 3]})
+    with pytest.raises(hpcml.Error, match=r"DataFrame row 2\b"):
+        hpcml.ingest(tmp_path / "e.h5", df, entity="id", timestamp="ts", zone="test",
+                     classification="internal")
+    with pytest.raises(hpcml.Error, match="label='y': no such column"):
+        hpcml.ingest(tmp_path / "e.h5", df, entity="id", timestamp="ts", label="y", zone="test",
+                     classification="internal")
+    assert not (tmp_path / "e.h5").exists() and not list(tmp_path.glob(".hpcml-frame-*"))
+    monkeypatch.setenv("HPCML_ZONE", "eu")  # a guarded job of another zone
+    monkeypatch.setenv("HPCML_DATASETS", str(tmp_path))
+    ok = df.iloc[:2]
+    with pytest.raises(hpcml.Error) as e:
+        hpcml.ingest(tmp_path / "e.h5", ok, entity="id", timestamp="ts", zone="test",
+                     classification="internal")
+    assert e.value.code == "PermissionDenied"

@@ -21,6 +21,11 @@ namespace hpcml::featurecache {
 
 struct IngestOptions {
   std::string csv_path;
+  // The source the version records instead of "file://<csv_path>" (with the
+  // CSV's SHA-256): the Python package's "python:pandas.DataFrame", whose
+  // rendering as CSV is a temporary file. Every check still applies to
+  // csv_path.
+  std::string source_uri;
   std::string entity_column;  // required
   // "int" (int64 ids), "string" (any text: entity_keys.hpp) or "auto": the
   // first row decides (an integer: int; a later non-integer is an error).
