@@ -1,4 +1,4 @@
-#include "asof.hpp"
+#include "hpcml/featurecache/asof.hpp"
 
 #include <algorithm>
 #include <bit>
@@ -366,7 +366,8 @@ NewVersion AsofSpec(const AsofOptions& o, const VersionInfo& si, const std::stri
   spec.entity_name = si.entity_name;
   spec.timestamp_name = si.timestamp_name;
   spec.operation = "asof";
-  spec.sources = {SourceRef{"file://" + req_canonical, req.sha256}};
+  const std::string source = o.source_uri.empty() ? "file://" + req_canonical : o.source_uri;
+  spec.sources = {SourceRef{source, req.sha256}};
   spec.parents = {ParentRef{si.name, si.data_sha256}};
   spec.classification = classification;
   spec.chunk_rows = o.chunk_rows;
@@ -374,7 +375,7 @@ NewVersion AsofSpec(const AsofOptions& o, const VersionInfo& si, const std::stri
   InheritCodec(si, o.codec, o.compression, &spec);
   nlohmann::json tr = {{"op", "asof"},
                        {"from", si.name},
-                       {"requests", "file://" + req_canonical},
+                       {"requests", source},
                        {"entity", o.entity_column},
                        {"time", o.time_column},
                        {"label", o.label_column},

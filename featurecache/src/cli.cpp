@@ -13,7 +13,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "asof.hpp"
+#include "hpcml/featurecache/asof.hpp"
 #include "derive.hpp"
 #include "drift.hpp"
 #include "export.hpp"

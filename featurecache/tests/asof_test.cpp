@@ -1,4 +1,4 @@
-#include "asof.hpp"
+#include "hpcml/featurecache/asof.hpp"
 
 #include <gtest/gtest.h>
 

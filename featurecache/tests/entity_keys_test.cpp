@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include "asof.hpp"
+#include "hpcml/featurecache/asof.hpp"
 #include "derive.hpp"
 #include "export.hpp"
 #include "hpcml/featurecache/feature_set.hpp"

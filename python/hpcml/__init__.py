@@ -25,7 +25,7 @@ from . import _hpcml
 from .preemption import REQUEUE_EXIT_CODE, Preemption, agree_max
 
 __all__ = ["Error", "FeatureSet", "Loader", "Preemption", "REQUEUE_EXIT_CODE", "agree_max",
-           "ingest", "rank_and_world", "__version__"]
+           "asof", "ingest", "rank_and_world", "__version__"]
 
 
 class FeatureSet:
@@ -142,6 +142,54 @@ def _kind(series):
                 "(numbers, bool, integers, strings or categoricals)")
 
 
+def _render(df, timestamps, skip_kinds):
+    """`df` as the CSV hpcml-fcache reads: datetimes in `timestamps` as ISO
+    8601 UTC with microseconds (naive ones taken as UTC), bools as
+    true/false, missing cells empty; and each other column's kind."""
+    import pandas as pd
+    out = pd.DataFrame(index=df.index)
+    kinds = {}
+    for name in df.columns:
+        col = df[name]
+        if name in timestamps and pd.api.types.is_datetime64_any_dtype(col.dtype):
+            utc = col.dt.tz_convert("UTC") if col.dt.tz is not None else col.dt.tz_localize("UTC")
+            out[name] = utc.dt.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+            continue
+        if name not in skip_kinds:
+            kinds[str(name)] = _kind(col)
+        out[name] = col.map({True: "true", False: "false"}) if kinds.get(str(name)) == "bool" else col
+    return out, kinds
+
+
+def _through_csv(target, frame, call):
+    """Writes `frame` as CSV to a temporary file beside `target` (inside a
+    guarded job it is then under the same approval), runs call(csv) and
+    removes the file. hpcml's errors name the frame's rows, not the file's
+    lines."""
+    import re
+    import tempfile
+    fd, csv = tempfile.mkstemp(prefix=".hpcml-frame-", suffix=".csv", dir=os.path.dirname(target))
+    try:
+        with os.fdopen(fd, "w", newline="") as f:
+            frame.to_csv(f, index=False, na_rep="")
+        return call(csv)
+    except Error as e:
+        msg = re.sub(re.escape(csv) + r": line (\d+)",
+                     lambda m: f"DataFrame row {int(m.group(1)) - 2}", str(e)).replace(csv, "DataFrame")
+        err = Error(msg)
+        err.code = getattr(e, "code", "")
+        raise err from None
+    finally:
+        os.unlink(csv)
+
+
+def _need_columns(df, **roles):
+    for role, col in roles.items():
+        if col is not None and col not in df.columns:
+            raise Error(f"{role}={col!r}: no such column in the DataFrame "
+                        f"(it has {', '.join(map(str, df.columns))})")
+
+
 def ingest(path, df, *, entity, timestamp, zone, classification, label=None,
            source="python:pandas.DataFrame"):
     """A new version of the feature set at `path` (created if needed) from a
@@ -153,48 +201,40 @@ def ingest(path, df, *, entity, timestamp, zone, classification, label=None,
     Timestamps: datetimes (naive ones are UTC) or epoch seconds. The frame
     is written as CSV to a temporary file beside the set, removed after.
     Returns the new version's record (as FeatureSet.info)."""
-    import tempfile
-
-    import pandas as pd
-
-    for role, col in [("entity", entity), ("timestamp", timestamp), ("label", label)]:
-        if col is not None and col not in df.columns:
-            raise Error(f"{role}={col!r}: no such column in the DataFrame "
-                        f"(it has {', '.join(map(str, df.columns))})")
-    out = pd.DataFrame(index=df.index)
-    kinds = {}
-    for name in df.columns:
-        col = df[name]
-        if name == timestamp and pd.api.types.is_datetime64_any_dtype(col.dtype):
-            utc = col.dt.tz_convert("UTC") if col.dt.tz is not None else col.dt.tz_localize("UTC")
-            out[name] = utc.dt.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-            continue
-        if name not in (entity, timestamp):
-            kinds[str(name)] = _kind(col)
-        if kinds.get(str(name)) == "bool":
-            out[name] = col.map({True: "true", False: "false"})
-        else:
-            out[name] = col
+    _need_columns(df, entity=entity, timestamp=timestamp, label=label)
     target = os.path.abspath(os.fspath(path))
-    fd, csv = tempfile.mkstemp(prefix=".hpcml-frame-", suffix=".csv", dir=os.path.dirname(target))
-    try:
-        with os.fdopen(fd, "w", newline="") as f:
-            out.to_csv(f, index=False, na_rep="")
-        if label is not None and kinds.get(str(label)) == "category":
-            kinds.pop(str(label))  # string labels become classes
-        text = _hpcml.ingest(target, csv, source, str(entity), str(timestamp),
-                             "" if label is None else str(label), zone, classification, kinds)
-    except Error as e:
-        # The rendering's lines are the frame's rows: name them so.
-        import re
-        msg = re.sub(re.escape(csv) + r": line (\d+)",
-                     lambda m: f"DataFrame row {int(m.group(1)) - 2}", str(e)).replace(csv, "DataFrame")
-        err = Error(msg)
-        err.code = getattr(e, "code", "")
-        raise err from None
-    finally:
-        os.unlink(csv)
+    frame, kinds = _render(df, {timestamp}, {entity, timestamp})
+    if label is not None and kinds.get(str(label)) == "category":
+        kinds.pop(str(label))  # string labels become classes
+    text = _through_csv(target, frame, lambda csv: _hpcml.ingest(
+        target, csv, source, str(entity), str(timestamp), "" if label is None else str(label),
+        zone, classification, kinds))
     return json.loads(text)
+
+
+def asof(path, requests, *, entity, time, label=None, version="latest", max_age=None,
+         known_at=False, missing="nan", source="python:pandas.DataFrame"):
+    """Point-in-time features for a DataFrame of requests (hpcml-fcache
+    asof): for each (entity, time) row, the newest feature row of that
+    entity at or before the time, never after. The result is a new version
+    of the set (parent: `version`; source: the requests), one row per
+    request in request order, with its label when `label` names one.
+    `max_age` (a pandas Timedelta or seconds): older matches count as
+    missing; `missing`: "nan" (keep the request), "drop" or "error".
+    Returns (the new version's record, counts of requests, matched, missing
+    and written rows)."""
+    import pandas as pd
+    _need_columns(requests, entity=entity, time=time, label=label)
+    target = os.path.abspath(os.fspath(path))
+    frame, _ = _render(requests, {time}, set(requests.columns))
+    age = None
+    if max_age is not None:
+        age = int(pd.Timedelta(max_age).value // 1000) if not isinstance(max_age, (int, float)) \
+            else int(max_age * 1_000_000)
+    text, counts = _through_csv(target, frame, lambda csv: _hpcml.asof(
+        target, csv, source, str(version), str(entity), str(time),
+        "" if label is None else str(label), age, known_at, missing))
+    return json.loads(text), counts
 
 
 def rank_and_world():

@@ -18,6 +18,7 @@
 #include "hpcml/checkpoint/triggers.hpp"
 #include "hpcml/common/log.hpp"
 #include "hpcml/common/status.hpp"
+#include "hpcml/featurecache/asof.hpp"
 #include "hpcml/featurecache/feature_set.hpp"
 #include "hpcml/featurecache/ingest.hpp"
 #include "hpcml/featurecache/loader.hpp"
@@ -311,6 +312,49 @@ PYBIND11_MODULE(_hpcml, m) {
       py::arg("set_path"), py::arg("csv"), py::arg("source_uri"), py::arg("entity"),
       py::arg("timestamp"), py::arg("label"), py::arg("zone"), py::arg("classification"),
       py::arg("kinds"));
+
+  // hpcml-fcache asof of a requests CSV the package rendered: a new version
+  // of the set (its record as JSON) and the join's counts.
+  m.def(
+      "asof",
+      [](const std::string& set_path, const std::string& csv, const std::string& source_uri,
+         const std::string& from, const std::string& entity, const std::string& time,
+         const std::string& label, std::optional<int64_t> max_age_us, bool known_at,
+         const std::string& missing) {
+        fc::AsofOptions o;
+        o.from = from;
+        o.requests_csv = csv;
+        o.source_uri = source_uri;
+        o.entity_column = entity;
+        o.time_column = time;
+        o.label_column = label;
+        o.max_age = max_age_us;
+        o.known_at = known_at;
+        if (missing == "nan") {
+          o.missing = fc::AsofMissing::kNan;
+        } else if (missing == "drop") {
+          o.missing = fc::AsofMissing::kDrop;
+        } else if (missing == "error") {
+          o.missing = fc::AsofMissing::kError;
+        } else {
+          Check(hpcml::InvalidArgument("missing=\"{}\": nan, drop or error", missing));
+        }
+        fc::AsofStats stats;
+        hpcml::Result<fc::VersionInfo> v = [&] {
+          py::gil_scoped_release unlocked;
+          return fc::Asof(set_path, o, &stats);
+        }();
+        const std::string info = fc::FormatInfoJson(set_path, Take(std::move(v)));
+        py::dict counts;
+        counts["requests"] = stats.requests;
+        counts["matched"] = stats.matched;
+        counts["missing"] = stats.missing;
+        counts["written"] = stats.written;
+        return py::make_tuple(info, counts);
+      },
+      py::arg("set_path"), py::arg("csv"), py::arg("source_uri"), py::arg("from_version"),
+      py::arg("entity"), py::arg("time"), py::arg("label"), py::arg("max_age_us"),
+      py::arg("known_at"), py::arg("missing"));
 
   m.def(
       "slurm_seconds_left",

@@ -269,3 +269,22 @@ def test_ingest_errors_name_the_frame(tmp_path, monkeypatch):
         hpcml.ingest(tmp_path / "e.h5", ok, entity="id", timestamp="ts", zone="test",
                      classification="internal")
     assert e.value.code == "PermissionDenied"
+
+
+def test_asof_from_a_dataframe_never_looks_ahead(tmp_path):
+    import pandas as pd
+    feats = pd.DataFrame({"id": [1, 1, 1, 2], "ts": [100, 200, 300, 150],
+                          "score": [1.0, 2.0, 3.0, 9.0]})
+    hpcml.ingest(tmp_path / "f.h5", feats, entity="id", timestamp="ts", zone="test",
+                 classification="internal")
+    req = pd.DataFrame({"id": [1, 1, 2, 1, 3], "at": [250, 300, 140, 99, 500],
+                        "y": ["a", "b", "a", "b", "a"]})
+    rec, counts = hpcml.asof(tmp_path / "f.h5", req, entity="id", time="at", label="y")
+    assert rec["operation"] == "asof" and rec["parents"][0]["version"] == "v1"
+    assert rec["sources"][0]["uri"] == "python:pandas.DataFrame"
+    assert counts == {"requests": 5, "matched": 2, "missing": 3, "written": 5}
+    out = hpcml.FeatureSet(tmp_path / "f.h5").to_pandas(rec["version"])
+    np.testing.assert_array_equal(out["score"].to_numpy(), [2.0, 3.0, np.nan, np.nan, np.nan])
+    assert list(out["y"].astype(str)) == ["a", "b", "a", "b", "a"]
+    with pytest.raises(hpcml.Error, match="DataFrame row [234]: entity [12] has no feature row at"):
+        hpcml.asof(tmp_path / "f.h5", req, entity="id", time="at", version="v1", missing="error")

@@ -37,6 +37,10 @@ std::string_view Name(AsofMissing m);  // "nan", "drop", "error"
 struct AsofOptions {
   std::string from = "latest";
   std::string requests_csv;
+  // The source the version records instead of "file://<requests_csv>" (the
+  // Python package's "python:pandas.DataFrame"); the checks still apply to
+  // requests_csv.
+  std::string source_uri;
   std::string entity_column;
   std::string time_column;
   std::string label_column;        // optional
