@@ -57,14 +57,13 @@ dnnl::algorithm Eltwise(trainer::Activation a) {
 // row-major weights; 64 rows 230 against 200 GFLOP/s.
 //
 // int8 (Precision::kInt8): weights quantised per output channel (symmetric,
-// scale = max |w| / 127), activations per call over the whole slice (scale
-// s_x = max |x| / 127), s8 x s8 products accumulated in int32 by oneDNN's
-// VNNI kernel on packed weights. That kernel takes only constant output
-// scales (with run-time ones oneDNN 2.6 falls back to a GEMM that repacks
-// the weights on every call, slower than float32), so the matmul applies
-// the weight scales and the bias divided by s_x (oneDNN scales the bias with
-// the product), and a second pass multiplies by s_x and applies the
-// activation (a oneDNN eltwise primitive, in place).
+// scale = max |w| / 127, or / 63 without VNNI: WeightLevels), activations per call over the whole
+// slice (scale s_x = max |x| / 127), s8 x s8 products accumulated in int32 by oneDNN's VNNI kernel
+// on packed weights. That kernel takes only constant output scales (with run-time ones oneDNN 2.6
+// falls back to a GEMM that repacks the weights on every call, slower than float32), so the matmul
+// applies the weight scales and the bias divided by s_x (oneDNN scales the bias with the product),
+// and a second pass multiplies by s_x and applies the activation (a oneDNN eltwise primitive, in
+// place).
 struct Layer {
   std::int64_t in = 0, out = 0;
   bool activation = false;
@@ -79,17 +78,35 @@ struct Layer {
 // faster).
 constexpr std::int64_t kInt8MinWeights = 256 * 256;
 
+// The weights' int8 levels. Without VNNI (AVX2, AVX-512 before Cascade
+// Lake) oneDNN multiplies s8 inputs shifted to u8 with vpmaddubsw, whose
+// pairs of products saturate at 2^15 - 1: 255 x 127 x 2 does, 255 x 63 x 2
+// does not. So weights get 7 bits there (measured on an AVX2-only EPYC:
+// 127 levels gave errors up to 0.135 against float32 where VNNI machines
+// stay under 0.03).
+float WeightLevels() {
+  switch (dnnl::get_effective_cpu_isa()) {
+    case dnnl::cpu_isa::avx2_vnni:
+    case dnnl::cpu_isa::avx512_core_vnni:
+    case dnnl::cpu_isa::avx512_core_bf16:
+    case dnnl::cpu_isa::avx512_core_amx:
+      return 127.0f;
+    default:
+      return 63.0f;
+  }
+}
+
 // A product of fewer multiply-adds runs on one thread: spreading it over
 // more costs more than it saves (measured: 32-64-64-2 at 64 rows, 12.3 M
 // rows/s on one thread, 7.9 M on two).
 constexpr std::int64_t kParallelMacs = 1 << 19;
 
-// Symmetric int8: q = round(x / scale), scale = max |x| / 127 (1 for all
+// Symmetric int8: q = round(x / scale), scale = max |x| / levels (1 for all
 // zeros). Returns the scale.
-float Quantize(const float* x, std::size_t n, std::int8_t* q) {
+float Quantize(const float* x, std::size_t n, std::int8_t* q, float levels = 127.0f) {
   float mx = 0.0f;
   for (std::size_t i = 0; i < n; ++i) mx = std::max(mx, std::abs(x[i]));
-  const float scale = mx > 0.0f ? mx / 127.0f : 1.0f, inv = 1.0f / scale;
+  const float scale = mx > 0.0f ? mx / levels : 1.0f, inv = 1.0f / scale;
   for (std::size_t i = 0; i < n; ++i) q[i] = static_cast<std::int8_t>(std::nearbyint(x[i] * inv));
   return scale;
 }
@@ -185,7 +202,7 @@ class CpuEngine final : public Engine {
       for (std::int64_t o = 0; o < L.out; ++o) {
         const auto at = static_cast<size_t>(o * L.in);
         L.weight_scale.push_back(
-            Quantize(w.data() + at, static_cast<size_t>(L.in), wq.data() + at));
+            Quantize(w.data() + at, static_cast<size_t>(L.in), wq.data() + at, WeightLevels()));
       }
       plain_data = wq.data();
       L.model_bias = b;
