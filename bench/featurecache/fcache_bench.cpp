@@ -9,6 +9,8 @@
 //   fcache_bench asof   [--rows 10000000]     point-in-time join: time, peak RSS
 //   fcache_bench typed  [--rows 10000000]     ingest of 10 categorical + 20 numeric columns
 //                                             vs the same table all numeric: time, size
+//   fcache_bench epoch --file SET [--batch 4096] [--repeat 3]   one shuffled epoch of
+//                                             v1 through the loader (for bench/python)
 //   fcache_bench all                          all of them (default sizes)
 //   fcache_bench smoke                        all of them, tiny (ctest)
 // Files go to --dir (default /tmp/hpcml-fcache-bench) and are deleted at the end.
@@ -689,8 +691,51 @@ void BenchAsof(const std::string& dir, uint64_t rows) {
 
 }  // namespace
 
+// One shuffled epoch of `file`'s v1 (batch rows, one reader thread), each
+// batch touched; the best of `repeat`, in seconds, on one line.
+void BenchEpoch(const std::string& file, uint64_t batch, int repeat) {
+  double best = 1e300;
+  for (int r = 0; r < repeat; ++r) {
+    LoaderOptions o;
+    o.batch_rows = batch;
+    o.seed = 3;
+    o.epochs = 1;
+    const auto t0 = std::chrono::steady_clock::now();
+    Result<Loader> l = Loader::Open(file, "v1", o);
+    if (!l.ok()) Die(l.status());
+    double sum = 0;
+    while (!l->done()) {
+      Result<Batch> b = l->Next();
+      if (!b.ok()) Die(b.status());
+      sum += b->rows() > 0 ? b->x()[0] : 0.0f;
+    }
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    best = std::min(best, s + 0.0 * sum);
+  }
+  std::printf("epoch_seconds=%.6f\n", best);
+}
+
 int main(int argc, char** argv) {
   std::string mode = argc > 1 ? argv[1] : "all";
+  if (mode == "epoch") {
+    std::string file;
+    uint64_t batch = 4096;
+    int repeat = 3;
+    for (int i = 2; i + 1 < argc; i += 2) {
+      const std::string k = argv[i], v = argv[i + 1];
+      if (k == "--file")
+        file = v;
+      else if (k == "--batch")
+        batch = std::stoull(v);
+      else if (k == "--repeat")
+        repeat = std::stoi(v);
+      else
+        Die(InvalidArgument("epoch: unknown option {}", k));
+    }
+    if (file.empty()) Die(InvalidArgument("epoch: --file SET is required"));
+    BenchEpoch(file, batch, repeat);
+    return 0;
+  }
   std::string dir = "/tmp/hpcml-fcache-bench";
   double gib = 1.0;
   uint64_t ingest_rows = 1000000, asof_rows = 10000000, quality_rows = 10000000;

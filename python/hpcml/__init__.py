@@ -287,9 +287,9 @@ class Loader:
         return self._l.next()
 
     def __iter__(self):
+        next_xy = self._l.next_xy
         while not self._l.done:
-            x, y, _, _, _ = self._l.next()
-            yield x, y
+            yield next_xy()
 
     def position(self):
         """Where the loader is (the next batch), as text to save with a checkpoint."""

@@ -416,6 +416,15 @@ PYBIND11_MODULE(_hpcml, m) {
              }();
              return BatchArrays(Take(std::move(b)));
            })
+      .def("next_xy",
+           [](fc::Loader& l) {
+             hpcml::Result<fc::Batch> b = [&] {
+               py::gil_scoped_release unlocked;
+               return l.Next();
+             }();
+             py::tuple t = BatchArrays(Take(std::move(b)));
+             return py::make_tuple(t[0], t[1]);
+           })
       .def_property_readonly("done", &fc::Loader::done)
       .def_property_readonly("epoch", &fc::Loader::epoch)
       .def_property_readonly("step", &fc::Loader::step)
