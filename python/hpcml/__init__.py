@@ -25,7 +25,7 @@ from . import _hpcml
 from .preemption import REQUEUE_EXIT_CODE, Preemption, agree_max
 
 __all__ = ["Error", "FeatureSet", "Loader", "Preemption", "REQUEUE_EXIT_CODE", "agree_max",
-           "asof", "ingest", "rank_and_world", "__version__"]
+           "asof", "ingest", "rank_and_world", "record_lineage", "__version__"]
 
 
 class FeatureSet:
@@ -235,6 +235,22 @@ def asof(path, requests, *, entity, time, label=None, version="latest", max_age=
         target, csv, source, str(version), str(entity), str(time),
         "" if label is None else str(label), age, known_at, missing))
     return json.loads(text), counts
+
+
+def record_lineage(model_path, *, data, version="latest", framework="", settings=None, steps=0,
+                   first_loss=0.0, final_loss=0.0, validation=None):
+    """Records where a model file the job wrote came from, in the JSON
+    hpcml-train keeps in its model files, as "<model_path>.lineage.json":
+    the training version of the feature set `data` (canonical path, digest,
+    zone, classification, rows, rows per class, schema, statistics,
+    standardisation; opened with the guard's checks), who and which job,
+    `settings` and `validation` (dicts, as JSON), steps and losses, and the
+    model file's SHA-256. `hpcml-infer inspect <model_path>` prints it and
+    refuses a model that changed since. Returns the record's path."""
+    return _hpcml.record_lineage(
+        os.fspath(model_path), framework, os.fspath(data), str(version),
+        json.dumps(settings or {}, sort_keys=True), int(steps), float(first_loss),
+        float(final_loss), json.dumps(validation) if validation else "")
 
 
 def rank_and_world():

@@ -16,13 +16,16 @@
 
 #include "hpcml/accounting/attempt.hpp"
 #include "hpcml/checkpoint/triggers.hpp"
+#include "hpcml/common/identity.hpp"
 #include "hpcml/common/log.hpp"
 #include "hpcml/common/status.hpp"
+#include "hpcml/common/time.hpp"
 #include "hpcml/featurecache/asof.hpp"
 #include "hpcml/featurecache/feature_set.hpp"
 #include "hpcml/featurecache/ingest.hpp"
 #include "hpcml/featurecache/loader.hpp"
 #include "hpcml/featurecache/report.hpp"
+#include "hpcml/trainer/model_file.hpp"
 
 namespace py = pybind11;
 namespace fc = hpcml::featurecache;
@@ -355,6 +358,39 @@ PYBIND11_MODULE(_hpcml, m) {
       py::arg("set_path"), py::arg("csv"), py::arg("source_uri"), py::arg("from_version"),
       py::arg("entity"), py::arg("time"), py::arg("label"), py::arg("max_age_us"),
       py::arg("known_at"), py::arg("missing"));
+
+  // The lineage record of a model file written by the job (model_file.hpp):
+  // the training version as hpcml-train records it, who, when, which job.
+  m.def(
+      "record_lineage",
+      [](const std::string& model_path, const std::string& framework, const std::string& set_path,
+         const std::string& version, const std::string& settings_json, int64_t steps,
+         double first_loss, double final_loss, const std::string& validation_json) {
+        hpcml::trainer::ModelLineage l = Take(hpcml::trainer::LineageOfVersion(set_path, version));
+        l.created_at = hpcml::UtcNow();
+        l.created_by = hpcml::CurrentPrincipal();
+        const char* job = std::getenv("SLURM_JOB_ID");
+        const char* restarts = std::getenv("SLURM_RESTART_COUNT");
+        l.job_id = job ? job : "";
+        l.attempt = job ? (restarts ? restarts : "0") : "";
+        l.tool = fmt::format("hpcml {} (Python)", HPCML_VERSION);
+        l.settings = settings_json;
+        l.steps = steps;
+        l.first_loss = first_loss;
+        l.final_loss = final_loss;
+        if (!validation_json.empty()) {
+          hpcml::trainer::ValidationRecord v;
+          v.metrics = validation_json;
+          v.step = steps;
+          v.selected = "final";
+          l.validation = v;
+        }
+        Check(hpcml::trainer::SaveLineageRecord(model_path, framework, l));
+        return hpcml::trainer::LineageRecordPath(model_path);
+      },
+      py::arg("model_path"), py::arg("framework"), py::arg("set_path"), py::arg("version"),
+      py::arg("settings_json"), py::arg("steps"), py::arg("first_loss"), py::arg("final_loss"),
+      py::arg("validation_json"));
 
   m.def(
       "slurm_seconds_left",

@@ -288,3 +288,33 @@ def test_asof_from_a_dataframe_never_looks_ahead(tmp_path):
     assert list(out["y"].astype(str)) == ["a", "b", "a", "b", "a"]
     with pytest.raises(hpcml.Error, match="DataFrame row [234]: entity [12] has no feature row at"):
         hpcml.asof(tmp_path / "f.h5", req, entity="id", time="at", version="v1", missing="error")
+
+
+def test_record_lineage_read_by_hpcml_infer(churn, tmp_path, monkeypatch):
+    import json as js
+    infer = os.environ.get("HPCML_INFER")
+    if not infer:
+        pytest.skip("HPCML_INFER not set (ctest sets it)")
+    model = tmp_path / "model.pt"
+    model.write_bytes(b"weights of a model trained in Python")
+    monkeypatch.setenv("SLURM_JOB_ID", "777")
+    path = hpcml.record_lineage(model, data=churn / "churn.h5", version="v1", framework="pytorch",
+                                settings={"lr": 0.01, "hidden": [64, 64]}, steps=300,
+                                first_loss=0.69, final_loss=0.41, validation={"auc": 0.8})
+    assert path == str(model) + ".lineage.json"
+    out = subprocess.run([infer, "inspect", str(model), "--json"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    j = js.loads(out.stdout)
+    v1 = hpcml.FeatureSet(churn / "churn.h5").info("v1")
+    d = j["lineage"]["data"]
+    assert d["version"] == "v1" and d["data_sha256"] == v1["data_sha256"] and d["rows"] == 3000
+    assert j["lineage"]["input"]["features"] == ["age", "income", "plan", "active", "visits"]
+    assert j["lineage"]["job_id"] == "777" and j["lineage"]["steps"] == 300
+    assert j["framework"] == "pytorch"
+    settings = j["lineage"]["settings"]
+    assert (js.loads(settings) if isinstance(settings, str) else settings)["lr"] == 0.01
+    text = subprocess.run([infer, "inspect", str(model)], capture_output=True, text=True).stdout
+    assert "trained on" in text and "churn.h5 v1" in text and "pytorch" in text
+    model.write_bytes(b"another model")  # changed after its lineage was recorded
+    bad = subprocess.run([infer, "inspect", str(model)], capture_output=True, text=True)
+    assert bad.returncode != 0 and "changed after its lineage was recorded" in bad.stderr

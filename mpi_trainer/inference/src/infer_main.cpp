@@ -13,6 +13,7 @@
 #include <mpi.h>
 
 #include <CLI/CLI.hpp>
+#include <filesystem>
 
 #include <cstdio>
 #include "hpcml/common/cli.hpp"
@@ -110,6 +111,18 @@ int ModelCommand(const std::string& cmd, const Args& a, int rank) {
   if (rank != 0) return hpcml::kExitOk;
   hpcml::Logger log("hpcml-infer");
   if (hpcml::trees::IsGbdtModelFile(a.model)) return GbdtModelCommand(cmd, a, log);
+  // Another program's model (a Python job's) with its lineage record beside it.
+  std::error_code ec;
+  if (cmd == "inspect" && std::filesystem::exists(hpcml::trainer::LineageRecordPath(a.model), ec)) {
+    auto r = hpcml::trainer::LoadLineageRecord(a.model);
+    if (!r.ok()) {
+      log.error("{}", r.status().message());
+      return hpcml::kExitError;
+    }
+    const std::string text = a.json ? hi::InspectJson(*r) : hi::InspectText(*r);
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    return hpcml::kExitOk;
+  }
   auto m = hpcml::trainer::LoadModelFile(a.model);
   if (!m.ok()) {
     log.error("{}", m.status().message());

@@ -139,4 +139,27 @@ std::string InspectJson(const trees::GbdtModelFile& m) {
   return JsonText(j, 2) + "\n";
 }
 
+std::string InspectText(const trainer::LineageRecord& r) {
+  const trainer::ModelLineage& l = r.lineage;
+  std::string s = fmt::format(
+      "model       {}\nsha256      {} (as its lineage record says)\nformat      {} ({}), "
+      "lineage in {}\n",
+      r.model_path, r.model_sha256, r.framework.empty() ? "a model file" : r.framework, l.tool,
+      trainer::LineageRecordPath(r.model_path));
+  s += OriginText(l);
+  s += fmt::format("training    {} steps, loss {:.6f} -> {:.6f}\nsettings    {}\n", l.steps,
+                   l.first_loss, l.final_loss, l.settings);
+  if (l.validation) s += fmt::format("validation  {}\n", l.validation->metrics);
+  return s + FeaturesText(l, /*trees=*/false);
+}
+
+std::string InspectJson(const trainer::LineageRecord& r) {
+  nlohmann::ordered_json j = {{"path", r.model_path},
+                              {"sha256", r.model_sha256},
+                              {"format", trainer::kLineageRecordFormat},
+                              {"framework", r.framework}};
+  j["lineage"] = nlohmann::ordered_json::parse(trainer::LineageJson(r.lineage));
+  return JsonText(j, 2) + "\n";
+}
+
 }  // namespace hpcml::inference

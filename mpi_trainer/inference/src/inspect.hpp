@@ -15,5 +15,8 @@ std::string InspectText(const trainer::ModelFile& model);
 std::string InspectJson(const trainer::ModelFile& model);
 std::string InspectText(const trees::GbdtModelFile& model);
 std::string InspectJson(const trees::GbdtModelFile& model);
+// A model another program wrote, by its lineage record (model_file.hpp).
+std::string InspectText(const trainer::LineageRecord& record);
+std::string InspectJson(const trainer::LineageRecord& record);
 
 }  // namespace hpcml::inference

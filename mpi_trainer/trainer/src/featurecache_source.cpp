@@ -422,4 +422,21 @@ InputSchema::Stats SkewStats(const featurecache::VersionStats& st, std::size_t f
   return out;
 }
 
+Result<ModelLineage> LineageOfVersion(const std::string& path, const std::string& version) {
+  HPCML_ASSIGN_OR_RETURN(fc::FeatureSet fs, fc::FeatureSet::Open(path));
+  HPCML_ASSIGN_OR_RETURN(fc::VersionInfo v, fs.Info(version));
+  auto stats = fs.Stats(v.name);
+  ModelLineage l;
+  l.data = {fs.canonical_path(), v.name, v.data_sha256, v.zone, v.classification, v.rows, {}};
+  const auto classes = static_cast<std::int64_t>(v.label_classes.size());
+  if (stats.ok()) l.data.class_rows = ClassRows(*stats, classes);
+  InputSchema& in = l.input;
+  in.feature_names = v.feature_names;
+  in.label_name = v.label_name;
+  in.label_classes = v.label_classes;
+  if (stats.ok()) in.stats = SkewStats(*stats, v.features());
+  HPCML_RETURN_IF_ERROR(RecordStandardization(v, path, &in));
+  return l;
+}
+
 }  // namespace hpcml::trainer

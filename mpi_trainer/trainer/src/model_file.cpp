@@ -339,4 +339,46 @@ Result<ModelFile> LoadModelFile(const std::string& path) {
   return m;
 }
 
+std::string LineageRecordPath(const std::string& model_path) {
+  return model_path + ".lineage.json";
+}
+
+Status SaveLineageRecord(const std::string& model_path, const std::string& framework,
+                         const ModelLineage& lineage) {
+  HPCML_ASSIGN_OR_RETURN(std::string sha, Sha256File(model_path));
+  const nlohmann::ordered_json record = {
+      {"format", kLineageRecordFormat},
+      {"model", std::filesystem::path(model_path).filename().string()},
+      {"model_sha256", sha},
+      {"framework", framework},
+      {"lineage", nlohmann::ordered_json::parse(LineageJson(lineage))}};
+  return WriteFileAtomic(LineageRecordPath(model_path), JsonText(record, 2) + "\n");
+}
+
+Result<LineageRecord> LoadLineageRecord(const std::string& model_path) {
+  const std::string path = LineageRecordPath(model_path);
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return NotFound("{}: no lineage record", path);
+  HPCML_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  const json j = json::parse(text, nullptr, false);
+  if (!j.is_object() || j.value("format", "") != kLineageRecordFormat || !j.contains("lineage") ||
+      !j["model_sha256"].is_string()) {
+    return Corrupt("{}: not a lineage record ({})", path, kLineageRecordFormat);
+  }
+  LineageRecord r;
+  r.model_path = model_path;
+  r.framework = j.value("framework", "");
+  HPCML_ASSIGN_OR_RETURN(r.model_sha256, Sha256File(model_path));
+  if (r.model_sha256 != j["model_sha256"].get<std::string>()) {
+    return Corrupt(
+        "{}: SHA-256 {} differs from the {} its lineage record names ({}): the model "
+        "changed after its lineage was recorded",
+        model_path, r.model_sha256, j["model_sha256"].get<std::string>(), path);
+  }
+  auto lineage = ParseLineageJson(j["lineage"].dump());
+  if (!lineage.ok()) return lineage.status().WithContext(path);
+  r.lineage = std::move(*lineage);
+  return r;
+}
+
 }  // namespace hpcml::trainer

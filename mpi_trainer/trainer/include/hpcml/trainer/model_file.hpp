@@ -138,4 +138,32 @@ Result<ModelFile> LoadModelFile(const std::string& path);
 std::string LineageJson(const ModelLineage& lineage);
 Result<ModelLineage> ParseLineageJson(std::string_view text);
 
+// A model file another program wrote (a Python job's PyTorch or XGBoost
+// file) carries its lineage beside it, in "<model>.lineage.json":
+//   {"format": "hpcml-lineage-1", "model": "<file name>",
+//    "model_sha256": "<hex>", "framework": "...", "lineage": {LineageJson}}
+// written by the Python package (hpcml.record_lineage), read by hpcml-infer
+// inspect, which checks the model's SHA-256 against the record.
+inline constexpr const char* kLineageRecordFormat = "hpcml-lineage-1";
+struct LineageRecord {
+  std::string model_path;
+  std::string model_sha256;  // of the model file now, equal to the record's
+  std::string framework;
+  ModelLineage lineage;
+};
+std::string LineageRecordPath(const std::string& model_path);
+// Writes the record for `model_path` (hashing the file) atomically.
+Status SaveLineageRecord(const std::string& model_path, const std::string& framework,
+                         const ModelLineage& lineage);
+// Reads the record of `model_path`; NotFound without one, Corrupt when it
+// is malformed or the model's SHA-256 differs from the recorded one.
+Result<LineageRecord> LoadLineageRecord(const std::string& model_path);
+
+// The data and input schema of a model trained on `version` of the feature
+// set at `path` by another program, as hpcml-train records them: the set
+// opened with the access checks, its canonical path, digest, zone,
+// classification, rows, feature names, label and classes, rows per class,
+// statistics and standardisation. Defined with the feature-cache source.
+Result<ModelLineage> LineageOfVersion(const std::string& path, const std::string& version);
+
 }  // namespace hpcml::trainer
