@@ -95,10 +95,6 @@ std::string SettingsJson(const TrainOptions& o, const trees::GbdtParams& p) {
   return JsonText(j);
 }
 
-}  // namespace
-
-namespace {
-
 // Rank 0's newest checkpoint in every rank (the directory may be rank 0's
 // only); warnings are rank 0's.
 Result<std::optional<trees::GbdtCheckpoint>> LoadLatest(const std::string& dir, bool rank0,
