@@ -136,9 +136,13 @@ set(CPACK_DEBIAN_TOOLS_PACKAGE_NAME hpcml-tools)
 set(CPACK_DEBIAN_TOOLS_PACKAGE_SECTION science)
 # The feature store writes blosc-compressed datasets through HDF5's filter
 # plugin; MPI programs start under srun or mpirun; hpcml-train --model gbdt
-# on more than one rank runs XGBoost's tracker from python3-xgboost.
-set(CPACK_DEBIAN_TOOLS_PACKAGE_DEPENDS "hdf5-filter-plugin-blosc-serial")
-set(CPACK_DEBIAN_TOOLS_PACKAGE_RECOMMENDS "slurm-client, openmpi-bin, python3-xgboost")
+# on more than one rank runs XGBoost's tracker from python3-xgboost. The
+# Python package's extension is built for Debian 12's Python 3.11 and hands
+# out NumPy arrays (pandas only for to_pandas and ingest: a Recommends).
+set(CPACK_DEBIAN_TOOLS_PACKAGE_DEPENDS
+  "hdf5-filter-plugin-blosc-serial, python3 (>= 3.11), python3 (<< 3.12), python3-numpy")
+set(CPACK_DEBIAN_TOOLS_PACKAGE_RECOMMENDS 
+  "slurm-client, openmpi-bin, python3-xgboost, python3-pandas")
 set(CPACK_DEBIAN_TOOLS_DESCRIPTION
   "hpcml command-line tools: feature store, MPI trainer, inference, cost
 hpcml-fcache (versioned HDF5 feature sets with lineage and residency
