@@ -13,7 +13,6 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "hpcml/featurecache/asof.hpp"
 #include "derive.hpp"
 #include "drift.hpp"
 #include "export.hpp"
@@ -25,11 +24,12 @@
 #include "hpcml/common/time.hpp"
 #include "hpcml/common/unique_fd.hpp"
 #include "hpcml/featurecache/access.hpp"
+#include "hpcml/featurecache/asof.hpp"
 #include "hpcml/featurecache/feature_set.hpp"
 #include "hpcml/featurecache/ingest.hpp"
+#include "hpcml/featurecache/report.hpp"
 #include "hpcml/featurecache/timeutil.hpp"
 #include "hpcml/featurecache/writer.hpp"
-#include "hpcml/featurecache/report.hpp"
 #include "rules.hpp"
 
 namespace hpcml::featurecache {

@@ -6,9 +6,9 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include "hpcml/featurecache/asof.hpp"
 #include "derive.hpp"
 #include "export.hpp"
+#include "hpcml/featurecache/asof.hpp"
 #include "hpcml/featurecache/feature_set.hpp"
 #include "hpcml/featurecache/ingest.hpp"
 #include "test_util.hpp"

@@ -6,14 +6,14 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <string>
-#include <vector>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
 #include "model_io.hpp"
 
@@ -143,8 +143,8 @@ class StagedBackend final : public Backend {
   }
   int uploads() const { return uploads_; }
   void Gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
-            const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c,
-            std::int64_t ldc) override {
+            const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float beta,
+            float* c, std::int64_t ldc) override {
     b_->Gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   }
   void AddBias(float* y, const float* bias, std::int64_t r, std::int64_t c) override {
@@ -201,7 +201,9 @@ class StagedBackend final : public Backend {
   void AllGather(float* x, const std::vector<std::size_t>& c, Group g) override {
     b_->AllGather(x, c, g);
   }
-  void Send(const float* x, std::size_t n, int peer, int tag) override { b_->Send(x, n, peer, tag); }
+  void Send(const float* x, std::size_t n, int peer, int tag) override {
+    b_->Send(x, n, peer, tag);
+  }
   void Recv(float* x, std::size_t n, int peer, int tag) override { b_->Recv(x, n, peer, tag); }
   void WaitSends() override { b_->WaitSends(); }
   void Synchronize() override {}
