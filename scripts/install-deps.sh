@@ -41,8 +41,8 @@ packages=(
   # tests and benchmarks (numpy/h5py are used through /usr/bin/python3)
   libgtest-dev libgmock-dev libbenchmark-dev python3-numpy python3-h5py python3-pandas
   # the Python package (import hpcml: pybind11 for Debian's /usr/bin/python3) and its
-  # tests (pytest)
-  pybind11-dev python3-pybind11 python3-dev python3-pytest
+  # tests (pytest); PyTorch (CPU, gloo) for the example DDP job and its cluster test
+  pybind11-dev python3-pybind11 python3-dev python3-pytest python3-torch
   # ONNX export (protobuf and the checker) and its tests
   libonnx-dev libprotobuf-dev python3-onnx
   # misc tools used by scripts

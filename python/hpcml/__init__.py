@@ -28,6 +28,13 @@ __all__ = ["Error", "FeatureSet", "Loader", "Preemption", "REQUEUE_EXIT_CODE", "
            "asof", "ingest", "rank_and_world", "record_lineage", "__version__"]
 
 
+def _error(message, code="InvalidArgument"):
+    """An hpcml.Error raised by the Python side, with its `code` like the C++ side's."""
+    err = Error(message)
+    err.code = code
+    return err
+
+
 class FeatureSet:
     """A feature set file as it was when opened (a snapshot: versions
     published later need a new FeatureSet)."""
@@ -138,8 +145,8 @@ def _kind(series):
         return "int"
     if pd.api.types.is_float_dtype(t):
         return "float"
-    raise Error(f"column {series.name!r}: pandas dtype {t} has no hpcml kind "
-                "(numbers, bool, integers, strings or categoricals)")
+    raise _error(f"column {series.name!r}: pandas dtype {t} has no hpcml kind "
+                 "(numbers, bool, integers, strings or categoricals)")
 
 
 def _render(df, timestamps, skip_kinds):
@@ -176,9 +183,7 @@ def _through_csv(target, frame, call):
     except Error as e:
         msg = re.sub(re.escape(csv) + r": line (\d+)",
                      lambda m: f"DataFrame row {int(m.group(1)) - 2}", str(e)).replace(csv, "DataFrame")
-        err = Error(msg)
-        err.code = getattr(e, "code", "")
-        raise err from None
+        raise _error(msg, getattr(e, "code", "")) from None
     finally:
         os.unlink(csv)
 
@@ -186,8 +191,8 @@ def _through_csv(target, frame, call):
 def _need_columns(df, **roles):
     for role, col in roles.items():
         if col is not None and col not in df.columns:
-            raise Error(f"{role}={col!r}: no such column in the DataFrame "
-                        f"(it has {', '.join(map(str, df.columns))})")
+            raise _error(f"{role}={col!r}: no such column in the DataFrame "
+                         f"(it has {', '.join(map(str, df.columns))})")
 
 
 def ingest(path, df, *, entity, timestamp, zone, classification, label=None,
@@ -278,17 +283,35 @@ class Loader:
 
     Iterating yields (x, y) per batch until `epochs` epochs are done
     (endless with epochs=0); next_batch() also gives the rows' ids, epoch
-    and step. rank and world default to rank_and_world()."""
+    and step. rank and world default to rank_and_world().
+
+    virtual_ranks=V lays the data out for V ranks whatever the job's world
+    (V a multiple of world): rank r reads virtual ranks r*V/world ..
+    (r+1)*V/world - 1, batch_rows rows each, and hands them as one batch
+    (one copy when V > world). Every step's global batch (batch_rows * V
+    rows, in virtual-rank order) is then the same on any world that divides
+    V, and a position() taken on one world restores on another: a job
+    preempted on 4 ranks resumes mid-epoch on 2 (docs/python.md)."""
 
     def __init__(self, path, version="latest", *, rank=None, world=None, batch_rows=256,
-                 seed=0, shuffle=True, drop_last=False, epochs=1, threads=1, prefetch=8):
+                 seed=0, shuffle=True, drop_last=False, epochs=1, threads=1, prefetch=8,
+                 virtual_ranks=None):
         if rank is None or world is None:
             r, w = rank_and_world()
             rank = r if rank is None else rank
             world = w if world is None else world
-        self._l = _hpcml.Loader(os.fspath(path), str(version), rank, world, batch_rows, seed,
-                                shuffle, drop_last, epochs, threads, prefetch)
-        self.rank, self.world = rank, world
+        v = world if virtual_ranks is None else int(virtual_ranks)
+        if world < 1 or not 0 <= rank < world:
+            raise _error(f"loader: rank {rank} is not in a world of {world} ranks")
+        if v < world or v % world != 0:
+            raise _error(f"loader: virtual_ranks={v} is not a multiple of the world "
+                         f"({world} ranks)")
+        per = v // world
+        self._ls = [_hpcml.Loader(os.fspath(path), str(version), rank * per + i, v, batch_rows,
+                                  seed, shuffle, drop_last, epochs, threads, prefetch)
+                    for i in range(per)]
+        self._l = self._ls[0]
+        self.rank, self.world, self.virtual_ranks = rank, world, v
 
     done = property(lambda self: self._l.done)
     epoch = property(lambda self: self._l.epoch, doc="of the next batch")
@@ -300,12 +323,22 @@ class Loader:
     def next_batch(self):
         """(x, y, row_ids, epoch, step) of the next batch; y is None for a
         version without labels."""
-        return self._l.next()
+        if len(self._ls) == 1:
+            return self._l.next()
+        import numpy as np  # here, not at import: numpy's BLAS starts threads
+        parts = [l.next() for l in self._ls]
+        y = None if parts[0][1] is None else np.concatenate([p[1] for p in parts])
+        return (np.concatenate([p[0] for p in parts]), y,
+                np.concatenate([p[2] for p in parts]), parts[0][3], parts[0][4])
 
     def __iter__(self):
-        next_xy = self._l.next_xy
-        while not self._l.done:
-            yield next_xy()
+        if len(self._ls) == 1:
+            next_xy = self._l.next_xy
+            while not self._l.done:
+                yield next_xy()
+        else:
+            while not self._l.done:
+                yield self.next_batch()[:2]
 
     def position(self):
         """Where the loader is (the next batch), as text to save with a checkpoint."""
@@ -314,10 +347,12 @@ class Loader:
     def restore(self, position):
         """Continue at a position() text: the batches that follow are those an
         uninterrupted loader would have given from there. A position belongs
-        to its layout (data, ranks, batch, seed): another is refused."""
-        self._l.restore(position)
+        to its layout (data, ranks or virtual_ranks, batch, seed): another is
+        refused."""
+        for l in self._ls:
+            l.restore(position)
 
     def start_epoch(self, epoch):
         """Continue at the start of `epoch`, in any layout (after a change in
         the number of ranks, say)."""
-        self._l.restore(f"epoch={int(epoch)} step=0 fingerprint=0")
+        self.restore(f"epoch={int(epoch)} step=0 fingerprint=0")

@@ -204,6 +204,50 @@ def test_loader_resumes_exactly(churn):
     assert other.next_batch()[3:] == (1, 0)
 
 
+def test_virtual_ranks_give_every_world_the_same_steps(churn):
+    """virtual_ranks=4: worlds 1, 2 and 4 see the same global batch every step
+    (rank batches concatenated in rank order), and a position taken on 4
+    ranks mid-epoch restores on 2."""
+    def loaders(world):
+        return [hpcml.Loader(churn / "churn.h5", "v1", rank=r, world=world, batch_rows=40,
+                             seed=11, epochs=2, virtual_ranks=4) for r in range(world)]
+
+    def steps(ls, n=None):
+        out = []
+        while not ls[0].done and (n is None or len(out) < n):
+            parts = [l.next_batch() for l in ls]
+            assert len({p[3:] for p in parts}) == 1  # same (epoch, step) on every rank
+            out.append(np.concatenate([p[2] for p in parts]))
+        return out
+
+    one = steps(loaders(1))
+    assert len(one) == 2 * -(-750 // 40) and len(one[0]) == 160
+    assert sorted(np.concatenate(one[:len(one) // 2])) == list(range(3000))
+    for world in (2, 4):
+        got = steps(loaders(world))
+        assert len(got) == len(one)
+        for a, b in zip(got, one):
+            np.testing.assert_array_equal(a, b)
+    four = loaders(4)
+    steps(four, 13)
+    saved = four[0].position()
+    assert saved.startswith("epoch=0 step=13 ")
+    two = loaders(2)
+    for l in two:
+        l.restore(saved)
+    rest = steps(two)
+    assert len(rest) == len(one) - 13
+    for a, b in zip(rest, one[13:]):
+        np.testing.assert_array_equal(a, b)
+    x, y, ids, _, _ = loaders(2)[1].next_batch()
+    a = hpcml.FeatureSet(churn / "churn.h5").read("v1")
+    np.testing.assert_array_equal(x, a["features"][ids.astype(np.int64)])
+    np.testing.assert_array_equal(y, a["labels"][ids.astype(np.int64)])
+    with pytest.raises(hpcml.Error, match="virtual_ranks=4 is not a multiple") as e:
+        hpcml.Loader(churn / "churn.h5", "v1", rank=0, world=3, virtual_ranks=4)
+    assert e.value.code == "InvalidArgument"
+
+
 def test_rank_and_world_from_the_job(monkeypatch):
     for v in ["OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE", "PMIX_RANK",
               "PMIX_SIZE", "SLURM_PROCID", "SLURM_NTASKS"]:
