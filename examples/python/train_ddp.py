@@ -201,6 +201,7 @@ def main():
                       "requeued", flush=True)
                 stop.publish_usage(steps_done=step - start, batch=a.batch,
                                    steps_since_checkpoint=0)
+            dist.barrier()  # all exit together: srun ends a step whose first task exits
             stop.exit()
         if step % a.checkpoint_every == 0:
             save()

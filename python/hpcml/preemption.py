@@ -135,6 +135,11 @@ class Preemption:
                              float(checkpoint_seconds), no_comment)
 
     def exit(self):
-        """Ends the process with exit_code (85: requeue)."""
-        self.uninstall()
+        """Ends the process with exit_code (85: requeue). The handlers stay:
+        when another task exits first, srun signals the rest of the step,
+        and a default SIGTERM would turn this exit into a kill (143), which
+        Slurm does not requeue."""
+        if self._poller is not None:
+            self._poller.stop()
+            self._poller = None
         sys.exit(self.exit_code)
