@@ -75,9 +75,15 @@ install(TARGETS ${_tools} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT 
 install(FILES ${PROJECT_SOURCE_DIR}/examples/accounting/prices.toml
   ${PROJECT_SOURCE_DIR}/examples/trainer/train.sbatch
   ${PROJECT_SOURCE_DIR}/examples/trainer/train-preemptible.sbatch
+  ${PROJECT_SOURCE_DIR}/examples/trainer/train-gbdt.sbatch
   ${PROJECT_SOURCE_DIR}/examples/inference/score.sbatch
   DESTINATION ${_tools_doc}/examples COMPONENT tools)
-foreach(doc accounting featurecache trainer inference topology checkpoint)
+install(FILES ${PROJECT_SOURCE_DIR}/examples/python/train_ddp.py
+  ${PROJECT_SOURCE_DIR}/examples/python/train-ddp.sbatch
+  ${PROJECT_SOURCE_DIR}/examples/python/train_xgboost.py
+  ${PROJECT_SOURCE_DIR}/examples/python/train-xgboost.sbatch
+  DESTINATION ${_tools_doc}/examples/python COMPONENT tools)
+foreach(doc accounting featurecache trainer inference topology checkpoint python)
   install(FILES ${PROJECT_SOURCE_DIR}/docs/${doc}.md DESTINATION ${_tools_doc} COMPONENT tools)
 endforeach()
 
@@ -138,11 +144,13 @@ set(CPACK_DEBIAN_TOOLS_PACKAGE_SECTION science)
 # plugin; MPI programs start under srun or mpirun; hpcml-train --model gbdt
 # on more than one rank runs XGBoost's tracker from python3-xgboost. The
 # Python package's extension is built for Debian 12's Python 3.11 and hands
-# out NumPy arrays (pandas only for to_pandas and ingest: a Recommends).
+# out NumPy arrays (pandas only for to_pandas and ingest: a Recommends;
+# python3-torch for hpcml.init_torch and the example DDP job: a Suggests).
 set(CPACK_DEBIAN_TOOLS_PACKAGE_DEPENDS
   "hdf5-filter-plugin-blosc-serial, python3 (>= 3.11), python3 (<< 3.12), python3-numpy")
-set(CPACK_DEBIAN_TOOLS_PACKAGE_RECOMMENDS 
+set(CPACK_DEBIAN_TOOLS_PACKAGE_RECOMMENDS
   "slurm-client, openmpi-bin, python3-xgboost, python3-pandas")
+set(CPACK_DEBIAN_TOOLS_PACKAGE_SUGGESTS "python3-torch")
 set(CPACK_DEBIAN_TOOLS_DESCRIPTION
   "hpcml command-line tools: feature store, MPI trainer, inference, cost
 hpcml-fcache (versioned HDF5 feature sets with lineage and residency
