@@ -86,18 +86,7 @@ id=$(as $ALICE env TRAIN_DIR="$run" TRAIN_PY="$EXAMPLES/train_ddp.py" EPOCHS=50 
   sbatch --parsable -N2 -c 1 --ml-role=ml-engineer --dataset="$set_file" --time=00:10:00 \
   --output="$JOB_DIR/job-%j.out" "$EXAMPLES/train-ddp.sbatch") || fail "sbatch as $ALICE"
 echo "$id" >>"$TEST_JOBS"
-deadline=$((SECONDS + 120))
-until ls "$run"/ckpt/step-*.pt >/dev/null 2>&1; do
-  [ $SECONDS -lt $deadline ] || fail "job $id saved no checkpoint: $(cat "$JOB_DIR"/job-*.out)"
-  sleep 0.2
-done
-urgent=$(sbatch --parsable -p urgent -N2 --exclusive -C zone-ae --output=/dev/null --wrap "sleep 2") ||
-  fail "urgent job not submitted"
-echo "$urgent" >>"$TEST_JOBS"
-wait_requeued "$id"
-wait_job "$urgent" >/dev/null
-scontrol update JobId="$id" StartTime=now || fail "could not release job $id"
-state=$(wait_job "$id" 300)
+state=$(preempt_by_urgent "$id" "$run/ckpt/step-*.pt" 1)
 out=$(cat "$JOB_DIR"/job-*.out)
 echo "$out" | grep -v "^step "
 assert_eq COMPLETED "$state" "final state of job $id"

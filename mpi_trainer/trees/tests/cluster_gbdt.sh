@@ -53,18 +53,7 @@ id=$(as $ALICE env HPCML_TRAIN="$TRAIN" TRAIN_DIR="$run" DATA="$set_file" DATA_V
 echo "$id" >>"$TEST_JOBS"
 
 # Past its first checkpoints, then the urgent partition takes both ae nodes.
-deadline=$((SECONDS + 120))
-until ls "$run"/ckpt/gbdt-round-*.h5 >/dev/null 2>&1 && [ "$(ls "$run"/ckpt/gbdt-round-*.h5 | wc -l)" -ge 2 ]; do
-  [ $SECONDS -lt $deadline ] || fail "job $id saved no checkpoint: $(cat "$JOB_DIR"/job-*.out)"
-  sleep 0.2
-done
-urgent=$(sbatch --parsable -p urgent -N2 --exclusive -C zone-ae --output=/dev/null --wrap "sleep 2") ||
-  fail "urgent job not submitted"
-echo "$urgent" >>"$TEST_JOBS"
-wait_requeued "$id"
-wait_job "$urgent" >/dev/null
-scontrol update JobId="$id" StartTime=now || fail "could not release job $id"
-state=$(wait_job "$id" 300)
+state=$(preempt_by_urgent "$id" "$run/ckpt/gbdt-round-*.h5" 2)
 out=$(cat "$JOB_DIR"/job-*.out)
 echo "$out" | grep -v "round [0-9]*/1500 train loss"
 assert_eq COMPLETED "$state" "final state of job $id"

@@ -42,3 +42,23 @@ finish_resumed() {
   assert_eq COMPLETED "$state" "final state of job $id"
   assert_contains "$OUT" "resumed from checkpoint step" "the second attempt resumed"
 }
+
+# preempt_by_urgent <job> <checkpoint glob> <count>: once the job has saved
+# <count> files matching the glob, a job in the urgent partition takes both
+# zone-ae nodes (the job is preempted and requeued); then lets the requeued
+# job start now, waits for its end and prints its final state.
+preempt_by_urgent() {
+  local id=$1 pattern=$2 count=$3 deadline=$((SECONDS + 120)) urgent
+  until [ "$(compgen -G "$pattern" | wc -l)" -ge "$count" ]; do
+    [ $SECONDS -lt $deadline ] ||
+      fail "job $id saved no checkpoint ($pattern): $(cat "$JOB_DIR"/job-*.out 2>/dev/null)"
+    sleep 0.2
+  done
+  urgent=$(sbatch --parsable -p urgent -N2 --exclusive -C zone-ae --output=/dev/null \
+    --wrap "sleep 2") || fail "urgent job not submitted"
+  echo "$urgent" >>"$TEST_JOBS"
+  wait_requeued "$id"
+  wait_job "$urgent" >/dev/null
+  scontrol update JobId="$id" StartTime=now || fail "could not release job $id"
+  wait_job "$id" 300
+}
