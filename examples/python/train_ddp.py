@@ -184,8 +184,8 @@ def main():
         print(f"{world} ranks, zone {os.environ.get('HPCML_ZONE', 'none')}: {a.data} {version}, "
               f"{info['rows']} rows, {total} steps of {a.batch} rows", flush=True)
     t0 = time.time()
-    for x, y in loader:
-        loss = loss_fn(model(torch.from_numpy(x)), torch.from_numpy(y).long())
+    for x, y in loader.tensors():  # this rank's batch, sharing the loader's buffer
+        loss = loss_fn(model(x), y.long())
         opt.zero_grad()
         loss.backward()
         opt.step()

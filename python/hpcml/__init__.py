@@ -321,6 +321,14 @@ class Loader:
     rows = property(lambda self: self._l.rows, doc="in the version")
     features = property(lambda self: self._l.features)
 
+    def tensors(self):
+        """Iterates like the loader itself, as torch tensors that share the
+        batches' memory (torch.from_numpy: no copy): (x, y), y float32 (the
+        class code or the target; None without labels)."""
+        import torch
+        for x, y in self:
+            yield torch.from_numpy(x), None if y is None else torch.from_numpy(y)
+
     def next_batch(self):
         """(x, y, row_ids, epoch, step) of the next batch; y is None for a
         version without labels."""
