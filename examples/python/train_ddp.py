@@ -14,8 +14,11 @@ through it. What hpcml does here:
   limit) agreed on by every rank at a step boundary; the job saves, writes
   its usage record for hpcml-cost and exits 85, and Slurm requeues it.
 - hpcml.record_lineage: the model's lineage, for hpcml-infer inspect.
-The run is deterministic: preempted and resumed on the same ranks, it ends
-with the uninterrupted run's weights and final loss, bit for bit.
+The run is deterministic on CPUs: preempted and resumed on the same ranks,
+it ends with the uninterrupted run's weights and final loss, bit for bit.
+With a CUDA build of torch and GPUs it trains on the task's GPU over NCCL
+(--device cuda; Debian's python3-torch is CPU-only, so that path is not
+tested here).
 """
 import argparse
 import glob
@@ -55,6 +58,8 @@ def parse_args():
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--checkpoint-every", type=int, default=200, help="steps")
     p.add_argument("--log-every", type=int, default=100, help="steps")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                   help="cuda: the task's GPU (SLURM_LOCALID) and NCCL; cpu: gloo")
     a = p.parse_args()
     if not a.data:
         p.error("--data: no feature set (submit with --dataset=SET, or pass --data)")
@@ -120,16 +125,17 @@ def weights_digest(model):
     h = hashlib.sha256()
     for name, t in sorted(model.state_dict().items()):
         h.update(name.encode())
-        h.update(t.detach().contiguous().numpy().tobytes())
+        h.update(t.detach().cpu().contiguous().numpy().tobytes())
     return h.hexdigest()
 
 
-def mean_loss(model, data, version, loss_fn):
+def mean_loss(model, data, version, loss_fn, device):
     """The model's loss over every row of the version, in row order."""
     total, rows = 0.0, 0
+    loader = hpcml.Loader(data, version, rank=0, world=1, batch_rows=4096, shuffle=False)
     with torch.no_grad():
-        for x, y in hpcml.Loader(data, version, rank=0, world=1, batch_rows=4096, shuffle=False):
-            total += float(loss_fn(model(torch.from_numpy(x)), torch.from_numpy(y).long()))
+        for x, y in loader.tensors():
+            total += float(loss_fn(model(x.to(device)), y.to(device).long()))
             rows += len(y)
     return total / rows
 
@@ -137,7 +143,12 @@ def mean_loss(model, data, version, loss_fn):
 def main():
     a = parse_args()
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
-    rank, world = hpcml.init_torch("gloo")
+    if a.device == "cuda":
+        device = torch.device("cuda", int(os.environ.get("SLURM_LOCALID", "0")))
+        torch.cuda.set_device(device)
+    else:
+        device = torch.device("cpu")
+    rank, world = hpcml.init_torch("nccl" if a.device == "cuda" else "gloo")
     fs = hpcml.FeatureSet(a.data)  # the guard's checks: approved, in the job's zone
     info = fs.info(a.version)
     version = info["version"]
@@ -145,7 +156,8 @@ def main():
         sys.exit(f"{a.data} {version}: this example trains a classifier; the label has no classes")
     hidden = [int(h) for h in a.hidden.split(",")]
     net = make_model(info, fs.stats(version), hidden, a.seed)
-    model = DistributedDataParallel(net)
+    net.to(device)
+    model = DistributedDataParallel(net, device_ids=[device] if a.device == "cuda" else None)
     opt = torch.optim.Adam(model.parameters(), lr=a.lr)
     loss_fn = nn.CrossEntropyLoss()
     sum_loss = nn.CrossEntropyLoss(reduction="sum")
@@ -159,7 +171,7 @@ def main():
     step, first_loss = 0, None
     found = newest_checkpoint(ckpt_dir)
     if found:
-        state = torch.load(found)
+        state = torch.load(found, map_location=device)
         net.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
         loader.restore(state["position"])  # taken on any world dividing --virtual-ranks
@@ -185,7 +197,7 @@ def main():
               f"{info['rows']} rows, {total} steps of {a.batch} rows", flush=True)
     t0 = time.time()
     for x, y in loader.tensors():  # this rank's batch, sharing the loader's buffer
-        loss = loss_fn(model(x), y.long())
+        loss = loss_fn(model(x.to(device)), y.to(device).long())
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -207,7 +219,7 @@ def main():
             save()
 
     if rank == 0:
-        final = mean_loss(net, a.data, version, sum_loss)
+        final = mean_loss(net, a.data, version, sum_loss, device)
         model_path = os.path.join(a.dir, "model.pt")
         save_atomically(net.state_dict(), model_path)
         hpcml.record_lineage(model_path, data=a.data, version=version, framework="pytorch",
