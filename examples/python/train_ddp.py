@@ -229,7 +229,9 @@ def main():
         print(f"done: {step} steps in {time.time() - t0:.1f} s; final loss {final!r}; "
               f"weights {weights_digest(net)[:16]}", flush=True)
     dist.barrier()
-    dist.destroy_process_group()
+    # Not the interpreter's teardown: with DDP's process group alive it can
+    # deadlock in torch 1.13 (gloo joins a worker waiting for the GIL).
+    hpcml.exit_now(0)
 
 
 if __name__ == "__main__":

@@ -22,11 +22,12 @@ import os
 
 from ._hpcml import Error, __version__
 from . import _hpcml
-from .preemption import REQUEUE_EXIT_CODE, Preemption, agree_max
+from .preemption import REQUEUE_EXIT_CODE, Preemption, agree_max, exit_now
 from .distributed import init_torch
 
 __all__ = ["Error", "FeatureSet", "Loader", "Preemption", "REQUEUE_EXIT_CODE", "agree_max",
-           "asof", "ingest", "init_torch", "rank_and_world", "record_lineage", "__version__"]
+           "asof", "exit_now", "ingest", "init_torch", "rank_and_world", "record_lineage",
+           "__version__"]
 
 
 def _error(message, code="InvalidArgument"):

@@ -135,11 +135,30 @@ class Preemption:
                              float(checkpoint_seconds), no_comment)
 
     def exit(self):
-        """Ends the process with exit_code (85: requeue). The handlers stay:
-        when another task exits first, srun signals the rest of the step,
-        and a default SIGTERM would turn this exit into a kill (143), which
-        Slurm does not requeue."""
+        """Ends the process now with exit_code (85: requeue): stdout, stderr
+        and logging flushed, then os._exit, without the interpreter's
+        teardown. Save everything first. Why: tearing down a live
+        torch.distributed process group at interpreter exit can deadlock
+        (torch 1.13's gloo: the destructor joins a worker that waits for the
+        GIL; seen in the DDP example), and a preempted job has only
+        GraceTime. The handlers stay until then: when another task exits
+        first, srun signals the rest of the step, and a default SIGTERM
+        would turn this exit into a kill, which Slurm does not requeue."""
         if self._poller is not None:
             self._poller.stop()
             self._poller = None
-        sys.exit(self.exit_code)
+        exit_now(self.exit_code)
+
+
+def exit_now(code=0):
+    """Flushes stdout, stderr and logging, then ends the process with `code`
+    at once (os._exit): no interpreter teardown, so no destructor of a
+    torch.distributed process group can hang the job's end."""
+    import logging
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)

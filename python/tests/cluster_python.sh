@@ -86,15 +86,12 @@ id=$(as $ALICE env TRAIN_DIR="$run" TRAIN_PY="$EXAMPLES/train_ddp.py" EPOCHS=50 
   sbatch --parsable -N2 -c 1 --ml-role=ml-engineer --dataset="$set_file" --time=00:10:00 \
   --output="$JOB_DIR/job-%j.out" "$EXAMPLES/train-ddp.sbatch") || fail "sbatch as $ALICE"
 echo "$id" >>"$TEST_JOBS"
-state=$(preempt_by_urgent "$id" "$run/ckpt/step-*.pt" 1)
-out=$(cat "$JOB_DIR"/job-*.out)
+preempt_by_urgent "$id" "$run/ckpt/step-*.pt" 1
+out=$OUT
 echo "$out" | grep -v "^step "
-assert_eq COMPLETED "$state" "final state of job $id"
 assert_contains "$out" "2 ranks, zone ae" "the job ran on two ranks in zone ae"
 assert_contains "$out" "exiting 85 to be requeued" "the first attempt saved and stopped"
 assert_contains "$out" "resumed from step-" "the second attempt resumed"
-states=$(sacct -n -X -D -P -j "$id" -o State | sort -u | tr '\n' ' ')
-[[ $states == *PREEMPTED* || $states == *REQUEUED* ]] || fail "sacct shows no preempted attempt: $states"
 got=$(grep -o 'final loss [^;]*; weights [0-9a-f]*' <<<"$out") || fail "no final loss"
 echo "uninterrupted: $want"
 echo "preempted:     $got"
@@ -102,10 +99,5 @@ echo "preempted:     $got"
 inspect=$("$INFER" inspect "$run/model.pt" 2>&1) || fail "hpcml-infer inspect model.pt: $inspect"
 grep -q "^format  *pytorch " <<<"$inspect" || fail "the DDP model's lineage: $inspect"
 
-report=$("$COST" --prices "$HPCML_SOURCE_DIR/examples/accounting/prices.toml" -j "$id" --by job \
-  --usage-dir "$run/ckpt" 2>&1) || fail "hpcml-cost: $report"
-echo "$report"
-grep -Eq "^$id +2 +1 " <<<"$report" || fail "the cost report's row of job $id: 2 attempts, 1 requeued"
-ls "$run"/ckpt/usage-"$id"-r0.json "$run"/ckpt/usage-"$id"-r1.json >/dev/null ||
-  fail "usage records of both attempts: $(ls "$run/ckpt")"
+costs_two_attempts "$id" "$run/ckpt"
 pass "a misfiled eu set refused in a Python job; XGBoost with lineage; DDP preempted, resumed to the uninterrupted weights, costed"

@@ -83,7 +83,12 @@ def test_usage_record_inside_a_job(tmp_path, monkeypatch):
 
 
 def test_exit_code_requeues():
-    code = ("import hpcml, os, signal; s = hpcml.Preemption().install(); "
-            "os.kill(os.getpid(), signal.SIGTERM); assert s.should_stop(); s.exit()")
+    """exit() ends the process at once with 85, its buffered output written
+    (stdout to a pipe is block-buffered), atexit handlers not run."""
+    code = ("import atexit, hpcml, os, signal; s = hpcml.Preemption().install(); "
+            "atexit.register(print, 'teardown ran'); "
+            "os.kill(os.getpid(), signal.SIGTERM); assert s.should_stop(); "
+            "print('saved', s.reason); s.exit()")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == hpcml.REQUEUE_EXIT_CODE == 85, r.stderr
+    assert r.stdout == "saved SIGTERM\n", r.stdout

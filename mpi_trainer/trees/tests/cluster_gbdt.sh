@@ -53,15 +53,12 @@ id=$(as $ALICE env HPCML_TRAIN="$TRAIN" TRAIN_DIR="$run" DATA="$set_file" DATA_V
 echo "$id" >>"$TEST_JOBS"
 
 # Past its first checkpoints, then the urgent partition takes both ae nodes.
-state=$(preempt_by_urgent "$id" "$run/ckpt/gbdt-round-*.h5" 2)
-out=$(cat "$JOB_DIR"/job-*.out)
+preempt_by_urgent "$id" "$run/ckpt/gbdt-round-*.h5" 2
+out=$OUT
 echo "$out" | grep -v "round [0-9]*/1500 train loss"
-assert_eq COMPLETED "$state" "final state of job $id"
 assert_contains "$out" "zone ae" "the job ran in zone ae"
 assert_contains "$out" "resumed from checkpoint round" "the second attempt resumed"
 grep -q '"event":"stopped"' "$run/metrics-0.jsonl" || fail "the first attempt did not save and stop"
-states=$(sacct -n -X -D -P -j "$id" -o State | sort -u | tr '\n' ' ')
-[[ $states == *PREEMPTED* || $states == *REQUEUED* ]] || fail "sacct shows no preempted attempt: $states"
 
 digest() { /usr/bin/python3 -c 'import h5py,sys; print(h5py.File(sys.argv[1], "r").attrs["booster_sha256"])' "$1"; }
 [ "$(digest "$run/model.h5")" = "$(digest "$JOB_DIR/reference.h5")" ] ||
@@ -99,10 +96,5 @@ print(f"scored {len(rows)} rows: p_churn from {min(p):.3f} to {max(p):.3f}")
 PY
 
 # Cost: both attempts, from their usage records.
-report=$("$COST" --prices "$HPCML_SOURCE_DIR/examples/accounting/prices.toml" -j "$id" --by job \
-  --usage-dir "$run/ckpt" 2>&1) || fail "hpcml-cost: $report"
-echo "$report"
-grep -Eq "^$id +2 +1 " <<<"$report" || fail "the cost report's row of job $id: 2 attempts, 1 requeued"
-ls "$run"/ckpt/usage-"$id"-r0.json "$run"/ckpt/usage-"$id"-r1.json >/dev/null ||
-  fail "usage records of both attempts: $(ls "$run/ckpt")"
+costs_two_attempts "$id" "$run/ckpt"
 pass "guarded GBDT job on two nodes preempted at a checkpoint, resumed from round $resumed to the uninterrupted two-rank model, exported to ONNX, scored, costed"

@@ -26,7 +26,9 @@ wait_steps() {
 wait_requeued() {
   local id=$1 deadline=$((SECONDS + 120))
   until [ "$(squeue -h -j "$id" -o %T)" = PENDING ] && ! job_on_nodes "$id"; do
-    [ $SECONDS -lt $deadline ] || fail "job $id was not requeued: $(squeue -j "$id")"
+    [ $SECONDS -lt $deadline ] || fail "job $id was not requeued: $(squeue -j "$id")
+$(sacct -j "$id" -o JobID,State,ExitCode 2>&1)
+$(cat "${JOB_DIR:-/nonexistent}"/job-*.out 2>/dev/null | tail -n 30)"
     sleep 0.5
   done
 }
@@ -46,9 +48,10 @@ finish_resumed() {
 # preempt_by_urgent <job> <checkpoint glob> <count>: once the job has saved
 # <count> files matching the glob, a job in the urgent partition takes both
 # zone-ae nodes (the job is preempted and requeued); then lets the requeued
-# job start now, waits for its end and prints its final state.
+# job start now, waits for it to complete, checks that sacct shows the
+# preempted attempt and sets OUT to the job's output ($JOB_DIR/job-*.out).
 preempt_by_urgent() {
-  local id=$1 pattern=$2 count=$3 deadline=$((SECONDS + 120)) urgent
+  local id=$1 pattern=$2 count=$3 deadline=$((SECONDS + 120)) urgent state states
   until [ "$(compgen -G "$pattern" | wc -l)" -ge "$count" ]; do
     [ $SECONDS -lt $deadline ] ||
       fail "job $id saved no checkpoint ($pattern): $(cat "$JOB_DIR"/job-*.out 2>/dev/null)"
@@ -60,5 +63,22 @@ preempt_by_urgent() {
   wait_requeued "$id"
   wait_job "$urgent" >/dev/null
   scontrol update JobId="$id" StartTime=now || fail "could not release job $id"
-  wait_job "$id" 300
+  state=$(wait_job "$id" 300)
+  OUT=$(cat "$JOB_DIR"/job-*.out)
+  assert_eq COMPLETED "$state" "final state of job $id ($OUT)"
+  states=$(sacct -n -X -D -P -j "$id" -o State | sort -u | tr '\n' ' ')
+  [[ $states == *PREEMPTED* || $states == *REQUEUED* ]] || fail "sacct shows no preempted attempt: $states"
+}
+
+# costs_two_attempts <job> <usage dir>: hpcml-cost prices the job's two
+# attempts (one requeued) from their usage records, both of which are there.
+costs_two_attempts() {
+  local id=$1 dir=$2 report
+  report=$("$HPCML_BUILD_DIR/accounting/hpcml-cost" \
+    --prices "$HPCML_SOURCE_DIR/examples/accounting/prices.toml" -j "$id" --by job \
+    --usage-dir "$dir" 2>&1) || fail "hpcml-cost: $report"
+  echo "$report"
+  grep -Eq "^$id +2 +1 " <<<"$report" || fail "the cost report's row of job $id: 2 attempts, 1 requeued"
+  ls "$dir/usage-$id-r0.json" "$dir/usage-$id-r1.json" >/dev/null ||
+    fail "usage records of both attempts: $(ls "$dir")"
 }
