@@ -497,12 +497,15 @@ Result<std::string> AppendAudit(const std::string& path, const AuditRecord& reco
     HPCML_RETURN_IF_ERROR(
         WriteSide(head_path, fmt::format("{} {} {}\n", last_seq, Sha256::Hex(line), FileId(st))));
     // The repeat run follows the last line: this denial's, or none.
-    HPCML_RETURN_IF_ERROR(
-        WriteSide(repeat_path, write_record && !record.allow
-                                   ? fmt::format("{} {} {} 0 -\n", key, last_seq, now)
-                                   : std::string()));
+    const std::string next_repeat = write_record && !record.allow
+                                        ? fmt::format("{} {} {} 0 -\n", key, last_seq, now)
+                                        : std::string();
+    if (next_repeat != repeat_text) HPCML_RETURN_IF_ERROR(WriteSide(repeat_path, next_repeat));
   }
-  HPCML_RETURN_IF_ERROR(WriteSide(flood_path, FormatFlood(runs)));
+  // Side files are written only when they change: a run of allowed steps
+  // touches neither.
+  if (std::string next_flood = FormatFlood(runs); next_flood != flood_text)
+    HPCML_RETURN_IF_ERROR(WriteSide(flood_path, next_flood));
   HPCML_RETURN_IF_ERROR(fd.Close());  // releases the lock
   if (!write_record)
     return fmt::format("flood: denial counted for user {} ({}), not written", record.user,

@@ -401,10 +401,12 @@ Status CheckOpenFiles(const Policy& policy, const std::vector<std::string>& allo
   while (const dirent* e = ::readdir(dir.get())) {
     int fd = std::atoi(e->d_name);
     if (e->d_name[0] == '.' || fd == ::dirfd(dir.get())) continue;
-    int flags = ::fcntl(fd, F_GETFL);
+    // Pipes, sockets and devices (most of a task's descriptors) first, with
+    // one system call each.
     struct stat st {};
-    if (flags < 0 || (flags & O_PATH) || ::fstat(fd, &st) != 0) continue;
-    if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) continue;
+    if (::fstat(fd, &st) != 0 || (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))) continue;
+    int flags = ::fcntl(fd, F_GETFL);
+    if (flags < 0 || (flags & O_PATH)) continue;
     char link[64], buf[PATH_MAX];
     std::snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
     ssize_t n = ::readlink(link, buf, sizeof buf - 1);
@@ -493,6 +495,12 @@ int NodeInitPostOpt(spank_t sp) noexcept {
     StepState& step = Step();
     AuditRecord rec;
     auto start = std::chrono::steady_clock::now();
+    // The step's line goes to the collector on a connection opened while
+    // the step is decided.
+    const PluginConfig& config = State().config;
+    std::optional<CollectorDial> dial;
+    if (config.collector)
+      dial.emplace(config.audit_path, config.collector->host, config.collector->port);
     Decision d = DecideOnNode(sp, &rec);
     if (d.allow) {
       Status env = SetJobEnvironment(sp, d);
@@ -501,7 +509,7 @@ int NodeInitPostOpt(spank_t sp) noexcept {
     RecordDecision(&rec, d);
     step.record = rec;
     std::string failure_code;
-    Status logged = Audit(rec, true, &failure_code);
+    Status logged = Audit(rec, true, &failure_code, dial ? &*dial : nullptr);
     if (!logged.ok() && d.allow) {
       // No record, no run: an unlogged allow would defeat the audit. The
       // denial is logged in turn (and sent, if the collector is back).

@@ -148,10 +148,15 @@ std::vector<std::string_view> Args(int ac, char** av) {
 }
 
 std::string ShortHostname() {
-  char buf[256] = {};
-  if (::gethostname(buf, sizeof buf - 1) != 0) return "unknown";
-  std::string h(buf);
-  return h.substr(0, h.find('.'));
+  // Once per process: a step asks several times (the audit line, the job
+  // facts cache's names), each a system call.
+  static const std::string name = [] {
+    char buf[256] = {};
+    if (::gethostname(buf, sizeof buf - 1) != 0) return std::string("unknown");
+    std::string h(buf);
+    return h.substr(0, h.find('.'));
+  }();
+  return name;
 }
 
 std::optional<PasswdEntry> LookupUser(uid_t uid) {
@@ -196,7 +201,8 @@ void RecordDecision(AuditRecord* rec, const Decision& d) {
   rec->reason_code = d.code;
 }
 
-Status Audit(const AuditRecord& rec, bool write_file, std::string* failure_code) {
+Status Audit(const AuditRecord& rec, bool write_file, std::string* failure_code,
+             CollectorDial* dial) {
   const PluginConfig& config = State().config;
   Status status;
   std::string line;
@@ -212,8 +218,8 @@ Status Audit(const AuditRecord& rec, bool write_file, std::string* failure_code)
   if (line.empty()) line = FormatAuditLine(rec, 0, std::string(64, '0'));
   syslog(LOG_AUTHPRIV | (rec.allow ? LOG_INFO : LOG_WARNING), "hpcml-guard: %s", line.c_str());
   if (write_file && status.ok() && config.collector) {
-    auto sent =
-        ForwardAudit(config.audit_path, config.collector->host, config.collector->port, rec.node);
+    auto sent = ForwardAudit(config.audit_path, config.collector->host, config.collector->port,
+                             rec.node, 3000, kAuditRetryAfterMs, dial);
     if (!sent.ok()) {
       status = sent.status();
       if (failure_code) *failure_code = "audit_collector";
