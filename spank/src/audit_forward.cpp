@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <poll.h>
-#include <sys/eventfd.h>
 #include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -56,24 +55,21 @@ int MsLeft(Clock::time_point deadline) {
   return left.count() > 0 ? static_cast<int>(left.count()) : 0;
 }
 
-// Waits for `events` on fd until the deadline, or until `cancel` (if not
-// -1) is readable.
-Status Wait(int fd, short events, Clock::time_point deadline, const std::string& what,
-            int cancel = -1) {
+// Waits for `events` on fd until the deadline.
+Status Wait(int fd, short events, Clock::time_point deadline, const std::string& what) {
   for (;;) {
-    struct pollfd p[2] = {{fd, events, 0}, {cancel, POLLIN, 0}};
-    int n = ::poll(p, cancel < 0 ? 1 : 2, MsLeft(deadline));
-    if (n > 0 && p[1].revents != 0) return Unavailable("{}: cancelled", what);
+    struct pollfd p {
+      fd, events, 0
+    };
+    int n = ::poll(&p, 1, MsLeft(deadline));
     if (n > 0) return Status::Ok();
     if (n == 0) return IoError("{}: timed out", what);
     if (errno != EINTR) return ErrnoError(what + ": poll", errno);
   }
 }
 
-// A TCP connection to host:port, non-blocking, within the deadline (or
-// until `cancel` is readable).
-Result<UniqueFd> Connect(const std::string& host, std::uint16_t port, Clock::time_point deadline,
-                         int cancel = -1) {
+// A TCP connection to host:port, non-blocking, within the deadline.
+Result<UniqueFd> Connect(const std::string& host, std::uint16_t port, Clock::time_point deadline) {
   const std::string where = fmt::format("audit collector {}:{}", host, port);
   struct addrinfo hints {};
   hints.ai_family = AF_UNSPEC;
@@ -95,7 +91,7 @@ Result<UniqueFd> Connect(const std::string& host, std::uint16_t port, Clock::tim
         last = ErrnoError(where + ": connect", errno);
         continue;
       }
-      if (Status w = Wait(fd.get(), POLLOUT, deadline, where + ": connect", cancel); !w.ok()) {
+      if (Status w = Wait(fd.get(), POLLOUT, deadline, where + ": connect"); !w.ok()) {
         last = w;
         continue;
       }
@@ -246,78 +242,26 @@ Result<std::string> ReadWhole(const std::string& path) {
   return ReadLinesFrom(log->fd.get(), 0, static_cast<std::size_t>(log->st.st_size) + 1, path);
 }
 
-// A send that failed a moment ago is not tried again at once: a collector
-// that drops packets would hold each step for the timeout, one at a time.
-Status RecentlyFailed(const SentMark& m, int retry_after_ms, const std::string& where) {
-  const std::int64_t ago = NowMs() - m.failed_ms;
-  if (m.failed_ms == 0 || ago < 0 || ago >= retry_after_ms) return Status::Ok();
-  return Unavailable("{}: unreachable {:.1f} s ago (tried again {:.0f} s after a failure)", where,
-                     static_cast<double>(ago) / 1000, static_cast<double>(retry_after_ms) / 1000);
-}
-
-// RecentlyFailed by the mark as it is now, without waiting for its lock.
-Status RecentlyFailedByMark(const std::string& mark_path, int retry_after_ms,
-                            const std::string& where) {
-  auto peek = OpenFd(mark_path, O_RDONLY | O_NOFOLLOW);
-  if (!peek.ok()) return Status::Ok();  // no mark yet: nothing failed
-  HPCML_ASSIGN_OR_RETURN(SentMark seen, ReadMark(peek->get(), mark_path));
-  return RecentlyFailed(seen, retry_after_ms, where);
-}
-
-std::string Where(const std::string& host, std::uint16_t port) {
-  return fmt::format("audit collector {}:{}", host, port);
-}
-
 }  // namespace
-
-CollectorDial::CollectorDial(const std::string& path, const std::string& host, std::uint16_t port,
-                             int timeout_ms, int retry_after_ms)
-    : result_(Unavailable("{}: not dialled ahead", Where(host, port))) {
-  if (Status failed = RecentlyFailedByMark(path + ".sent", retry_after_ms, Where(host, port));
-      !failed.ok()) {
-    result_ = failed;
-    return;
-  }
-  cancel_ = UniqueFd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-  if (!cancel_) return;
-  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
-  try {
-    thread_ = std::thread([this, host, port, deadline] {
-      try {
-        result_ = Connect(host, port, deadline, cancel_.get());
-      } catch (...) {
-        result_ = Internal("{}: the connecting thread failed", Where(host, port));
-      }
-    });
-  } catch (const std::system_error&) {
-    // No thread: ForwardAudit connects itself.
-  }
-}
-
-CollectorDial::~CollectorDial() {
-  if (!thread_.joinable()) return;
-  const std::uint64_t one = 1;
-  (void)!::write(cancel_.get(), &one, sizeof one);
-  thread_.join();
-}
-
-Result<UniqueFd> CollectorDial::Take() {
-  if (thread_.joinable()) thread_.join();
-  Result<UniqueFd> out = std::move(result_);
-  result_ = Unavailable("the dialled connection was taken");
-  return out;
-}
 
 Result<std::size_t> ForwardAudit(const std::string& path, const std::string& host,
                                  std::uint16_t port, const std::string& node, int timeout_ms,
-                                 int retry_after_ms, CollectorDial* dial) {
+                                 int retry_after_ms) {
   const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
   const std::string mark_path = path + ".sent";
-  const std::string where = Where(host, port);
-  auto recently_failed = [&](const SentMark& m) {
-    return RecentlyFailed(m, retry_after_ms, where);
+  const std::string where = fmt::format("audit collector {}:{}", host, port);
+  // A send that failed a moment ago is not tried again at once: a collector
+  // that drops packets would hold each step for the timeout, one at a time.
+  auto recently_failed = [&](const SentMark& m) -> Status {
+    const std::int64_t ago = NowMs() - m.failed_ms;
+    if (m.failed_ms == 0 || ago < 0 || ago >= retry_after_ms) return Status::Ok();
+    return Unavailable("{}: unreachable {:.1f} s ago (tried again {:.0f} s after a failure)", where,
+                       static_cast<double>(ago) / 1000, static_cast<double>(retry_after_ms) / 1000);
   };
-  HPCML_RETURN_IF_ERROR(RecentlyFailedByMark(mark_path, retry_after_ms, where));
+  if (auto peek = OpenFd(mark_path, O_RDONLY | O_NOFOLLOW); peek.ok()) {
+    HPCML_ASSIGN_OR_RETURN(SentMark seen, ReadMark(peek->get(), mark_path));
+    HPCML_RETURN_IF_ERROR(recently_failed(seen));  // without waiting for the lock
+  }
   HPCML_ASSIGN_OR_RETURN(UniqueFd mark_fd, OpenFd(mark_path, O_RDWR | O_CREAT | O_NOFOLLOW, 0640));
   // One sender at a time per log: the next waits and finds less to send.
   while (::flock(mark_fd.get(), LOCK_EX) != 0) {
@@ -352,11 +296,7 @@ Result<std::size_t> ForwardAudit(const std::string& path, const std::string& hos
   const auto count = static_cast<std::size_t>(std::count(lines.begin(), lines.end(), '\n'));
   if (!frames.empty()) {
     auto send = [&]() -> Status {
-      Result<UniqueFd> dialled = dial ? dial->Take() : Result<UniqueFd>(UniqueFd());
-      UniqueFd sock = dialled.ok() ? std::move(dialled).value() : UniqueFd();
-      if (!sock) {
-        HPCML_ASSIGN_OR_RETURN(sock, Connect(host, port, deadline));
-      }
+      HPCML_ASSIGN_OR_RETURN(UniqueFd sock, Connect(host, port, deadline));
       HPCML_RETURN_IF_ERROR(SendAll(sock.get(), frames, deadline, where));
       return AwaitClose(sock.get(), deadline, where);
     };

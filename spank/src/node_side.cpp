@@ -495,12 +495,6 @@ int NodeInitPostOpt(spank_t sp) noexcept {
     StepState& step = Step();
     AuditRecord rec;
     auto start = std::chrono::steady_clock::now();
-    // The step's line goes to the collector on a connection opened while
-    // the step is decided.
-    const PluginConfig& config = State().config;
-    std::optional<CollectorDial> dial;
-    if (config.collector)
-      dial.emplace(config.audit_path, config.collector->host, config.collector->port);
     Decision d = DecideOnNode(sp, &rec);
     if (d.allow) {
       Status env = SetJobEnvironment(sp, d);
@@ -509,7 +503,7 @@ int NodeInitPostOpt(spank_t sp) noexcept {
     RecordDecision(&rec, d);
     step.record = rec;
     std::string failure_code;
-    Status logged = Audit(rec, true, &failure_code, dial ? &*dial : nullptr);
+    Status logged = Audit(rec, true, &failure_code);
     if (!logged.ok() && d.allow) {
       // No record, no run: an unlogged allow would defeat the audit. The
       // denial is logged in turn (and sent, if the collector is back).

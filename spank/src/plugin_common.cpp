@@ -201,8 +201,7 @@ void RecordDecision(AuditRecord* rec, const Decision& d) {
   rec->reason_code = d.code;
 }
 
-Status Audit(const AuditRecord& rec, bool write_file, std::string* failure_code,
-             CollectorDial* dial) {
+Status Audit(const AuditRecord& rec, bool write_file, std::string* failure_code) {
   const PluginConfig& config = State().config;
   Status status;
   std::string line;
@@ -218,8 +217,8 @@ Status Audit(const AuditRecord& rec, bool write_file, std::string* failure_code,
   if (line.empty()) line = FormatAuditLine(rec, 0, std::string(64, '0'));
   syslog(LOG_AUTHPRIV | (rec.allow ? LOG_INFO : LOG_WARNING), "hpcml-guard: %s", line.c_str());
   if (write_file && status.ok() && config.collector) {
-    auto sent = ForwardAudit(config.audit_path, config.collector->host, config.collector->port,
-                             rec.node, 3000, kAuditRetryAfterMs, dial);
+    auto sent =
+        ForwardAudit(config.audit_path, config.collector->host, config.collector->port, rec.node);
     if (!sent.ok()) {
       status = sent.status();
       if (failure_code) *failure_code = "audit_collector";

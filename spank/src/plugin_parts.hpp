@@ -94,10 +94,8 @@ void RecordDecision(AuditRecord* rec, const Decision& d);
 // (audit_collector=). A user's srun/sbatch cannot write the root-owned log;
 // its advisory decisions are in syslog only. Returns the first failure
 // (naming the log or the collector), its reason code in `failure_code`
-// ("audit_log", "audit_collector"). With `dial`, the line goes out on the
-// connection it opened ahead (CollectorDial).
-Status Audit(const AuditRecord& rec, bool write_file, std::string* failure_code = nullptr,
-             CollectorDial* dial = nullptr);
+// ("audit_log", "audit_collector").
+Status Audit(const AuditRecord& rec, bool write_file, std::string* failure_code = nullptr);
 
 inline const std::string& PathOf(const std::string& path) {
   return path;

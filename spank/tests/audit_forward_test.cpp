@@ -13,7 +13,6 @@
 #include <sstream>
 #include <thread>
 
-#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "hpcml/common/sha256.hpp"
@@ -249,69 +248,6 @@ TEST_F(AuditForwardTest, ATimeoutIsAFailure) {
       << again.status().message();
   EXPECT_LT(std::chrono::steady_clock::now() - start, 100ms);
   ::close(fd);
-}
-
-TEST_F(AuditForwardTest, ADialledConnectionCarriesTheLines) {
-  if (!fs::exists(kRsyslogd))
-    GTEST_SKIP() << kRsyslogd << " not installed (scripts/install-deps.sh)";
-  Collector collector(dir_ / "collector");
-  ASSERT_TRUE(collector.Start());
-  CollectorDial dial(log_, "127.0.0.1", collector.port());
-  Append(0, 2);  // the lines are written while the connection is opened
-  auto sent = ForwardAudit(log_, "127.0.0.1", collector.port(), "n1", 3000, 0, &dial);
-  ASSERT_TRUE(sent.ok()) << sent.status().message();
-  EXPECT_EQ(*sent, 2u);
-  EXPECT_EQ(collector.WaitFor("n1", 2), Read(log_));
-  EXPECT_FALSE(dial.Take().ok());  // used once
-}
-
-TEST_F(AuditForwardTest, AFailedDialLeavesTheSendToAFreshConnection) {
-  if (!fs::exists(kRsyslogd))
-    GTEST_SKIP() << kRsyslogd << " not installed (scripts/install-deps.sh)";
-  Collector collector(dir_ / "collector");  // not started: the dial is refused
-  CollectorDial dial(log_, "127.0.0.1", collector.port(), 3000, 0);
-  Append(0, 2);
-  ASSERT_TRUE(collector.Start());
-  auto sent = ForwardAudit(log_, "127.0.0.1", collector.port(), "n1", 3000, 0, &dial);
-  ASSERT_TRUE(sent.ok()) << sent.status().message();
-  EXPECT_EQ(*sent, 2u);
-  EXPECT_EQ(collector.WaitFor("n1", 2), Read(log_));
-}
-
-TEST_F(AuditForwardTest, ADialStillConnectingIsCancelledNotWaitedFor) {
-  // A listener whose accept queue is full drops the next SYN: that connect
-  // would wait for the kernel's retransmissions (seconds).
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  ASSERT_EQ(::listen(fd, 0), 0);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  int first = ::socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_EQ(::connect(first, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);  // fills the queue
-  auto start = std::chrono::steady_clock::now();
-  {
-    CollectorDial dial(log_, "127.0.0.1", ntohs(a.sin_port), 10'000);
-    std::this_thread::sleep_for(50ms);  // the thread is waiting for the handshake
-  }
-  EXPECT_LT(std::chrono::steady_clock::now() - start, 500ms);
-  ::close(first);
-  ::close(fd);
-}
-
-TEST_F(AuditForwardTest, NoDialWithinTheRetryWindowOfAFailure) {
-  Append(0, 1);
-  Write(log_ + ".sent",
-        fmt::format("- 0 {}\n", std::chrono::duration_cast<std::chrono::milliseconds>(
-                                    std::chrono::system_clock::now().time_since_epoch())
-                                    .count()));
-  CollectorDial dial(log_, "127.0.0.1", 9, 3000, 60'000);
-  auto taken = dial.Take();
-  ASSERT_FALSE(taken.ok());
-  EXPECT_NE(taken.status().message().find("unreachable"), std::string::npos)
-      << taken.status().message();
 }
 
 // The collector's copy is the log as it was sent; each rewrite on the node

@@ -36,11 +36,9 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <vector>
 
 #include "hpcml/common/status.hpp"
-#include "hpcml/common/unique_fd.hpp"
 
 namespace hpcml::guard {
 
@@ -154,38 +152,10 @@ Result<VerifyReport> VerifyAuditLog(const std::string& path);
 // `retry_after_ms` of a failed send it fails at once, without trying: a
 // collector that drops packets would otherwise hold every step on the
 // node for the timeout, one after another.
-// With `dial`, the connection it opened is used (a fresh one if it failed).
 inline constexpr int kAuditRetryAfterMs = 3000;
-class CollectorDial;
 Result<std::size_t> ForwardAudit(const std::string& path, const std::string& host,
                                  std::uint16_t port, const std::string& node, int timeout_ms = 3000,
-                                 int retry_after_ms = kAuditRetryAfterMs,
-                                 CollectorDial* dial = nullptr);
-
-// The connection a later ForwardAudit will send on, opened ahead by a
-// thread of its own: the TCP handshake is kernel work in the connecting
-// thread (about 0.2 ms per step on the test cluster's bridge), which then
-// runs beside the caller's other work (the step's decision and view).
-// Nothing starts within `retry_after_ms` of a failed send ("<log>.sent"),
-// nor when the thread cannot be made (ForwardAudit then connects itself).
-// The destructor cancels a connect still waiting and joins the thread: the
-// caller never waits longer than for its own ForwardAudit.
-class CollectorDial {
- public:
-  CollectorDial(const std::string& path, const std::string& host, std::uint16_t port,
-                int timeout_ms = 3000, int retry_after_ms = kAuditRetryAfterMs);
-  ~CollectorDial();
-  CollectorDial(const CollectorDial&) = delete;
-  CollectorDial& operator=(const CollectorDial&) = delete;
-
-  // The connected socket, or why there is none; waits for the thread. Once.
-  Result<UniqueFd> Take();
-
- private:
-  UniqueFd cancel_;  // an eventfd: readable once the destructor cancels
-  std::thread thread_;
-  Result<UniqueFd> result_;
-};
+                                 int retry_after_ms = kAuditRetryAfterMs);
 
 struct CollectorCheck {
   std::size_t lines = 0;    // lines in the collector's copy
