@@ -189,43 +189,6 @@ Result<DatasetTable> DatasetTable::Open(std::string_view bytes, std::shared_ptr<
   if (t.arena_at_ + t.arena_size_ != bytes.size())
     return Corrupt("dataset table: {} bytes, its head says {}", bytes.size(),
                    t.arena_at_ + t.arena_size_);
-  auto in_arena = [&](std::uint32_t off, std::uint32_t len) {
-    return std::uint64_t{off} + len <= t.arena_size_;
-  };
-  for (std::uint32_t i = 0; i < t.count_; ++i) {
-    const std::size_t at = t.records_at_ + std::size_t{i} * kRecordWords * kW;
-    auto f = [&](Rec r) { return Word(bytes, at + r * kW); };
-    if (f(kPathLen) == 0 || !in_arena(f(kPathOff), f(kPathLen)) ||
-        !in_arena(f(kZoneOff), f(kZoneLen)) || !in_arena(f(kClassOff), f(kClassLen)) ||
-        f(kFlags) > 1)
-      return Corrupt("dataset table: entry {} lies outside the block", i);
-  }
-  for (std::uint32_t s = 0; s < t.exact_slots_; ++s) {
-    std::uint32_t v = Word(bytes, t.exact_at_ + s * kW);
-    if (v != kNone && v >= t.count_) return Corrupt("dataset table: exact index out of range");
-  }
-  for (std::uint32_t s = 0; s < t.dir_slots_; ++s) {
-    std::uint32_t v = Word(bytes, t.dir_slots_at_ + s * kW);
-    if (v != kNone && v >= t.dirs_) return Corrupt("dataset table: directory index out of range");
-  }
-  for (std::uint32_t d = 0; d < t.dirs_; ++d) {
-    auto f = [&](Dir r) { return Word(bytes, t.dirs_at_ + (std::size_t{d} * kDirWords + r) * kW); };
-    if (!in_arena(f(kDirOff), f(kDirLen)) || std::uint64_t{f(kFirst)} + f(kCount) > t.prefix_list_)
-      return Corrupt("dataset table: directory {} lies outside the block", d);
-  }
-  for (std::uint32_t k = 0; k < t.prefix_list_; ++k)
-    if (Word(bytes, t.prefix_list_at_ + k * kW) >= t.count_)
-      return Corrupt("dataset table: prefix entry index out of range");
-  for (std::uint32_t z = 0; z < t.zones_; ++z) {
-    auto f = [&](Dir r) {
-      return Word(bytes, t.zones_at_ + (std::size_t{z} * kDirWords + r) * kW);
-    };
-    if (!in_arena(f(kDirOff), f(kDirLen)) || std::uint64_t{f(kFirst)} + f(kCount) > t.count_)
-      return Corrupt("dataset table: zone {} lies outside the block", z);
-  }
-  for (std::uint32_t k = 0; k < t.count_; ++k)
-    if (Word(bytes, t.zone_list_at_ + k * kW) >= t.count_)
-      return Corrupt("dataset table: zone entry index out of range");
   return t;
 }
 
@@ -235,16 +198,23 @@ DatasetTable DatasetTable::FromSpecs(std::vector<DatasetSpec> entries) {
   return std::move(t).value();  // Build's own output
 }
 
+std::string_view DatasetTable::Str(std::uint32_t off, std::uint32_t len) const {
+  if (off > arena_size_) return {};
+  return bytes_.substr(arena_at_ + off, std::min<std::size_t>(len, arena_size_ - off));
+}
+
 std::string_view DatasetTable::PathAt(std::uint32_t i) const {
+  if (i >= count_) return {};
   const std::size_t at = records_at_ + std::size_t{i} * kRecordWords * sizeof(std::uint32_t);
-  return bytes_.substr(arena_at_ + Word(bytes_, at + kPathOff * sizeof(std::uint32_t)),
-                       Word(bytes_, at + kPathLen * sizeof(std::uint32_t)));
+  return Str(Word(bytes_, at + kPathOff * sizeof(std::uint32_t)),
+             Word(bytes_, at + kPathLen * sizeof(std::uint32_t)));
 }
 
 DatasetEntry DatasetTable::at(std::uint32_t i) const {
+  if (i >= count_) return DatasetEntry{{}, false, {}, {}, 0, i};  // a damaged index
   const std::size_t at = records_at_ + std::size_t{i} * kRecordWords * sizeof(std::uint32_t);
   auto f = [&](Rec r) { return Word(bytes_, at + r * sizeof(std::uint32_t)); };
-  auto str = [&](Rec off, Rec len) { return bytes_.substr(arena_at_ + f(off), f(len)); };
+  auto str = [&](Rec off, Rec len) { return Str(f(off), f(len)); };
   return DatasetEntry{str(kPathOff, kPathLen),
                       f(kFlags) == 1,
                       str(kZoneOff, kZoneLen),
@@ -260,7 +230,7 @@ std::optional<DatasetEntry> DatasetTable::Exact(std::string_view path) const {
   for (std::uint32_t probes = 0; probes < exact_slots_; ++probes, slot = (slot + 1) & mask) {
     std::uint32_t i = Word(bytes_, exact_at_ + slot * sizeof(std::uint32_t));
     if (i == kNone) break;
-    if (PathAt(i) == path) {
+    if (i < count_ && PathAt(i) == path) {
       DatasetEntry e = at(i);
       if (!e.string_prefix) return e;
     }
@@ -276,12 +246,15 @@ std::optional<DatasetEntry> DatasetTable::LongestPrefixIn(std::string_view dir,
   for (std::uint32_t probes = 0; probes < dir_slots_; ++probes, slot = (slot + 1) & mask) {
     std::uint32_t d = Word(bytes_, dir_slots_at_ + slot * kW);
     if (d == kNone) break;
+    if (d >= dirs_) continue;
     auto f = [&](Dir r) { return Word(bytes_, dirs_at_ + (std::size_t{d} * kDirWords + r) * kW); };
-    if (bytes_.substr(arena_at_ + f(kDirOff), f(kDirLen)) != dir) continue;
+    if (Str(f(kDirOff), f(kDirLen)) != dir) continue;
     std::optional<DatasetEntry> best;
-    for (std::uint32_t k = f(kFirst), end = k + f(kCount); k < end; ++k) {
-      DatasetEntry e = at(Word(bytes_, prefix_list_at_ + k * kW));
-      if (e.string_prefix && path.starts_with(e.path) &&
+    const std::uint32_t first = std::min(f(kFirst), prefix_list_);
+    const std::uint32_t end = first + std::min(f(kCount), prefix_list_ - first);
+    for (std::uint32_t k = first; k < end; ++k) {
+      DatasetEntry e = at(Word(bytes_, prefix_list_at_ + std::size_t{k} * kW));
+      if (e.string_prefix && !e.path.empty() && path.starts_with(e.path) &&
           (!best || e.path.size() > best->path.size()))
         best = e;
     }
@@ -304,15 +277,18 @@ std::uint32_t DatasetTable::LowerBound(std::string_view path) const {
 
 std::string_view DatasetTable::ZoneName(std::uint32_t k) const {
   constexpr std::size_t kW = sizeof(std::uint32_t);
+  if (k >= zones_) return {};
   const std::size_t at = zones_at_ + std::size_t{k} * kDirWords * kW;
-  return bytes_.substr(arena_at_ + Word(bytes_, at + kDirOff * kW),
-                       Word(bytes_, at + kDirLen * kW));
+  return Str(Word(bytes_, at + kDirOff * kW), Word(bytes_, at + kDirLen * kW));
 }
 
 std::uint32_t DatasetTable::NextInZone(std::uint32_t k, std::uint32_t from) const {
   constexpr std::size_t kW = sizeof(std::uint32_t);
+  if (k >= zones_) return count_;
   const std::size_t at = zones_at_ + std::size_t{k} * kDirWords * kW;
-  std::uint32_t lo = Word(bytes_, at + kFirst * kW), hi = lo + Word(bytes_, at + kCount * kW);
+  // The zone's run of zone_list (count_ positions), cut to it.
+  std::uint32_t lo = std::min(Word(bytes_, at + kFirst * kW), count_);
+  std::uint32_t hi = lo + std::min(Word(bytes_, at + kCount * kW), count_ - lo);
   const std::uint32_t end = hi;
   while (lo < hi) {
     std::uint32_t mid = lo + (hi - lo) / 2;
@@ -321,7 +297,7 @@ std::uint32_t DatasetTable::NextInZone(std::uint32_t k, std::uint32_t from) cons
     else
       hi = mid;
   }
-  return lo < end ? Word(bytes_, zone_list_at_ + std::size_t{lo} * kW) : count_;
+  return lo < end ? std::min(Word(bytes_, zone_list_at_ + std::size_t{lo} * kW), count_) : count_;
 }
 
 DatasetEntry DatasetRange::Iterator::operator*() const {

@@ -216,9 +216,21 @@ TEST(PolicyCache, EveryTruncationAndDamagedByteIsRefusedOrStaysInBounds) {
     }
     // Every lookup answers (within the block: _GLIBCXX_ASSERTIONS checks
     // each string_view taken from it).
+    // Nothing is checked entry by entry when the table is opened (each
+    // lookup checks what it reads): every kind of lookup runs here.
+    const DatasetTable& table = got->policy.dataset_table();
     for (const DatasetEntry& e : parsed.datasets()) {
+      (void)got->policy.MatchDataset(std::string(e.path));
       (void)got->policy.MatchDataset(std::string(e.path) + "/x");
       (void)got->policy.EntriesBelow(e.path).size();
+      (void)table.LowerBound(e.path);
+    }
+    for (std::uint32_t z = 0; z < table.zone_count(); ++z) {
+      (void)table.ZoneName(z).size();
+      for (std::uint32_t from = 0; from <= table.size(); from += 7) {
+        std::uint32_t k = table.NextInZone(z, from);
+        if (k < table.size()) (void)table.at(k).zone.size();
+      }
     }
     for (const DatasetEntry& e : got->policy.datasets()) (void)e.path.size();
   }
