@@ -485,6 +485,22 @@ TEST_F(AuditTest, RepeatedIdenticalDenialsAreSummarised) {
   EXPECT_EQ(Lines().size(), 5u);
 }
 
+// Each step's append costs only what it changes: allowed steps, the common
+// case, write neither side file (two opens, writes and closes each).
+TEST_F(AuditTest, AllowedStepsLeaveTheSideFilesAlone) {
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(AppendAudit(path_, Rec(2 * i)).ok());  // even: allows
+  EXPECT_FALSE(fs::exists(path_ + ".repeat"));
+  EXPECT_FALSE(fs::exists(path_ + ".flood"));
+  ASSERT_TRUE(AppendAudit(path_, Rec(1)).ok());  // a denial starts a repeat run and a flood run
+  EXPECT_FALSE(ReadFile(path_ + ".repeat")->empty());
+  EXPECT_FALSE(ReadFile(path_ + ".flood")->empty());
+  ASSERT_TRUE(AppendAudit(path_, Rec(2)).ok());  // an allow ends the repeat run
+  EXPECT_TRUE(ReadFile(path_ + ".repeat")->empty());
+  EXPECT_EQ(Lines().size(), 5u);
+  auto rep = VerifyAuditLog(path_);
+  EXPECT_TRUE(rep->intact) << Problems(*rep);
+}
+
 // Which guard and which policy decided are part of what makes two denials
 // the same: a changed policy starts a line of its own.
 TEST_F(AuditTest, ANewPolicyDigestIsNotARepeat) {

@@ -214,10 +214,8 @@ TEST(PolicyCache, EveryTruncationAndDamagedByteIsRefusedOrStaysInBounds) {
       ++refused_in_table;
       continue;
     }
-    // Every lookup answers (within the block: _GLIBCXX_ASSERTIONS checks
-    // each string_view taken from it).
-    // Nothing is checked entry by entry when the table is opened (each
-    // lookup checks what it reads): every kind of lookup runs here.
+    // Every kind of lookup answers within the block (each checks what it
+    // reads; _GLIBCXX_ASSERTIONS checks each string_view taken from it).
     const DatasetTable& table = got->policy.dataset_table();
     for (const DatasetEntry& e : parsed.datasets()) {
       (void)got->policy.MatchDataset(std::string(e.path));
