@@ -34,6 +34,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
@@ -356,17 +357,29 @@ Decision DecideOnNode(spank_t sp, AuditRecord* rec) {
   return d.ok() ? std::move(d).value() : DenyForError(d.status());
 }
 
+// True when the step's environment holds exactly `value` for `name`.
+bool StepEnvHolds(spank_t sp, const char* name, const std::string& value) {
+  std::string buf(value.size() + 1, '\0');  // a longer value does not fit: ESPANK_NOSPACE
+  return spank_getenv(sp, name, buf.data(), static_cast<int>(buf.size())) == ESPANK_SUCCESS &&
+         std::string_view(buf.c_str()) == value;
+}
+
 // Sets the HPCML_* variables (job_environment.hpp) in the step's
 // environment. Set here, before slurmstepd forks the tasks, they reach every
-// task without work in each (task_init_privileged runs once per task).
+// task without work in each (task_init_privileged runs once per task). A
+// variable that already holds the decided value (an srun inside a batch
+// script inherits the batch step's) is left as it is: each spank_setenv
+// costs about 0.07 ms (Slurm's setenvf zeroes a 256 KB buffer).
 Status SetJobEnvironment(spank_t sp, const Decision& allowed) {
   const StepState& step = Step();
   if (!step.policy) return Internal("no policy for the job step's environment");
   HPCML_ASSIGN_OR_RETURN(std::vector<EnvVar> env,
                          JobEnvironment(*step.policy, allowed, step.allowed));
-  for (const EnvVar& var : env)
+  for (const EnvVar& var : env) {
+    if (StepEnvHolds(sp, var.name, var.value)) continue;
     if (spank_setenv(sp, var.name, var.value.c_str(), 1) != ESPANK_SUCCESS)
       return Internal("cannot set HPCML_* in the job step's environment");
+  }
   return Status::Ok();
 }
 
