@@ -74,10 +74,18 @@ Result<UniqueFd> Connect(const std::string& host, std::uint16_t port, Clock::tim
   struct addrinfo hints {};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
+  // An address is taken as it is, without the name service: its first
+  // lookup in a process (each step's slurmstepd is a new one) costs about
+  // 0.03 ms. A name is looked up.
+  hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
   struct addrinfo* found = nullptr;
   const std::string service = std::to_string(port);
-  if (int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &found); rc != 0)
-    return IoError("{}: {}", where, ::gai_strerror(rc));
+  int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &found);
+  if (rc == EAI_NONAME) {
+    hints.ai_flags = AI_NUMERICSERV;
+    rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &found);
+  }
+  if (rc != 0) return IoError("{}: {}", where, ::gai_strerror(rc));
   std::unique_ptr<struct addrinfo, decltype(&::freeaddrinfo)> list(found, ::freeaddrinfo);
   Status last = IoError("{}: no address", where);
   for (struct addrinfo* a = list.get(); a; a = a->ai_next) {
