@@ -128,7 +128,12 @@ for run in $(seq 1 "$runs"); do
   read -r ratio added < <(awk -v w="$(median "${with[@]}")" -v b="$(median "${without[@]}")" \
     'BEGIN {printf "%.3f %.2f\n", w / b, (w - b) * 1000}')
   ratios+=("$ratio")
-  echo "run $run: without guard $(stats "${without[@]}"); with guard $(stats "${with[@]}"); ratio $ratio ($added ms added)"
+  # Each round's two steps ran back to back: the median of their
+  # differences is less moved by the machine's drift than the difference
+  # of the medians.
+  paired=$(paste <(printf '%s\n' "${with[@]}") <(printf '%s\n' "${without[@]}") |
+    awk '{print ($1 - $2) * 1000}' | sort -n | awk '{a[NR]=$1} END {printf "%.2f", a[int((NR+1)/2)]}')
+  echo "run $run: without guard $(stats "${without[@]}"); with guard $(stats "${with[@]}"); ratio $ratio ($added ms added; median of the rounds' differences $paired ms)"
 done
 awk -v r="$(median "${ratios[@]}")" -v n="$runs" \
   'BEGIN {printf "ratio guard/baseline (median of %d runs'"'"' median ratios): %.3f (target <= 1.05)\n", n, r}'
