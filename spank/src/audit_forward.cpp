@@ -266,11 +266,9 @@ Result<std::size_t> ForwardAudit(const std::string& path, const std::string& hos
     return Unavailable("{}: unreachable {:.1f} s ago (tried again {:.0f} s after a failure)", where,
                        static_cast<double>(ago) / 1000, static_cast<double>(retry_after_ms) / 1000);
   };
-  if (auto peek = OpenFd(mark_path, O_RDONLY | O_NOFOLLOW); peek.ok()) {
-    HPCML_ASSIGN_OR_RETURN(SentMark seen, ReadMark(peek->get(), mark_path));
-    HPCML_RETURN_IF_ERROR(recently_failed(seen));  // without waiting for the lock
-  }
   HPCML_ASSIGN_OR_RETURN(UniqueFd mark_fd, OpenFd(mark_path, O_RDWR | O_CREAT | O_NOFOLLOW, 0640));
+  HPCML_ASSIGN_OR_RETURN(SentMark seen, ReadMark(mark_fd.get(), mark_path));
+  HPCML_RETURN_IF_ERROR(recently_failed(seen));  // without waiting for the lock
   // One sender at a time per log: the next waits and finds less to send.
   while (::flock(mark_fd.get(), LOCK_EX) != 0) {
     if (errno != EINTR) return ErrnoError("flock " + mark_path, errno);

@@ -367,9 +367,10 @@ bool StepEnvHolds(spank_t sp, const char* name, const std::string& value) {
 // Sets the HPCML_* variables (job_environment.hpp) in the step's
 // environment. Set here, before slurmstepd forks the tasks, they reach every
 // task without work in each (task_init_privileged runs once per task). A
-// variable that already holds the decided value (an srun inside a batch
-// script inherits the batch step's) is left as it is: each spank_setenv
-// costs about 0.07 ms (Slurm's setenvf zeroes a 256 KB buffer).
+// variable that already holds the decided value (srun's hint, see
+// submit_side.cpp; an srun inside a batch script inherits the batch step's)
+// is left as it is: each spank_setenv costs 0.05-0.15 ms (Slurm's setenvf
+// zeroes a 256 KB buffer).
 Status SetJobEnvironment(spank_t sp, const Decision& allowed) {
   const StepState& step = Step();
   if (!step.policy) return Internal("no policy for the job step's environment");

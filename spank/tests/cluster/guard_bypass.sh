@@ -40,13 +40,22 @@ expect_denied "control characters in an option" "--ml-role"
 
 # Preset HPCML_* variables are replaced by the guard's on allow (the guard
 # leaves a variable alone only when it holds the decided value exactly: a
-# longer value that starts with it, or a prefix of it, is replaced).
-run_as $ALICE env HPCML_ROLE=ml-engineer-admin HPCML_DATASETS=/etc/shadow HPCML_ZONE=eu \
-  timeout 60 srun -n1 --ml-role=ml-engineer printenv HPCML_ROLE HPCML_DATASETS HPCML_ZONE
+# longer value that starts with it, or a prefix of it, is replaced). Without
+# the submit-side plugin, whose srun would put its own values (hints) in
+# their place: the forged ones reach the node.
+run_as $ALICE env SLURM_CONF="$conf" ${opt}_ml_role=ml-engineer HPCML_ROLE=ml-engineer-admin \
+  HPCML_DATASETS=/etc/shadow HPCML_ZONE=eu \
+  timeout 60 srun -n1 printenv HPCML_ROLE HPCML_DATASETS HPCML_ZONE
 expect_allowed "allowed job with forged HPCML_* variables"
 assert_eq $'ml-engineer\n\nae' "$(grep -v '^srun:' <<<"$OUT")" "HPCML_* set by the guard"
-run_as $ALICE env HPCML_CLASSIFICATIONS=intern HPCML_ZONE=ae \
-  timeout 60 srun -n1 --ml-role=ml-engineer printenv HPCML_CLASSIFICATIONS HPCML_ZONE
+run_as $ALICE env SLURM_CONF="$conf" ${opt}_ml_role=ml-engineer HPCML_CLASSIFICATIONS=intern \
+  HPCML_ZONE=ae timeout 60 srun -n1 printenv HPCML_CLASSIFICATIONS HPCML_ZONE
 expect_allowed "allowed job with a forged HPCML_CLASSIFICATIONS"
 assert_eq $'internal\nae' "$(grep -v '^srun:' <<<"$OUT")" "HPCML_CLASSIFICATIONS set by the guard"
+# With it, the same forged values are replaced in srun already; and srun's
+# hint for a step without data (no zone known) is corrected by the node.
+run_as $ALICE env HPCML_ROLE=ml-engineer-admin HPCML_DATASETS=/etc/shadow HPCML_ZONE=eu \
+  timeout 60 srun -n1 --ml-role=ml-engineer printenv HPCML_ROLE HPCML_DATASETS HPCML_ZONE
+expect_allowed "allowed job with forged HPCML_* variables, through srun's plugin"
+assert_eq $'ml-engineer\n\nae' "$(grep -v '^srun:' <<<"$OUT")" "HPCML_* through srun's plugin"
 pass
