@@ -14,8 +14,8 @@
 # and a build (HPCML_BUILD_DIR, default build/default). Run as root: it
 # switches plugstack.conf between rounds. The steps run as an ordinary user
 # (HPCML_BENCH_USER, default the cluster's hpcml-alice), as jobs do: a user's
-# srun logs no advisory allow (root's would go to the audit file). Each srun is timed inside the user's shell, so switching user is in
-# neither figure. The guard runs with its defaults, so each step's
+# srun logs no advisory allow (root's would go to the audit file). Each srun
+# is timed inside the user's shell, so switching user is in neither figure. The guard runs with its defaults, so each step's
 # slurmstepd enters the dataset view (enforce=mount): here one cover (a
 # tmpfs over the policy's data root, [view] roots) and the one requested
 # file mounted back read-only. Prints the

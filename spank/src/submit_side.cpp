@@ -60,8 +60,8 @@ std::string DataZones(const Policy& policy, const std::vector<std::string>& data
 
 // The advisory check in srun/sbatch/salloc: what can be known before a job
 // exists (no account, partition or GPU count yet; no node zone). Allowed,
-// `step_env` is what an allowed step's environment gets from the same
-// decision (job_environment.hpp).
+// and if `step_env` is given, it gets what the step's environment would get
+// from the same decision (job_environment.hpp).
 Decision DecideOnSubmit(AuditRecord* rec, std::string* data_zones, std::vector<EnvVar>* step_env) {
   const GuardState& s = State();
   *rec = NewRecord("submit");
@@ -90,7 +90,7 @@ Decision DecideOnSubmit(AuditRecord* rec, std::string* data_zones, std::vector<E
   rec->datasets = req.datasets;
   *data_zones = DataZones(*policy, req.datasets);
   Decision d = Decide(*policy, req);
-  if (d.allow) {
+  if (d.allow && step_env) {
     // The node's zone is not known here, but an allowed step runs in its
     // data's zone: that one, if there is exactly one.
     Decision on_node = d;
@@ -102,15 +102,14 @@ Decision DecideOnSubmit(AuditRecord* rec, std::string* data_zones, std::vector<E
   return d;
 }
 
-// srun: the HPCML_* values its step will get if the node decides the same,
-// put in srun's environment, which Slurm copies into the step's. They are
-// hints: the node compares each with its own decision and sets those that
-// differ (StepEnvHolds), and leaves the others, saving Slurm's setenvf for
-// each (0.2 ms for all four here: each zeroes a 256 KB buffer). Not in sbatch or salloc,
-// whose environment reaches the user's shell or batch script on a login
-// node, where no step was decided.
+// srun only: the HPCML_* values its step will get if the node decides the
+// same, put in srun's environment, which Slurm copies into the step's. They
+// are hints: the node compares each with its own decision, sets those that
+// differ (StepEnvHolds) and leaves the others, saving Slurm's setenvf for
+// each (0.2 ms for all four here: each zeroes a 256 KB buffer). Not sbatch
+// or salloc: their environment reaches the user's shell or batch script on
+// a login node, where no step was decided.
 void HintStepEnvironment(const std::vector<EnvVar>& env) {
-  if (spank_context() != S_CTX_LOCAL) return;
   for (const EnvVar& var : env) ::setenv(var.name, var.value.c_str(), 1);
 }
 
@@ -127,8 +126,9 @@ int SubmitInitPostOpt(spank_t sp) noexcept {
     ForwardDatasets(sp);
     AuditRecord rec;
     std::string data_zones;
+    const bool is_srun = spank_context() == S_CTX_LOCAL;
     std::vector<EnvVar> step_env;
-    Decision d = DecideOnSubmit(&rec, &data_zones, &step_env);
+    Decision d = DecideOnSubmit(&rec, &data_zones, is_srun ? &step_env : nullptr);
     // For slurmctld's job_submit/lua (examples/guard/job_submit.lua): the
     // zones of the job's data route it to their nodes, or refuse it if
     // they are several. Only a new job takes it (sbatch, salloc, srun
@@ -142,7 +142,7 @@ int SubmitInitPostOpt(spank_t sp) noexcept {
     // from the user's own process proves nothing. Denials, and what sbatch
     // and salloc submit, go to syslog (root's also to the file).
     const bool root = ::geteuid() == 0;
-    if (!d.allow || root || spank_context() != S_CTX_LOCAL) (void)Audit(rec, root);
+    if (!d.allow || root || !is_srun) (void)Audit(rec, root);
     if (!d.allow) {
       slurm_error("hpcml-guard: denied: %s", d.reason.c_str());
       return -1;
