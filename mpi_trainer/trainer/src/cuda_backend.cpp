@@ -285,14 +285,15 @@ class CudaBackend final : public Backend {
       return FailedPrecondition("--backend cuda: GPU {} has no stream-ordered allocator", device);
     }
     // Non-blocking: libraries' work on the legacy default stream must not
-    // serialise with ours. Everything of this backend is on this stream.
-    cudaStream_t s = nullptr;
+    // serialise with ours. Everything of this backend but the batch uploads
+    // is on the compute stream, cuBLAS included.
+    cudaStream_t compute = nullptr, uploads = nullptr;
     HPCML_RETURN_IF_ERROR(
-        CudaCheck(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate"));
-    stream_ = Stream(s);
-    HPCML_RETURN_IF_ERROR(CudaCheck(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking),
+        CudaCheck(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking), "cudaStreamCreate"));
+    stream_ = Stream(compute);
+    HPCML_RETURN_IF_ERROR(CudaCheck(cudaStreamCreateWithFlags(&uploads, cudaStreamNonBlocking),
                                     "cudaStreamCreate (uploads)"));
-    copy_stream_ = Stream(s);
+    copy_stream_ = Stream(uploads);
     cudaEvent_t e = nullptr;
     HPCML_RETURN_IF_ERROR(
         CudaCheck(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate"));
@@ -300,7 +301,9 @@ class CudaBackend final : public Backend {
     cublasHandle_t h = nullptr;
     if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) return Internal("cublasCreate failed");
     cublas_ = Cublas(h);
-    if (cublasSetStream(h, s) != CUBLAS_STATUS_SUCCESS) return Internal("cublasSetStream failed");
+    if (cublasSetStream(h, compute) != CUBLAS_STATUS_SUCCESS) {
+      return Internal("cublasSetStream failed");
+    }
     void* p = nullptr;
     HPCML_RETURN_IF_ERROR(
         CudaCheck(cudaMalloc(&p, (cuda::kSumPartials + 1) * sizeof(double)), "cudaMalloc"));

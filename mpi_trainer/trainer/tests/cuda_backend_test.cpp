@@ -348,6 +348,30 @@ TEST_F(CudaBackendTest, AllocZeroFillIsOrderedBeforeLaterWork) {
   }
 }
 
+// A GEMM is ordered with the rest of the backend's work: the kernels that
+// write its operands before it, and a copy of its result right after it (a
+// product of 8192^3, over a millisecond, so a GEMM queued on another stream
+// is still running when the copy reads). cuBLAS once ran on the upload
+// stream, and only compute-sanitizer's slower launches showed it.
+TEST_F(CudaBackendTest, GemmIsOrderedWithTheOtherWorkOfTheStream) {
+  const std::int64_t n = 8192;
+  const auto nn = static_cast<size_t>(n * n);
+  Buffer a = gpu_->Alloc(nn), b = gpu_->Alloc(nn);
+  for (int round = 1; round <= 3; ++round) {
+    gpu_->Fill(a.data(), nn, 0.5f * static_cast<float>(round));
+    gpu_->Fill(b.data(), nn, 0.25f);
+    Buffer c = gpu_->Alloc(nn), d = gpu_->Alloc(nn);
+    gpu_->Gemm(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+    gpu_->Copy(d.data(), c.data(), nn);
+    const std::vector<float> h = Down(d);
+    const float want = 0.125f * static_cast<float>(round * n);  // exact in bf16 and fp32
+    const auto right = std::count(h.begin(), h.end(), want);
+    ASSERT_EQ(right, static_cast<long>(nn))
+        << "round " << round << ": " << static_cast<long>(nn) - right << " elements are not "
+        << want << " (the copy read C before the GEMM had written it)";
+  }
+}
+
 // ToDevice returns before the copy is done; the host buffer may be reused at
 // once. Also a copy larger than one staging piece (64 MiB).
 TEST_F(CudaBackendTest, CopiesSurviveHostReuseAndSpanStagingPieces) {
