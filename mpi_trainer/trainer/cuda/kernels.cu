@@ -30,6 +30,10 @@ unsigned Blocks(std::size_t n) {
   return static_cast<unsigned>(b < 65535 * 16 ? (b == 0 ? 1 : b) : 65535 * 16);
 }
 
+bool Aligned(const void* p, std::uintptr_t bytes) {
+  return reinterpret_cast<std::uintptr_t>(p) % bytes == 0;
+}
+
 unsigned RowBlocks(std::int64_t rows) {
   return static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
 }
@@ -85,15 +89,19 @@ __global__ void FillK(float* x, std::size_t n, float v) {
   for (std::size_t i = First<std::size_t>(); i < n; i += Stride<std::size_t>()) x[i] = v;
 }
 
+// Four floats rounded to four bf16, as one 8-byte store.
+__device__ uint2 Bf16x4(float4 v) {
+  const __nv_bfloat162 lo = __floats2bfloat162_rn(v.x, v.y), hi = __floats2bfloat162_rn(v.z, v.w);
+  uint2 out;
+  out.x = *reinterpret_cast<const unsigned*>(&lo);
+  out.y = *reinterpret_cast<const unsigned*>(&hi);
+  return out;
+}
+
 // Contiguous: four floats in, four bf16 out per step (n a multiple of 4).
 __global__ void ToBf16K4(const float4* src, std::size_t n4, uint2* dst) {
   for (std::size_t i = First<std::size_t>(); i < n4; i += Stride<std::size_t>()) {
-    const float4 v = src[i];
-    const __nv_bfloat162 lo = __floats2bfloat162_rn(v.x, v.y), hi = __floats2bfloat162_rn(v.z, v.w);
-    uint2 out;
-    out.x = *reinterpret_cast<const unsigned*>(&lo);
-    out.y = *reinterpret_cast<const unsigned*>(&hi);
-    dst[i] = out;
+    dst[i] = Bf16x4(src[i]);
   }
 }
 
@@ -117,6 +125,22 @@ __global__ void AddBiasActK(int act, float* z, bool write_z, const float* b, flo
       const float a = Act(act, v);
       out[i] = a;
       if (out16 != nullptr) out16[i] = __float2bfloat16_rn(a);
+    }
+  }
+}
+
+// cols a multiple of 4 and every pointer 16-byte aligned (out16: 8): four
+// elements of one row a thread step; the same arithmetic as AddBiasActK.
+__global__ void AddBiasActK4(int act, float4* z, bool write_z, const float4* b, float4* out,
+                             uint2* out16, unsigned n4, unsigned cols4) {
+  for (unsigned i = First<unsigned>(); i < n4; i += Stride<unsigned>()) {
+    const float4 zi = z[i], bi = b[i % cols4];
+    const float4 v = make_float4(zi.x + bi.x, zi.y + bi.y, zi.z + bi.z, zi.w + bi.w);
+    if (write_z) z[i] = v;
+    if (act != kNoActivation) {
+      const float4 o = make_float4(Act(act, v.x), Act(act, v.y), Act(act, v.z), Act(act, v.w));
+      out[i] = o;
+      if (out16 != nullptr) out16[i] = Bf16x4(o);
     }
   }
 }
@@ -162,6 +186,50 @@ __global__ void BiasGradPartK(int act, const float* pre, const float* dout, floa
     float t = 0.0f;
     for (int k = 0; k < kBgLanes; ++k) t += tile[k][threadIdx.x];
     part[static_cast<std::int64_t>(blockIdx.y) * cols + c] = t;
+  }
+}
+
+// BiasGradPartK on float4s (cols a multiple of 4, pointers 16-byte aligned,
+// dpre16 8): thread (x, y) covers columns 4x .. 4x + 3 of its block's 128,
+// each summed in the same order as there.
+__global__ void BiasGradPartK4(int act, const float4* pre, const float4* dout, float4* dpre,
+                               uint2* dpre16, std::int64_t rows, std::int64_t cols4, float4* part) {
+  __shared__ float4 tile[kBgLanes][kBgCols];
+  const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * kBgCols + threadIdx.x;
+  const std::int64_t step = static_cast<std::int64_t>(gridDim.y) * kBgLanes;
+  float4 s = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  if (c < cols4) {
+    for (std::int64_t r = static_cast<std::int64_t>(blockIdx.y) * kBgLanes + threadIdx.y; r < rows;
+         r += step) {
+      const std::int64_t i = r * cols4 + c;
+      float4 g = dout[i];
+      if (act != kNoActivation) {
+        const float4 p = pre[i];
+        g.x *= ActGrad(act, p.x);
+        g.y *= ActGrad(act, p.y);
+        g.z *= ActGrad(act, p.z);
+        g.w *= ActGrad(act, p.w);
+        dpre[i] = g;
+        if (dpre16 != nullptr) dpre16[i] = Bf16x4(g);
+      }
+      s.x += g.x;
+      s.y += g.y;
+      s.z += g.z;
+      s.w += g.w;
+    }
+  }
+  tile[threadIdx.y][threadIdx.x] = s;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < cols4) {
+    float4 t = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (int k = 0; k < kBgLanes; ++k) {
+      const float4 v = tile[k][threadIdx.x];
+      t.x += v.x;
+      t.y += v.y;
+      t.z += v.z;
+      t.w += v.w;
+    }
+    part[static_cast<std::int64_t>(blockIdx.y) * cols4 + c] = t;
   }
 }
 
@@ -268,10 +336,18 @@ __device__ void BlockSum(double* sh, double v) {
   }
 }
 
-__global__ void SumSquaresPartK(const float* x, std::size_t n, double* part) {
+// Each thread's share in a fixed order: the 16-byte-aligned float4s (n4 of
+// them, from x), then the elements after them.
+__global__ void SumSquaresPartK(const float* x, std::size_t n4, std::size_t n, double* part) {
   __shared__ double sh[kThreads];
   double s = 0.0;
-  for (std::size_t i = First<std::size_t>(); i < n; i += Stride<std::size_t>())
+  const auto* x4 = reinterpret_cast<const float4*>(x);
+  for (std::size_t i = First<std::size_t>(); i < n4; i += Stride<std::size_t>()) {
+    const float4 v = x4[i];
+    s += static_cast<double>(v.x) * v.x + static_cast<double>(v.y) * v.y +
+         static_cast<double>(v.z) * v.z + static_cast<double>(v.w) * v.w;
+  }
+  for (std::size_t i = 4 * n4 + First<std::size_t>(); i < n; i += Stride<std::size_t>())
     s += static_cast<double>(x[i]) * static_cast<double>(x[i]);
   BlockSum(sh, s);
   if (threadIdx.x == 0) part[blockIdx.x] = sh[0];
@@ -287,16 +363,42 @@ __global__ void SumDoublesK(const double* x, std::size_t n, double* out) {
   if (threadIdx.x == 0) *out = sh[0];
 }
 
+// One parameter's AdamW update (m and v in place); the new parameter.
+__device__ float AdamOne(float p, float g, float& m, float& v, const AdamArgs& a) {
+  const float gi = g * a.grad_scale;
+  m = a.beta1 * m + (1.0f - a.beta1) * gi;
+  v = a.beta2 * v + (1.0f - a.beta2) * gi * gi;
+  const float denom = sqrtf(v) * a.inv_sqrt_bc2 + a.eps;
+  return p * a.decay - a.step_size * m / denom;
+}
+
 __global__ void AdamWK(float* p, __nv_bfloat16* p16, const float* g, float* m, float* v,
                        std::size_t n, AdamArgs a) {
   for (std::size_t i = First<std::size_t>(); i < n; i += Stride<std::size_t>()) {
-    const float gi = g[i] * a.grad_scale;
-    m[i] = a.beta1 * m[i] + (1.0f - a.beta1) * gi;
-    v[i] = a.beta2 * v[i] + (1.0f - a.beta2) * gi * gi;
-    const float denom = sqrtf(v[i]) * a.inv_sqrt_bc2 + a.eps;
-    const float pi = p[i] * a.decay - a.step_size * m[i] / denom;
+    float mi = m[i], vi = v[i];
+    const float pi = AdamOne(p[i], g[i], mi, vi, a);
+    m[i] = mi;
+    v[i] = vi;
     p[i] = pi;
     if (p16 != nullptr) p16[i] = __float2bfloat16_rn(pi);
+  }
+}
+
+// Four parameters a thread step, in 16-byte loads and stores (the update
+// is memory-bound: 30 bytes a parameter); the same arithmetic as AdamWK.
+__global__ void AdamWK4(float4* p, uint2* p16, const float4* g, float4* m, float4* v,
+                        std::size_t n4, AdamArgs a) {
+  for (std::size_t i = First<std::size_t>(); i < n4; i += Stride<std::size_t>()) {
+    float4 pi = p[i], mi = m[i], vi = v[i];
+    const float4 gi = g[i];
+    pi.x = AdamOne(pi.x, gi.x, mi.x, vi.x, a);
+    pi.y = AdamOne(pi.y, gi.y, mi.y, vi.y, a);
+    pi.z = AdamOne(pi.z, gi.z, mi.z, vi.z, a);
+    pi.w = AdamOne(pi.w, gi.w, mi.w, vi.w, a);
+    m[i] = mi;
+    v[i] = vi;
+    p[i] = pi;
+    if (p16 != nullptr) p16[i] = Bf16x4(pi);
   }
 }
 
@@ -406,9 +508,7 @@ cudaError_t ToBf16(const float* src, std::int64_t ld, std::int64_t rows, std::in
                    void* dst, cudaStream_t s) {
   const auto n = static_cast<std::size_t>(rows * cols);
   if (n == 0) return cudaSuccess;
-  const bool aligned = reinterpret_cast<std::uintptr_t>(src) % 16 == 0 &&
-                       reinterpret_cast<std::uintptr_t>(dst) % 8 == 0;
-  if (ld == cols && n % 4 == 0 && aligned) {
+  if (ld == cols && n % 4 == 0 && Aligned(src, 16) && Aligned(dst, 8)) {
     ToBf16K4<<<Blocks(n / 4), kThreads, 0, s>>>(reinterpret_cast<const float4*>(src), n / 4,
                                                 static_cast<uint2*>(dst));
   } else {
@@ -422,8 +522,15 @@ cudaError_t AddBiasAct(int act, float* z, bool write_z, const float* b, float* o
   const auto n = static_cast<std::size_t>(rows * cols);
   if (n == 0) return cudaSuccess;
   auto* o16 = static_cast<__nv_bfloat16*>(out16);
+  const bool wide = cols % 4 == 0 && Aligned(z, 16) && Aligned(b, 16) &&
+                    (out == nullptr || Aligned(out, 16)) && (out16 == nullptr || Aligned(out16, 8));
   // 32-bit indices while index + grid stride (at most 2^28) cannot wrap.
-  if (n <= (std::size_t{1} << 31)) {
+  if (wide && n <= (std::size_t{1} << 31)) {
+    AddBiasActK4<<<Blocks(n / 4), kThreads, 0, s>>>(
+        act, reinterpret_cast<float4*>(z), write_z, reinterpret_cast<const float4*>(b),
+        reinterpret_cast<float4*>(out), static_cast<uint2*>(out16), static_cast<unsigned>(n / 4),
+        static_cast<unsigned>(cols / 4));
+  } else if (n <= (std::size_t{1} << 31)) {
     AddBiasActK<unsigned><<<Blocks(n), kThreads, 0, s>>>(
         act, z, write_z, b, out, o16, static_cast<unsigned>(n), static_cast<unsigned>(cols));
   } else {
@@ -455,10 +562,23 @@ cudaError_t BiasGrad(int act, const float* pre, const float* dout, float* dpre, 
                      cudaStream_t s) {
   if (rows == 0 || cols == 0) return cudaSuccess;
   const int chunks = BgChunks(rows);
-  const dim3 grid(static_cast<unsigned>((cols + kBgCols - 1) / kBgCols),
-                  static_cast<unsigned>(chunks));
-  BiasGradPartK<<<grid, dim3(kBgCols, kBgLanes), 0, s>>>(
-      act, pre, dout, dpre, static_cast<__nv_bfloat16*>(dpre16), rows, cols, scratch);
+  const bool wide =
+      cols % 4 == 0 && Aligned(dout, 16) && Aligned(scratch, 16) &&
+      (act == kNoActivation || (Aligned(pre, 16) && Aligned(dpre, 16) && Aligned(dpre16, 8)));
+  if (wide) {
+    const std::int64_t cols4 = cols / 4;
+    const dim3 grid(static_cast<unsigned>((cols4 + kBgCols - 1) / kBgCols),
+                    static_cast<unsigned>(chunks));
+    BiasGradPartK4<<<grid, dim3(kBgCols, kBgLanes), 0, s>>>(
+        act, reinterpret_cast<const float4*>(pre), reinterpret_cast<const float4*>(dout),
+        reinterpret_cast<float4*>(dpre), static_cast<uint2*>(dpre16), rows, cols4,
+        reinterpret_cast<float4*>(scratch));
+  } else {
+    const dim3 grid(static_cast<unsigned>((cols + kBgCols - 1) / kBgCols),
+                    static_cast<unsigned>(chunks));
+    BiasGradPartK<<<grid, dim3(kBgCols, kBgLanes), 0, s>>>(
+        act, pre, dout, dpre, static_cast<__nv_bfloat16*>(dpre16), rows, cols, scratch);
+  }
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return e;
   BiasGradSumK<<<Blocks(static_cast<std::size_t>(cols)), kThreads, 0, s>>>(scratch, chunks, cols,
@@ -499,7 +619,7 @@ cudaError_t Mse(const float* y, const float* t, std::int64_t rows, std::int64_t 
 cudaError_t SumSquares(const float* x, std::size_t n, double* partials, double* out,
                        cudaStream_t s) {
   const unsigned blocks = Blocks(n) < kSumPartials ? Blocks(n) : kSumPartials;
-  SumSquaresPartK<<<blocks, kThreads, 0, s>>>(x, n, partials);
+  SumSquaresPartK<<<blocks, kThreads, 0, s>>>(x, Aligned(x, 16) ? n / 4 : 0, n, partials);
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return e;
   return SumDoubles(partials, blocks, out, s);
@@ -513,7 +633,23 @@ cudaError_t SumDoubles(const double* x, std::size_t n, double* out, cudaStream_t
 cudaError_t AdamW(float* p, void* p16, const float* g, float* m, float* v, std::size_t n,
                   const AdamArgs& a, cudaStream_t s) {
   if (n == 0) return cudaSuccess;
-  AdamWK<<<Blocks(n), kThreads, 0, s>>>(p, static_cast<__nv_bfloat16*>(p16), g, m, v, n, a);
+  auto* p16b = static_cast<__nv_bfloat16*>(p16);
+  std::size_t n4 = 0;
+  if (Aligned(p, 16) && Aligned(g, 16) && Aligned(m, 16) && Aligned(v, 16) &&
+      (p16 == nullptr || Aligned(p16, 8))) {
+    n4 = n / 4;
+    if (n4 > 0) {
+      AdamWK4<<<Blocks(n4), kThreads, 0, s>>>(
+          reinterpret_cast<float4*>(p), static_cast<uint2*>(p16),
+          reinterpret_cast<const float4*>(g), reinterpret_cast<float4*>(m),
+          reinterpret_cast<float4*>(v), n4, a);
+    }
+  }
+  const std::size_t done = 4 * n4;
+  if (done < n) {
+    AdamWK<<<Blocks(n - done), kThreads, 0, s>>>(p + done, p16b == nullptr ? nullptr : p16b + done,
+                                                 g + done, m + done, v + done, n - done, a);
+  }
   return cudaGetLastError();
 }
 

@@ -137,6 +137,8 @@ TEST_F(CudaBackendTest, ElementwiseLossNormAndAdamMatchCpu) {
       gpu_->LossAndGrad(LossKind::kMse, dzz.data(), dgg.data(), rows, cols, 1.0f, ddl.data());
   EXPECT_NEAR(mg, mc, 1e-6 * std::abs(mc));
   EXPECT_NEAR(gpu_->SumSquares(dzz.data(), z.size()), cpu_->SumSquares(z.data(), z.size()), 1e-4);
+  EXPECT_NEAR(gpu_->SumSquares(dzz.data() + 1, z.size() - 1),  // not 16-byte aligned
+              cpu_->SumSquares(z.data() + 1, z.size() - 1), 1e-4);
 
   // Class weights, then an embedding lookup and its gradient with repeated
   // codes (the GPU adds them with atomics).
@@ -167,17 +169,21 @@ TEST_F(CudaBackendTest, ElementwiseLossNormAndAdamMatchCpu) {
   auto gg = Down(dgrad);
   for (size_t i = 0; i < grad.size(); ++i) EXPECT_NEAR(gg[i], grad[i], 1e-5);
 
-  auto p = Random(100, 7), gr = Random(100, 8);
-  std::vector<float> m(100, 0.0f), v(100, 0.0f);
-  Buffer dp = Up(p), dgr = Up(gr), dm = gpu_->Alloc(100), dv = gpu_->Alloc(100);
+  // 103 parameters: 25 float4s and a tail of 3; then the last 102 alone,
+  // which are not 16-byte aligned (the kernel's scalar form).
+  constexpr size_t kParams = 103;
+  auto p = Random(kParams, 7), gr = Random(kParams, 8);
+  std::vector<float> m(kParams, 0.0f), v(kParams, 0.0f);
+  Buffer dp = Up(p), dgr = Up(gr), dm = gpu_->Alloc(kParams), dv = gpu_->Alloc(kParams);
   AdamWStep st;
   st.lr = 0.01f;
   st.weight_decay = 0.1f;
   st.grad_scale = 0.7f;
-  for (int s = 1; s <= 3; ++s) {
+  for (int s = 1; s <= 4; ++s) {
     st.step = s;
-    cpu_->AdamW(p.data(), gr.data(), m.data(), v.data(), 100, st);
-    gpu_->AdamW(dp.data(), dgr.data(), dm.data(), dv.data(), 100, st);
+    const size_t at = s == 4 ? 1 : 0;
+    cpu_->AdamW(p.data() + at, gr.data() + at, m.data() + at, v.data() + at, kParams - at, st);
+    gpu_->AdamW(dp.data() + at, dgr.data() + at, dm.data() + at, dv.data() + at, kParams - at, st);
   }
   auto gp = Down(dp);
   for (size_t i = 0; i < p.size(); ++i) EXPECT_NEAR(gp[i], p[i], 1e-5);
