@@ -98,6 +98,29 @@ __device__ uint2 Bf16x4(float4 v) {
   return out;
 }
 
+// Four floats from four bf16 in one 8-byte load.
+__device__ float4 Float4(uint2 v) {
+  const float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&v.x));
+  const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&v.y));
+  return make_float4(a.x, a.y, b.x, b.y);
+}
+
+__global__ void FromBf16K(const __nv_bfloat16* src, std::int64_t ld, std::int64_t rows,
+                          std::int64_t cols, float* dst) {
+  const auto n = static_cast<std::size_t>(rows * cols);
+  for (std::size_t i = First<std::size_t>(); i < n; i += Stride<std::size_t>()) {
+    const auto r = static_cast<std::int64_t>(i / static_cast<std::size_t>(cols));
+    const std::int64_t at = r * ld + static_cast<std::int64_t>(i % static_cast<std::size_t>(cols));
+    dst[at] = __bfloat162float(src[at]);
+  }
+}
+
+__global__ void FromBf16K4(const uint2* src, std::size_t n4, float4* dst) {
+  for (std::size_t i = First<std::size_t>(); i < n4; i += Stride<std::size_t>()) {
+    dst[i] = Float4(src[i]);
+  }
+}
+
 // Contiguous: four floats in, four bf16 out per step (n a multiple of 4).
 __global__ void ToBf16K4(const float4* src, std::size_t n4, uint2* dst) {
   for (std::size_t i = First<std::size_t>(); i < n4; i += Stride<std::size_t>()) {
@@ -174,7 +197,7 @@ __global__ void BiasGradPartK(int act, const float* pre, const float* dout, floa
       float g = dout[i];
       if (act != kNoActivation) {
         g *= ActGrad(act, pre[i]);
-        dpre[i] = g;
+        if (dpre != nullptr) dpre[i] = g;
         if (dpre16 != nullptr) dpre16[i] = __float2bfloat16_rn(g);
       }
       s += g;
@@ -209,7 +232,7 @@ __global__ void BiasGradPartK4(int act, const float4* pre, const float4* dout, f
         g.y *= ActGrad(act, p.y);
         g.z *= ActGrad(act, p.z);
         g.w *= ActGrad(act, p.w);
-        dpre[i] = g;
+        if (dpre != nullptr) dpre[i] = g;
         if (dpre16 != nullptr) dpre16[i] = Bf16x4(g);
       }
       s.x += g.x;
@@ -513,6 +536,20 @@ cudaError_t ToBf16(const float* src, std::int64_t ld, std::int64_t rows, std::in
                                                 static_cast<uint2*>(dst));
   } else {
     ToBf16K<<<Blocks(n), kThreads, 0, s>>>(src, ld, rows, cols, static_cast<__nv_bfloat16*>(dst));
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t FromBf16(const void* src, std::int64_t ld, std::int64_t rows, std::int64_t cols,
+                     float* dst, cudaStream_t s) {
+  const auto n = static_cast<std::size_t>(rows * cols);
+  if (n == 0) return cudaSuccess;
+  if (ld == cols && n % 4 == 0 && Aligned(src, 8) && Aligned(dst, 16)) {
+    FromBf16K4<<<Blocks(n / 4), kThreads, 0, s>>>(static_cast<const uint2*>(src), n / 4,
+                                                  reinterpret_cast<float4*>(dst));
+  } else {
+    FromBf16K<<<Blocks(n), kThreads, 0, s>>>(static_cast<const __nv_bfloat16*>(src), ld, rows, cols,
+                                             dst);
   }
   return cudaGetLastError();
 }

@@ -53,6 +53,10 @@ cudaError_t Fill(float* x, std::size_t n, float v, cudaStream_t s);
 // elements (__nv_bfloat16), void here so callers need no CUDA headers.
 cudaError_t ToBf16(const float* src, std::int64_t ld, std::int64_t rows, std::int64_t cols,
                    void* dst, cudaStream_t s);
+// The inverse: bf16 at src (row stride ld, in elements) widened to fp32 at
+// dst, same layout.
+cudaError_t FromBf16(const void* src, std::int64_t ld, std::int64_t rows, std::int64_t cols,
+                     float* dst, cudaStream_t s);
 // z[r, :] += b (z left as it was when !write_z); then out = act(z) unless
 // act is kNoActivation (out unused), and out rounded to bf16 at out16 (2-byte
 // elements, same layout) when out16 is not null.
@@ -65,10 +69,11 @@ cudaError_t ActBackward(int act, const float* pre, const float* dout, float* dpr
 // --- reductions
 
 // g = dout * act'(pre), written to dpre (act kNoActivation: g = dout, pre and
-// dpre unused); db[c] += sum over rows of g[r, c]. With an activation and a
-// non-null dpre16, g is also written rounded to bf16 there (same layout). Parallel over rows and
-// columns: column sums of row chunks go to `scratch`, then are added in
-// chunk order. `scratch` holds BiasGradScratch(rows, cols) floats.
+// dpre unused); db[c] += sum over rows of g[r, c]. With an activation, g goes
+// to dpre when it is not null and, rounded to bf16, to a non-null dpre16
+// (same layout). Parallel over rows and columns: column sums of row chunks
+// go to `scratch`, then are added in chunk order. `scratch` holds
+// BiasGradScratch(rows, cols) floats.
 std::size_t BiasGradScratch(std::int64_t rows, std::int64_t cols);
 cudaError_t BiasGrad(int act, const float* pre, const float* dout, float* dpre, void* dpre16,
                      std::int64_t rows, std::int64_t cols, float* db, float* scratch,

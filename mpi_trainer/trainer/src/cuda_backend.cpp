@@ -42,6 +42,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <thread>
@@ -177,10 +178,22 @@ class Scratch {
 // copies overlapping what it wrote stale (Wrote); a kernel that writes a
 // whole contiguous operand writes its copy too when one is kept (Target:
 // the rounding then costs one 2-byte store per element).
+//
+// A kernel may also write only the copy (TargetOwed): the fp32 source is
+// then owed, and is widened from the copy before anything reads it as fp32
+// (Reading, which every backend call that reads device memory makes) or
+// writes part of it. What was owed and read back has bf16 precision: the
+// value every GEMM reading it used anyway.
 class Bf16Cache {
  public:
   // Beyond this many copies operands are rounded into scratch each time.
   static constexpr std::size_t kMaxCopies = 64;
+
+  // The stream widenings are queued on, and where their failures go.
+  void Use(cudaStream_t s, std::function<void(Status)> note) {
+    s_ = s;
+    note_ = std::move(note);
+  }
 
   // The copy of the operand, rounded now if stale; nullptr when none is
   // kept (the cache is full) or on failure (*error set).
@@ -191,7 +204,7 @@ class Bf16Cache {
       if (copies_.size() >= kMaxCopies) return nullptr;
       copies_.push_back(std::make_unique<Copy>());
       c = copies_.back().get();
-      *c = Copy{p, ld, rows, cols, Extent(ld, rows, cols), {}, false};
+      *c = Copy{const_cast<float*>(p), ld, rows, cols, Extent(ld, rows, cols), {}, false, false};
       *error = c->buf.Ensure(c->extent * 2, s);
       if (!error->ok()) {
         copies_.pop_back();
@@ -199,50 +212,81 @@ class Bf16Cache {
       }
     }
     if (!c->fresh) {
+      Reading(p, c->extent);
       *error = CudaCheck(cuda::ToBf16(p, ld, rows, cols, c->buf.as<void>(), s), "ToBf16");
       if (!error->ok()) return nullptr;
       c->fresh = true;
     }
     return c->buf.as<void>();
   }
-  // `n` floats at p are about to be written.
+  // `n` floats at p are about to be written. An owed copy the write does
+  // not cover whole is widened first (its other elements stay).
   void Wrote(const void* p, std::size_t n) {
     const auto lo = reinterpret_cast<std::uintptr_t>(p);
     const std::uintptr_t hi = lo + n * sizeof(float);
     for (auto& c : copies_) {
       const auto c_lo = reinterpret_cast<std::uintptr_t>(c->p);
-      if (c_lo < hi && lo < c_lo + c->extent * sizeof(float)) c->fresh = false;
+      const std::uintptr_t c_hi = c_lo + c->extent * sizeof(float);
+      if (!(c_lo < hi && lo < c_hi)) continue;
+      if (c->owed && !(lo <= c_lo && c_hi <= hi)) Widen(*c);
+      c->owed = false;
+      c->fresh = false;
+    }
+  }
+  // `n` floats at p are about to be read as fp32: owed copies there are
+  // widened first.
+  void Reading(const void* p, std::size_t n) {
+    const auto lo = reinterpret_cast<std::uintptr_t>(p);
+    const std::uintptr_t hi = lo + n * sizeof(float);
+    for (auto& c : copies_) {
+      const auto c_lo = reinterpret_cast<std::uintptr_t>(c->p);
+      if (c->owed && c_lo < hi && lo < c_lo + c->extent * sizeof(float)) Widen(*c);
     }
   }
   // Device memory was written where only the device knows.
   void WroteAnywhere() {
-    for (auto& c : copies_) c->fresh = false;
+    for (auto& c : copies_) {
+      if (c->owed) Widen(*c);
+      c->fresh = false;
+    }
   }
   // A kernel is about to write the n contiguous floats at p: the copy of a
   // contiguous operand of exactly those it must write too (then fresh), or
   // nullptr; the other copies it overlaps go stale.
   void* Target(float* p, std::size_t n) {
     Wrote(p, n);
-    for (auto& c : copies_) {
-      if (c->p == p && c->ld == c->cols && static_cast<std::size_t>(c->rows * c->cols) == n) {
-        c->fresh = true;
-        return c->buf.as<void>();
-      }
-    }
-    return nullptr;
+    Copy* c = Exact(p, n);
+    if (c == nullptr) return nullptr;
+    c->fresh = true;
+    return c->buf.as<void>();
   }
+  // As Target, for a kernel that writes only the copy: the n floats at p
+  // are owed from then on. nullptr (nothing owed) when no such copy is kept.
+  void* TargetOwed(float* p, std::size_t n) {
+    Wrote(p, n);
+    Copy* c = Exact(p, n);
+    if (c == nullptr) return nullptr;
+    c->fresh = true;
+    c->owed = true;
+    return c->buf.as<void>();
+  }
+  // Widens what is owed, then drops every copy.
   void Clear(cudaStream_t s) {
+    for (auto& c : copies_) {
+      if (c->owed) Widen(*c);
+    }
     for (auto& c : copies_) c->buf.Release(s);
     copies_.clear();
   }
 
  private:
   struct Copy {
-    const float* p;
+    float* p;
     std::int64_t ld, rows, cols;
     std::size_t extent;  // floats from p to the last element
     Scratch buf;
-    bool fresh;
+    bool fresh;  // buf holds p's values rounded
+    bool owed;   // p's values are only in buf (then fresh too)
   };
   static std::size_t Extent(std::int64_t ld, std::int64_t rows, std::int64_t cols) {
     return static_cast<std::size_t>((rows - 1) * ld + cols);
@@ -253,6 +297,21 @@ class Bf16Cache {
     }
     return nullptr;
   }
+  Copy* Exact(const float* p, std::size_t n) {
+    for (auto& c : copies_) {
+      if (c->p == p && c->ld == c->cols && static_cast<std::size_t>(c->rows * c->cols) == n) {
+        return c.get();
+      }
+    }
+    return nullptr;
+  }
+  void Widen(Copy& c) {
+    c.owed = false;
+    const cudaError_t e = cuda::FromBf16(c.buf.as<void>(), c.ld, c.rows, c.cols, c.p, s_);
+    if (e != cudaSuccess && note_) note_(CudaCheck(e, "FromBf16"));
+  }
+  cudaStream_t s_ = nullptr;
+  std::function<void(Status)> note_;
   std::vector<std::unique_ptr<Copy>> copies_;
 };
 
@@ -304,6 +363,7 @@ class CudaBackend final : public Backend {
     if (cublasSetStream(h, compute) != CUBLAS_STATUS_SUCCESS) {
       return Internal("cublasSetStream failed");
     }
+    bf16_.Use(compute, [this](Status st) { Fail(std::move(st)); });
     void* p = nullptr;
     HPCML_RETURN_IF_ERROR(
         CudaCheck(cudaMalloc(&p, (cuda::kSumPartials + 1) * sizeof(double)), "cudaMalloc"));
@@ -376,9 +436,11 @@ class CudaBackend final : public Backend {
   void Free(float* p) noexcept override {
     // cudaFree waits for the device: drain (and poll NCCL) first, so a
     // stuck communicator is aborted rather than hanging here.
+    // Copies of what lived there must not outlive it; what other buffers
+    // owe is widened first, and that is done before the free too.
     if (stream_.get() != nullptr) {
+      bf16_.Clear(S());
       (void)Drain();
-      bf16_.Clear(S());  // copies of what lived there must not outlive it
     }
     cudaFree(p);
   }
@@ -398,6 +460,7 @@ class CudaBackend final : public Backend {
     }
   }
   void ToHost(float* host, const float* src, std::size_t n) override {
+    bf16_.Reading(src, n);
     for (std::size_t done = 0; done < n;) {
       const std::size_t k = std::min(n - done, kStageChunk);
       float* st = Stage(k);
@@ -433,6 +496,7 @@ class CudaBackend final : public Backend {
   }
   void Copy(float* dst, const float* src, std::size_t n) override {
     if (n == 0 || dst == src) return;
+    bf16_.Reading(src, n);
     bf16_.Wrote(dst, n);
     Note(CudaCheck(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, S()),
                    "copy"));
@@ -458,7 +522,9 @@ class CudaBackend final : public Backend {
     const void* b16 = k == 0 ? b : Bf16Operand(b16_, b, ldb, b_rows, b_cols);
     const cudaDataType_t type = k == 0 ? CUDA_R_32F : CUDA_R_16BF;
     if (a16 == nullptr || b16 == nullptr) return;
-    bf16_.Wrote(c, static_cast<std::size_t>((m - 1) * ldc + n));
+    const auto c_extent = static_cast<std::size_t>((m - 1) * ldc + n);
+    if (beta != 0.0f) bf16_.Reading(c, c_extent);
+    bf16_.Wrote(c, c_extent);
     // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T, and a
     // row-major matrix read column-major is its transpose.
     const cublasStatus_t st = cublasGemmEx(
@@ -490,6 +556,8 @@ class CudaBackend final : public Backend {
   void BiasGrad(const float* dy, std::int64_t rows, std::int64_t cols, float* db) override {
     float* scratch = BiasScratch(rows, cols);
     if (scratch == nullptr) return;
+    bf16_.Reading(dy, static_cast<std::size_t>(rows * cols));
+    bf16_.Reading(db, static_cast<std::size_t>(cols));
     bf16_.Wrote(db, static_cast<std::size_t>(cols));
     Launched(cuda::BiasGrad(cuda::kNoActivation, nullptr, dy, nullptr, nullptr, rows, cols, db,
                             scratch, S()),
@@ -499,18 +567,27 @@ class CudaBackend final : public Backend {
                            std::int64_t rows, std::int64_t cols, float* db) override {
     float* scratch = BiasScratch(rows, cols);
     if (scratch == nullptr) return;
+    const auto n = static_cast<std::size_t>(rows * cols);
+    bf16_.Reading(pre, n);
+    bf16_.Reading(dout, n);
+    bf16_.Reading(db, static_cast<std::size_t>(cols));
     bf16_.Wrote(db, static_cast<std::size_t>(cols));
-    void* dpre16 = bf16_.Target(dpre, static_cast<std::size_t>(rows * cols));
-    Launched(cuda::BiasGrad(static_cast<int>(act), pre, dout, dpre, dpre16, rows, cols, db, scratch,
-                            S()),
+    // The gradient feeds GEMMs (which read its bf16 copy): when a copy is
+    // kept, only the copy is written and dpre is owed.
+    void* dpre16 = bf16_.TargetOwed(dpre, n);
+    Launched(cuda::BiasGrad(static_cast<int>(act), pre, dout, dpre16 != nullptr ? nullptr : dpre,
+                            dpre16, rows, cols, db, scratch, S()),
              "ActBackwardBiasGrad");
   }
   void ActForward(Activation act, const float* pre, float* out, std::size_t n) override {
+    bf16_.Reading(pre, n);
     bf16_.Wrote(out, n);
     Launched(cuda::ActForward(static_cast<int>(act), pre, out, n, S()), "ActForward");
   }
   void ActBackward(Activation act, const float* pre, const float* dout, float* dpre,
                    std::size_t n) override {
+    bf16_.Reading(pre, n);
+    bf16_.Reading(dout, n);
     bf16_.Wrote(dpre, n);
     Launched(cuda::ActBackward(static_cast<int>(act), pre, dout, dpre, n, S()), "ActBackward");
   }
@@ -525,6 +602,10 @@ class CudaBackend final : public Backend {
       return std::nan("");
     }
     double* row_loss = row_loss_.as<double>();
+    bf16_.Reading(logits, static_cast<std::size_t>(rows * cols));
+    bf16_.Reading(targets,
+                  static_cast<std::size_t>(loss == LossKind::kCrossEntropy ? rows : rows * cols));
+    if (class_weight != nullptr) bf16_.Reading(class_weight, static_cast<std::size_t>(cols));
     bf16_.Wrote(dlogits, static_cast<std::size_t>(rows * cols));
     if (loss == LossKind::kCrossEntropy) {
       Launched(cuda::CrossEntropy(logits, targets, class_weight, rows, cols, scale, dlogits,
@@ -539,17 +620,21 @@ class CudaBackend final : public Backend {
 
   void EmbedLookup(const float* table, std::int64_t dim, float* x, std::int64_t stride,
                    std::int64_t rows, float* codes) override {
+    bf16_.Reading(x, static_cast<std::size_t>(rows * stride));
     bf16_.Wrote(x, static_cast<std::size_t>(rows * stride));
     bf16_.Wrote(codes, static_cast<std::size_t>(rows));
     Launched(cuda::EmbedLookup(table, dim, x, stride, rows, codes, S()), "EmbedLookup");
   }
   void EmbedGrad(const float* dx, std::int64_t stride, const float* codes, std::int64_t rows,
                  std::int64_t dim, float* dtable) override {
+    bf16_.Reading(dx, static_cast<std::size_t>(rows * stride));
+    bf16_.Reading(codes, static_cast<std::size_t>(rows));
     bf16_.WroteAnywhere();  // rows of dtable by code: which, only the device knows
     Launched(cuda::EmbedGrad(dx, stride, codes, rows, dim, dtable, S()), "EmbedGrad");
   }
 
   double SumSquares(const float* x, std::size_t n) override {
+    bf16_.Reading(x, n);
     Launched(cuda::SumSquares(x, n, partials_, Scalar(), S()), "SumSquares");
     return ScalarToHost();
   }
@@ -563,6 +648,7 @@ class CudaBackend final : public Backend {
       return std::nan("");
     }
     double* each = norms_.as<double>();
+    for (const Span& sp : spans) bf16_.Reading(sp.data, sp.size);
     for (std::size_t i = 0; i < spans.size(); ++i) {
       Launched(cuda::SumSquares(spans[i].data, spans[i].size, partials_, each + i, S()),
                "SumSquares");
@@ -582,6 +668,10 @@ class CudaBackend final : public Backend {
                      st.grad_scale,
                      static_cast<float>(static_cast<double>(st.lr) / bc1),
                      static_cast<float>(1.0 / std::sqrt(bc2))};
+    for (const float* x : {static_cast<const float*>(param), grad, static_cast<const float*>(m),
+                           static_cast<const float*>(v)}) {
+      bf16_.Reading(x, n);
+    }
     bf16_.Wrote(m, n);
     bf16_.Wrote(v, n);
     // A weight updated whole rounds its GEMM copy in the same pass.
@@ -599,6 +689,7 @@ class CudaBackend final : public Backend {
     }
     ncclComm_t c = Comm(g);
     if (c == nullptr) return;  // a group of one
+    bf16_.Reading(x, n);
     bf16_.Wrote(x, n);
     Enqueued(ncclAllReduce(x, x, n, ncclFloat, ncclSum, c, S()), "ncclAllReduce");
   }
@@ -628,6 +719,7 @@ class CudaBackend final : public Backend {
   // Pipeline point-to-point (see the file comment). `peer_stage` is the
   // peer's rank in the pipeline communicator.
   void Send(const float* x, std::size_t n, int peer_stage, int /*tag*/) override {
+    bf16_.Reading(x, n);
     held_.push_back(HeldSend{x, n, peer_stage});
   }
   void Recv(float* x, std::size_t n, int peer_stage, int /*tag*/) override {
@@ -770,6 +862,8 @@ class CudaBackend final : public Backend {
   // GEMM copy written in the same pass when one is kept.
   void AddBiasActKernel(int code, float* z, bool write_z, const float* bias, float* out,
                         std::int64_t rows, std::int64_t cols) {
+    bf16_.Reading(z, static_cast<std::size_t>(rows * cols));
+    bf16_.Reading(bias, static_cast<std::size_t>(cols));
     if (write_z) bf16_.Wrote(z, static_cast<std::size_t>(rows * cols));
     void* out16 = code != cuda::kNoActivation
                       ? bf16_.Target(out, static_cast<std::size_t>(rows * cols))
@@ -794,6 +888,7 @@ class CudaBackend final : public Backend {
   void* Bf16Copy(Scratch& buf, const float* x, std::int64_t ld, std::int64_t rows,
                  std::int64_t cols) {
     const auto elems = static_cast<std::size_t>((rows - 1) * ld + cols);
+    bf16_.Reading(x, elems);
     Status st = buf.Ensure(elems * 2, S());
     if (st.ok()) st = CudaCheck(cuda::ToBf16(x, ld, rows, cols, buf.as<void>(), S()), "ToBf16");
     if (!st.ok()) {

@@ -14,6 +14,7 @@
 // relative (plus 0.1 absolute at k = 65). Everything else is fp32 on both
 // sides and agrees to float rounding (1e-6 to 1e-4, stated per check).
 // Training losses agree with the CPU run to kTrainLossTolerance relative.
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 #include <mpi.h>
@@ -304,6 +305,80 @@ TEST_F(CudaBackendTest, GemmOperandsFollowEveryWrite) {
   check("ActForward");
   gpu_->ActBackward(Activation::kTanh, z.data(), dout.data(), da.data(), mk);
   check("ActBackward");
+}
+
+// The fused activation backward writes only the bf16 GEMM copy of its
+// output when one is kept (the GEMMs after it read nothing else); the fp32
+// gradient is then owed (Bf16Cache) and widened before anything reads it or
+// writes part of it. g = dout * relu'(pre) is exactly the CPU's, so the
+// values read back are exactly its bf16 rounding.
+TEST_F(CudaBackendTest, BackwardOwesItsGradientUntilSomethingReadsIt) {
+  const int rows = 256, cols = 128;
+  const auto n = static_cast<size_t>(rows * cols);
+  const std::vector<float> pre = Random(n, 41), dout = Random(n, 42), ones(cols, 1.0f);
+  std::vector<float> dpre(n), db(cols, 0.0f);
+  cpu_->ActBackwardBiasGrad(Activation::kRelu, pre.data(), dout.data(), dpre.data(), rows, cols,
+                            db.data());
+  std::vector<float> want(n);
+  for (size_t i = 0; i < n; ++i) want[i] = static_cast<float>(__nv_bfloat16(dpre[i]));
+  Buffer dp = Up(pre), dd = Up(dout), dg = gpu_->Alloc(n), ddb = gpu_->Alloc(cols),
+         dones = Up(ones), sink = gpu_->Alloc(rows);
+  auto backward = [&](float* g) {
+    gpu_->Fill(ddb.data(), cols, 0.0f);
+    gpu_->ActBackwardBiasGrad(Activation::kRelu, dp.data(), dd.data(), g, rows, cols, ddb.data());
+  };
+  auto row_sums = [&] {  // a GEMM reading g (through its copy)
+    gpu_->Gemm(false, false, rows, 1, cols, 1.0f, dg.data(), cols, dones.data(), 1, 0.0f,
+               sink.data(), 1);
+  };
+  // No copy kept yet: the fp32 gradient itself, exact.
+  backward(dg.data());
+  EXPECT_EQ(Down(dg), dpre);
+  row_sums();  // now a copy is kept
+
+  backward(dg.data());
+  EXPECT_EQ(Down(dg), want) << "ToHost";
+  const std::vector<float> gdb = Down(ddb);
+  for (int c = 0; c < cols; ++c) {
+    const auto i = static_cast<size_t>(c);
+    EXPECT_NEAR(gdb[i], db[i], 1e-3 * std::max(1.0f, std::abs(db[i]))) << "db " << c;
+  }
+  backward(dg.data());
+  double ss = 0.0;
+  for (float v : want) ss += static_cast<double>(v) * v;
+  EXPECT_NEAR(gpu_->SumSquares(dg.data(), n), ss, 1e-6 * ss) << "SumSquares";
+  backward(dg.data());
+  Buffer copy = gpu_->Alloc(n);
+  gpu_->Copy(copy.data(), dg.data(), n);
+  EXPECT_EQ(Down(copy), want) << "Copy";
+  // A GEMM reads the copy, and leaves g owed.
+  backward(dg.data());
+  row_sums();
+  const std::vector<float> sums = Down(sink);
+  for (int r = 0; r < rows; ++r) {
+    double t = 0.0, mag = 0.0;
+    for (int c = 0; c < cols; ++c) {
+      t += want[static_cast<size_t>(r * cols + c)];
+      mag += std::abs(want[static_cast<size_t>(r * cols + c)]);
+    }
+    EXPECT_NEAR(sums[static_cast<size_t>(r)], t, 1e-5 * mag + 1e-6) << "row sum " << r;
+  }
+  EXPECT_EQ(Down(dg), want) << "after a GEMM read it";
+  // A partial write widens the rest first.
+  backward(dg.data());
+  gpu_->Fill(dg.data() + 5, 10, 3.0f);
+  std::vector<float> filled = want;
+  std::fill(filled.begin() + 5, filled.begin() + 15, 3.0f);
+  EXPECT_EQ(Down(dg), filled) << "after a partial Fill";
+  // Freeing another buffer drops every copy: what is owed is widened first.
+  backward(dg.data());
+  { Buffer gone = gpu_->Alloc(16); }
+  EXPECT_EQ(Down(dg), want) << "after a Free";
+  // A whole overwrite needs no widening.
+  row_sums();
+  backward(dg.data());
+  gpu_->ToDevice(dg.data(), pre.data(), n);
+  EXPECT_EQ(Down(dg), pre) << "after a whole ToDevice";
 }
 
 // Rows wider than a warp (the one-warp-per-row loss loops over columns),
