@@ -76,6 +76,17 @@ wait_job() {
   done
 }
 
+# wait_nodes_idle [timeout_s]: waits until no job is queued and every node
+# is idle (an earlier test's job may still be ending: state mix or comp).
+wait_nodes_idle() {
+  local timeout=${1:-60} deadline
+  deadline=$((SECONDS + timeout))
+  while squeue -h 2>/dev/null | grep -q . || sinfo -h -N -o '%t' | grep -qv '^idle$'; do
+    [ $SECONDS -lt $deadline ] || { squeue >&2; sinfo -N >&2; fail "nodes not idle after ${timeout}s"; }
+    sleep 1
+  done
+}
+
 # job_on_nodes <jobid>: true while any step daemon of the job (batch script
 # or step) is still on a node. The nodes are this machine's processes;
 # `scontrol listpids` would ask only a slurmd of the caller's own host.

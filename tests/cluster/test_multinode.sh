@@ -8,6 +8,8 @@ source "$(dirname "$0")/lib.sh"
 probe=$HPCML_BUILD_DIR/mpi_trainer/probes/hpcml-mpi-probe
 [ -x "$probe" ] || fail "$probe not built"
 
+# A job of the test before may still be ending.
+wait_nodes_idle
 nodes=$(sinfo -h -N -p batch -o '%N %f %G %t' | sort)
 echo "$nodes"
 assert_eq $'node1 zone-ae gpu:h100:4 idle\nnode2 zone-ae gpu:h100:4 idle\nnode3 zone-eu gpu:a100:4 idle' \

@@ -10,6 +10,7 @@ assert_contains "$batch" "PriorityTier=1 " "batch tier"
 assert_contains "$batch" "PreemptMode=REQUEUE" "batch preempt mode"
 assert_contains "$batch" "GraceTime=20" "batch grace time"
 assert_contains "$urgent" "PriorityTier=10 " "urgent tier"
+wait_nodes_idle  # a job of the test before may still be ending
 node=$(sinfo -h -N -o '%t %G' -p batch | head -n1)
 assert_eq "idle gpu:h100:4" "$node" "node state and GPUs"
 pass
