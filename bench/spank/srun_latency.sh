@@ -24,6 +24,9 @@
 #                             ones below the data root, as a large site's)
 #   HPCML_BENCH_COLLECTOR=off no off-node trail (default: on when the cluster
 #                             runs a collector, audit_collector=)
+#   HPCML_BENCH_TRAIL_ARM=1   with the trail on, a third step in each round:
+#                             the guard without the trail, so each run also
+#                             says what the trail itself adds
 set -euo pipefail
 rounds=${1:-200}
 runs=${2:-5}
@@ -85,7 +88,11 @@ trail=
 if [ "${HPCML_BENCH_COLLECTOR:-on}" != off ] && [ -s "$HPCML_CLUSTER_DIR/etc/collector-address" ]; then
   trail=" audit_collector=$(cat "$HPCML_CLUSTER_DIR/etc/collector-address")"
 fi
-guard_line="required $so policy=$etc/policy.toml zone=ae audit=$etc/audit.jsonl job_cache=$etc/job-cache policy_cache=$etc/policy-cache$trail${HPCML_BENCH_GUARD_ARGS:+ $HPCML_BENCH_GUARD_ARGS}"
+guard_args="policy=$etc/policy.toml zone=ae audit=$etc/audit.jsonl job_cache=$etc/job-cache policy_cache=$etc/policy-cache"
+guard_line="required $so $guard_args$trail${HPCML_BENCH_GUARD_ARGS:+ $HPCML_BENCH_GUARD_ARGS}"
+notrail_line="required $so $guard_args${HPCML_BENCH_GUARD_ARGS:+ $HPCML_BENCH_GUARD_ARGS}"
+trail_arm=
+[ -n "$trail" ] && [ "${HPCML_BENCH_TRAIL_ARM:-0}" = 1 ] && trail_arm=1
 # The job facts cache serves a job's steps only after the guard's prolog
 # started the job's attempt on the node (job_cache.hpp), and slurmd runs a
 # plugin's prolog only if plugstack.conf had it when slurmd started.
@@ -103,9 +110,9 @@ timed_srun() {
     echo $(( (t1 - t0) / 1000 ))' timed_srun "$@" |
     awk '{printf "%.6f\n", $1 / 1e6}'
 }
-one() {  # one <with|without>
-  if [ "$1" = with ]; then
-    set_plugstack "$guard_line"
+one() {  # one <with|notrail|without>
+  if [ "$1" = with ] || [ "$1" = notrail ]; then
+    if [ "$1" = with ]; then set_plugstack "$guard_line"; else set_plugstack "$notrail_line"; fi
     timed_srun --jobid="$jobid" -n1 --dataset="$data/data/x.h5" cat "$data/data/x.h5"
   else
     set_plugstack "# none"
@@ -119,10 +126,13 @@ median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1
 echo "srun --jobid=$jobid -n1 cat <dataset>, $runs runs of $rounds rounds each, interleaved; policy of $entries entries, off-node trail${trail:- off}"
 ratios=()
 for run in $(seq 1 "$runs"); do
-  with=() without=()
+  with=() without=() notrail=()
   for i in $(seq 1 "$rounds"); do
     without+=("$(one without)") || { echo "srun_latency: srun failed without the guard" >&2; exit 1; }
     with+=("$(one with)") || { echo "srun_latency: srun failed with the guard" >&2; exit 1; }
+    if [ -n "$trail_arm" ]; then
+      notrail+=("$(one notrail)") || { echo "srun_latency: srun failed without the trail" >&2; exit 1; }
+    fi
   done
   read -r ratio added < <(awk -v w="$(median "${with[@]}")" -v b="$(median "${without[@]}")" \
     'BEGIN {printf "%.3f %.2f\n", w / b, (w - b) * 1000}')
@@ -133,6 +143,11 @@ for run in $(seq 1 "$runs"); do
   paired=$(paste <(printf '%s\n' "${with[@]}") <(printf '%s\n' "${without[@]}") |
     awk '{print ($1 - $2) * 1000}' | sort -n | awk '{a[NR]=$1} END {printf "%.2f", a[int((NR+1)/2)]}')
   echo "run $run: without guard $(stats "${without[@]}"); with guard $(stats "${with[@]}"); ratio $ratio ($added ms added; median of the rounds' differences $paired ms)"
+  if [ -n "$trail_arm" ]; then
+    trail_ms=$(paste <(printf '%s\n' "${with[@]}") <(printf '%s\n' "${notrail[@]}") |
+      awk '{print ($1 - $2) * 1000}' | sort -n | awk '{a[NR]=$1} END {printf "%.2f", a[int((NR+1)/2)]}')
+    echo "run $run: guard without the trail $(stats "${notrail[@]}"); the trail adds $trail_ms ms (median of the rounds' differences)"
+  fi
 done
 awk -v r="$(median "${ratios[@]}")" -v n="$runs" \
   'BEGIN {printf "ratio guard/baseline (median of %d runs'"'"' median ratios): %.3f (target <= 1.05)\n", n, r}'
