@@ -668,10 +668,10 @@ class CudaBackend final : public Backend {
                      st.grad_scale,
                      static_cast<float>(static_cast<double>(st.lr) / bc1),
                      static_cast<float>(1.0 / std::sqrt(bc2))};
-    for (const float* x : {static_cast<const float*>(param), grad, static_cast<const float*>(m),
-                           static_cast<const float*>(v)}) {
-      bf16_.Reading(x, n);
-    }
+    bf16_.Reading(param, n);
+    bf16_.Reading(grad, n);
+    bf16_.Reading(m, n);
+    bf16_.Reading(v, n);
     bf16_.Wrote(m, n);
     bf16_.Wrote(v, n);
     // A weight updated whole rounds its GEMM copy in the same pass.
