@@ -4,7 +4,9 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <poll.h>
+#include <linux/sockios.h>
 #include <sys/file.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -130,20 +132,37 @@ Status SendAll(int fd, std::string_view data, Clock::time_point deadline, const 
   return Status::Ok();
 }
 
-// Ends the sending side and waits for the collector to close its side: it
-// has then read every byte (rsyslog queues a message as it reads it).
-Status AwaitClose(int fd, Clock::time_point deadline, const std::string& what) {
-  if (::shutdown(fd, SHUT_WR) != 0) return ErrnoError(what + ": shutdown", errno);
-  for (;;) {
-    char buf[256];
-    ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-    if (n == 0) return Status::Ok();
-    if (n > 0) continue;  // rsyslog sends nothing; ignore whatever it is
-    if (errno == EAGAIN || errno == EINTR) {
-      HPCML_RETURN_IF_ERROR(Wait(fd, POLLIN, deadline, what + ": waiting for the collector"));
-      continue;
-    }
-    return ErrnoError(what + ": recv", errno);
+// Waits until the collector's host has acknowledged every byte sent (TCP's
+// ACK; SIOCOUTQ counts what is unacknowledged): the lines are then off the
+// node, whatever the node does next. The collector's process reads them
+// later; waiting for it (its close after ours) put its scheduling into
+// every step's launch, 0.3-1.5 ms on the 2-core test machine, and
+// guarded against nothing a node's root can do.
+Status AwaitAcknowledged(int fd, Clock::time_point deadline, const std::string& what) {
+  for (long pause_us = 20;; pause_us = std::min(pause_us * 2, 1000L)) {
+    int unacked = 0;
+    if (::ioctl(fd, SIOCOUTQ, &unacked) != 0) return ErrnoError(what + ": SIOCOUTQ", errno);
+    if (unacked == 0) return Status::Ok();
+    int err = 0;
+    socklen_t len = sizeof err;
+    if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err != 0)
+      return ErrnoError(what + ": send", err);
+    const auto left = deadline - Clock::now();
+    if (left <= Clock::duration::zero())
+      return IoError("{}: timed out waiting for the collector's host to acknowledge {} bytes", what,
+                     unacked);
+    // A reset ends the wait early (POLLERR); an acknowledgement does not
+    // wake poll, hence the growing pause.
+    const auto us = std::min<long>(
+        pause_us, std::chrono::duration_cast<std::chrono::microseconds>(left).count() + 1);
+    struct timespec ts {
+      us / 1'000'000, (us % 1'000'000) * 1000
+    };
+    struct pollfd p {
+      fd, 0, 0
+    };
+    if (::ppoll(&p, 1, &ts, nullptr) < 0 && errno != EINTR)
+      return ErrnoError(what + ": poll", errno);
   }
 }
 
@@ -304,7 +323,7 @@ Result<std::size_t> ForwardAudit(const std::string& path, const std::string& hos
     auto send = [&]() -> Status {
       HPCML_ASSIGN_OR_RETURN(UniqueFd sock, Connect(host, port, deadline));
       HPCML_RETURN_IF_ERROR(SendAll(sock.get(), frames, deadline, where));
-      return AwaitClose(sock.get(), deadline, where);
+      return AwaitAcknowledged(sock.get(), deadline, where);
     };
     if (Status sent = send(); !sent.ok()) {
       mark.failed_ms = NowMs();  // no progress, only when it failed

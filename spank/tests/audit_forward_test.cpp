@@ -221,20 +221,39 @@ TEST_F(AuditForwardTest, LinesWrittenWhileTheCollectorIsDownGoWithTheNextSend) {
   EXPECT_TRUE(c.problems.empty()) << Problems(c);
 }
 
+// A listening socket on 127.0.0.1 that never accepts (its host's kernel
+// still completes connections into its queue and acknowledges their data).
+struct Listener {
+  explicit Listener(int backlog, int rcvbuf = 0) {
+    fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (rcvbuf > 0) ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+    EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    EXPECT_EQ(::listen(fd, backlog), 0);
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    port = ntohs(a.sin_port);
+  }
+  ~Listener() { ::close(fd); }
+  int fd = -1;
+  std::uint16_t port = 0;
+};
+
 TEST_F(AuditForwardTest, ATimeoutIsAFailure) {
-  // A listener that never accepts: the connection completes (backlog), the
-  // wait for the collector's close times out.
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  // A collector's host that does not answer: the listener's queue (backlog
+  // 0) holds one connection, so the next SYN is dropped.
+  Listener silent(0);
+  int filler = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
+  a.sin_port = htons(silent.port);
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  ASSERT_EQ(::listen(fd, 4), 0);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ASSERT_EQ(::connect(filler, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
   Append(0, 1);
   auto start = std::chrono::steady_clock::now();
-  auto sent = ForwardAudit(log_, "127.0.0.1", ntohs(a.sin_port), "n1", 300);
+  auto sent = ForwardAudit(log_, "127.0.0.1", silent.port, "n1", 300);
   EXPECT_FALSE(sent.ok());
   EXPECT_NE(sent.status().message().find("timed out"), std::string::npos)
       << sent.status().message();
@@ -243,12 +262,50 @@ TEST_F(AuditForwardTest, ATimeoutIsAFailure) {
   // Tried again at once, it fails at once, without waiting: a burst of
   // steps is not held for the timeout each.
   start = std::chrono::steady_clock::now();
-  auto again = ForwardAudit(log_, "127.0.0.1", ntohs(a.sin_port), "n1", 300, 60'000);
+  auto again = ForwardAudit(log_, "127.0.0.1", silent.port, "n1", 300, 60'000);
   EXPECT_FALSE(again.ok());
   EXPECT_NE(again.status().message().find("unreachable"), std::string::npos)
       << again.status().message();
   EXPECT_LT(std::chrono::steady_clock::now() - start, 100ms);
-  ::close(fd);
+  ::close(filler);
+}
+
+TEST_F(AuditForwardTest, SentOnceTheCollectorsHostAcknowledgesWithoutWaitingForItsReader) {
+  // The lines are off the node when the collector's host has them: a
+  // collector process that has not read them yet does not hold the step.
+  Listener unread(4);
+  Append(0, 3);
+  auto start = std::chrono::steady_clock::now();
+  auto sent = ForwardAudit(log_, "127.0.0.1", unread.port, "n1", 2000);
+  ASSERT_TRUE(sent.ok()) << sent.status().message();
+  EXPECT_EQ(*sent, 3u);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 1s);
+  // And they are there, framed, for the reader when it comes.
+  int conn = ::accept(unread.fd, nullptr, nullptr);
+  ASSERT_GE(conn, 0);
+  std::string got;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(conn, buf, sizeof buf)) > 0;) got.append(buf, static_cast<std::size_t>(n));
+  ::close(conn);
+  EXPECT_EQ(CountLines(got), 0u);  // octet-counted frames, no newlines
+  const std::string log = Read(log_);
+  std::size_t lines = 0;
+  for (std::size_t at = 0, nl; (nl = log.find('\n', at)) != std::string::npos; at = nl + 1, ++lines)
+    EXPECT_NE(got.find(log.substr(at, nl - at)), std::string::npos) << "line " << lines;
+  EXPECT_EQ(lines, 3u);
+}
+
+TEST_F(AuditForwardTest, UnacknowledgedBytesAreAFailure) {
+  // A collector's host that takes the connection but not the lines (its
+  // receive window full, nobody reading): the send times out and nothing
+  // counts as sent.
+  Listener full(4, /*rcvbuf=*/1024);
+  Append(0, 400);  // about 200 KB of lines, far more than the window
+  auto sent = ForwardAudit(log_, "127.0.0.1", full.port, "n1", 300, 0);
+  ASSERT_FALSE(sent.ok());
+  EXPECT_NE(sent.status().message().find("timed out"), std::string::npos)
+      << sent.status().message();
+  EXPECT_TRUE(Read(log_ + ".sent").starts_with("- 0 "));
 }
 
 // The collector's copy is the log as it was sent; each rewrite on the node

@@ -144,8 +144,9 @@ Result<VerifyReport> VerifyAuditLog(const std::string& path);
 
 // Sends the lines of the log at `path` that the collector at host:port has
 // not yet received, as RFC 5424 messages (HOSTNAME `node`, MSG the line)
-// octet-framed over TCP, and waits until the collector has read them all
-// (it closes the connection after ours). "<log>.sent" records how far
+// octet-framed over TCP, and waits until the collector's host has
+// acknowledged every byte (TCP's ACK: the lines are off the node; its
+// rsyslogd reads them in its own time). "<log>.sent" records how far
 // (file and offset, under its own flock): lines a failed send left behind
 // go with the next, a rotated file's rest ("<log>.1") first. Returns the
 // number of lines sent; fails after `timeout_ms` in all. Within
