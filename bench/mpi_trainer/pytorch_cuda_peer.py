@@ -2,7 +2,8 @@
 -> 1024, relu, cross-entropy), batch 8192, AdamW (fused), global-norm clip
 1.0, bf16 autocast with fp32 master weights (the backend's arithmetic), on
 the same GPU. Prints one line: step time, samples/s, model TFLOP/s (the
-FLOP count trainer_bench uses) and, given --peak-tflops, the MFU.
+FLOP count trainer_bench uses), given --peak-tflops the MFU, and the time
+of the step's GEMMs alone.
 
     python3 pytorch_cuda_peer.py [--steps 20] [--peak-tflops P]
 Exits 77 when PyTorch sees no CUDA device.
@@ -56,6 +57,34 @@ t = (time.perf_counter() - t0) / a.steps
 flops = batch * sum((4 if i == 0 else 6) * dims[i] * dims[i + 1] for i in range(len(dims) - 1))
 tflops = flops / t * 1e-12
 mfu = f", MFU {tflops / a.peak_tflops:.3f} (peak {a.peak_tflops:.1f} TFLOP/s)" if a.peak_tflops > 0 else ""
+
+# The step's 14 GEMMs alone, bf16 in and out as autocast runs them, in step
+# order (m x k times k x n): how much of the step is matrix products, to set
+# beside trainer_bench's own "GEMMs alone".
+shapes = []
+for i in range(len(dims) - 1):
+    shapes.append((batch, dims[i], dims[i + 1]))  # forward: x W^T
+    shapes.append((dims[i + 1], batch, dims[i]))  # weight gradient: dz^T x
+    if i > 0:
+        shapes.append((batch, dims[i + 1], dims[i]))  # input gradient: dz W
+del model, opt, x, y, loss
+torch.cuda.empty_cache()
+mats = [(torch.randn(m, k, device="cuda", dtype=torch.bfloat16),
+         torch.randn(k, n, device="cuda", dtype=torch.bfloat16)) for m, k, n in shapes]
+
+
+def gemms():
+    for l, r in mats:
+        torch.mm(l, r)
+
+
+gemms()
+torch.cuda.synchronize()
+t0 = time.perf_counter()
+for _ in range(a.steps):
+    gemms()
+torch.cuda.synchronize()
+tg = (time.perf_counter() - t0) / a.steps
 print(f"pytorch {torch.__version__}: MLP {'-'.join(map(str, dims))} relu, batch {batch}, "
       f"{torch.cuda.get_device_name()}: step {t * 1e3:.2f} ms, {batch / t:.0f} samples/s, "
-      f"model {tflops:.1f} TFLOP/s{mfu}")
+      f"model {tflops:.1f} TFLOP/s{mfu}; GEMMs alone {tg * 1e3:.2f} ms")
