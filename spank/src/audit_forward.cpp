@@ -2,9 +2,9 @@
 // (rsyslog's TCP input), CompareWithCollector checks a node's chain against
 // what the collector received.
 #include <fcntl.h>
+#include <linux/sockios.h>
 #include <netdb.h>
 #include <poll.h>
-#include <linux/sockios.h>
 #include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>

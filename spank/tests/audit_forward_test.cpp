@@ -285,7 +285,8 @@ TEST_F(AuditForwardTest, SentOnceTheCollectorsHostAcknowledgesWithoutWaitingForI
   ASSERT_GE(conn, 0);
   std::string got;
   char buf[4096];
-  for (ssize_t n; (n = ::read(conn, buf, sizeof buf)) > 0;) got.append(buf, static_cast<std::size_t>(n));
+  for (ssize_t n; (n = ::read(conn, buf, sizeof buf)) > 0;)
+    got.append(buf, static_cast<std::size_t>(n));
   ::close(conn);
   EXPECT_EQ(CountLines(got), 0u);  // octet-counted frames, no newlines
   const std::string log = Read(log_);
