@@ -2,12 +2,14 @@
 # scripts/gpu-bundle.sh: hpcml's GPU programs for a bare GPU machine (no
 # Slurm, HDF5 or MPI packages, no network), packed into one archive.
 #
-#   scripts/gpu-bundle.sh [--build-dir DIR] [--no-build] [--out FILE] [--xz-level N] [PROGRAM...]
+#   scripts/gpu-bundle.sh [--build-dir DIR] [--no-build] [--out FILE] [--xz-level N]
+#                         [--timeline LIB] [PROGRAM...]
 #
 # Builds hpcml-train, hpcml-gpu-probe, trainer_cuda_backend_test,
-# hpcml-mpi-probe and trainer_bench in DIR (default build/gpu-bundle,
-# RelWithDebInfo; CUDA code for sm_90, H100/H200) unless --no-build, or
-# packs the PROGRAMs given. The archive (default build/hpcml-gpu.tar.xz; an
+# hpcml-mpi-probe, trainer_bench and the timeline library
+# (libhpcml_cuda_timeline.so, where the build found CUPTI) in DIR (default
+# build/gpu-bundle, RelWithDebInfo; CUDA code for sm_90, H100/H200) unless
+# --no-build, or packs the PROGRAMs given (and the --timeline LIB given). The archive (default build/hpcml-gpu.tar.xz; an
 # --out name ending in .tar.gz gives gzip, for machines without xz; at most
 # 60 MiB either way) unpacks to hpcml-gpu/:
 #   bin/<program>   wrappers: run the program on the bundle's own dynamic
@@ -24,7 +26,10 @@
 #                   a single rank runs without mpirun (singleton, no daemon)
 #   MANIFEST        each packed file and where it came from
 #   gpu-check.sh    the checks to run there, in one command, with one table
-#                   (scripts/gpu-check.sh; pytorch_cuda_peer.py beside it)
+#                   (scripts/gpu-check.sh; pytorch_cuda_peer.py and
+#                   timeline_summary.py beside it)
+#   lib/libhpcml_cuda_timeline.so, lib/libcupti.so.13
+#                   the timeline library and its CUPTI (gpu-check.sh timeline)
 # The GPU machine needs a driver for CUDA 13 (>= 580) and the CUDA 13
 # runtime, cuBLAS 13 and NCCL 2 libraries (see env.sh for where it looks).
 set -euo pipefail
@@ -34,12 +39,14 @@ out=$top/build/hpcml-gpu.tar.xz
 do_build=1
 xz_level=6  # tests pass 1: faster, and the archive only gets smaller at 6
 programs=()
+timeline=
 while (($#)); do
   case $1 in
   --build-dir) build=$2; shift 2 ;;
   --no-build) do_build=0; shift ;;
   --out) out=$2; shift 2 ;;
   --xz-level) xz_level=$2; shift 2 ;;
+  --timeline) timeline=$2; shift 2 ;;
   -h | --help) sed -n '/^set -euo/q; 2,$p' "$0"; exit 0 ;;
   -*) echo "gpu-bundle: unknown option $1" >&2; exit 2 ;;
   *) programs+=("$1"); shift ;;
@@ -55,8 +62,13 @@ if ((${#programs[@]} == 0)); then
   if ((do_build)); then
     [[ -f $build/CMakeCache.txt ]] ||
       cmake -S "$top" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+    # The timeline library, where the build has it (a toolkit with CUPTI).
+    cmake --build "$build" --target help | grep -q 'hpcml_cuda_timeline' &&
+      targets+=(hpcml_cuda_timeline)
     cmake --build "$build" -j "${HPCML_JOBS:-$(nproc)}" --target "${targets[@]}"
   fi
+  lib=$build/bench/mpi_trainer/libhpcml_cuda_timeline.so
+  [[ -z $timeline && -f $lib ]] && timeline=$lib
   programs=("$build/mpi_trainer/trainer/hpcml-train" "$build/mpi_trainer/probes/hpcml-gpu-probe"
     "$build/mpi_trainer/trainer/trainer_cuda_backend_test" "$build/mpi_trainer/probes/hpcml-mpi-probe"
     "$build/bench/mpi_trainer/trainer_bench")
@@ -133,6 +145,23 @@ EOF
   chmod 755 "$stage/bin/$name"
 done
 [[ -f $stage/lib/ld-linux-x86-64.so.2 ]] || die "no dynamic loader among the dependencies"
+
+# The timeline library: loaded by the driver into any CUDA program (the
+# bundle's, or the machine's Python), with its CUPTI beside it (its RUNPATH
+# starts at $ORIGIN) and its C++ runtime linked in; it needs only the
+# machine's glibc.
+if [[ -n $timeline ]]; then
+  [[ -f $timeline ]] || die "$timeline: no such timeline library"
+  strip_copy "$timeline" "$stage/lib/libhpcml_cuda_timeline.so"
+  cupti=$(ldd "$timeline" | awk '$1 == "libcupti.so.13" { print $3 }')
+  [[ -f $cupti ]] || die "$timeline: its libcupti.so.13 is not found here"
+  cp -L "$cupti" "$stage/lib/libcupti.so.13"
+  echo "lib/libcupti.so.13 $(readlink -f "$cupti")" >>"$work/manifest"
+  packed[libcupti.so.13]=1
+  # What CUPTI needs (glibc's libutil, libgcc_s), for the bundle's programs.
+  pack_deps "$timeline"
+  pack_deps "$cupti"
+fi
 
 # Components the programs may open at run time: Open MPI's (transports that
 # need hardware libraries left out), PMIx's, and hwloc's PCI discovery (the
@@ -262,6 +291,7 @@ EOF
 # baseline for its bench step.
 install -m 755 "$top/scripts/gpu-check.sh" "$stage/gpu-check.sh"
 install -m 644 "$top/bench/mpi_trainer/pytorch_cuda_peer.py" "$stage/pytorch_cuda_peer.py"
+install -m 644 "$top/bench/mpi_trainer/timeline_summary.py" "$stage/timeline_summary.py"
 sort "$work/manifest" >"$stage/MANIFEST"
 
 mkdir -p "$(dirname "$out")"

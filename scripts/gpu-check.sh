@@ -19,8 +19,16 @@
 #             own SM count and clock
 #   pytorch   the same model, batch and optimiser in the machine's PyTorch
 #             (bf16 autocast, fused AdamW, clip 1): the baseline
+# and, only when named (a diagnostic outside the 7 minutes; its limit holds
+# for each of its three programs):
+#   timeline  where the step goes on the device, for trainer_bench cuda and
+#             for PyTorch's step: every kernel and copy of 10 steps recorded
+#             by lib/libhpcml_cuda_timeline.so (CUPTI, injected with
+#             CUDA_INJECTION64_PATH; PyTorch's also by torch.profiler),
+#             summarised by timeline_summary.py: busy, idle, the gaps
+#             between kernels and the kernels on either side, the top kernels
 #
-#   gpu-check.sh [STEP...]     the steps named (default: all, in this order)
+#   gpu-check.sh [STEP...]     the steps named (default: all but timeline, in this order)
 #   OUT=DIR                    where the table and logs go (default ./gpu-check)
 #   PYTHON=python3             the Python that holds PyTorch
 # A step's result: pass, FAIL, TIMEOUT, "no GPU" (the program's own "no GPU
@@ -41,10 +49,10 @@ out=${OUT:-$PWD/gpu-check}
 python=${PYTHON:-python3}
 steps=(probe backend memcheck agree resume bench pytorch)
 declare -A limit=([probe]=20 [backend]=90 [memcheck]=90 [agree]=40 [resume]=60 [bench]=60
-  [pytorch]=50)
+  [pytorch]=50 [timeline]=60)
 if (($#)); then
   for s in "$@"; do
-    [[ -n ${limit[$s]-} ]] || { echo "gpu-check: unknown step '$s' (steps: ${steps[*]})" >&2; exit 2; }
+    [[ -n ${limit[$s]-} ]] || { echo "gpu-check: unknown step '$s' (steps: ${steps[*]} timeline)" >&2; exit 2; }
   done
   steps=("$@")
 fi
@@ -185,6 +193,37 @@ step_pytorch() {
   judge pytorch
   figure=$(grep -m1 '^pytorch' "$out/pytorch.log" | cut -c1-220)
   [[ -n $figure ]] || figure=$(tail -n1 "$out/pytorch.log")
+}
+
+# Each program's device timeline over 10 timed steps, and its summary
+# (timeline-<program>.txt). A step of trainer_bench that fails or finds no
+# GPU ends the step there.
+step_timeline() {
+  local lib=$here/lib/libhpcml_cuda_timeline.so summary=$here/timeline_summary.py
+  if [[ ! -f $lib || ! -f $summary ]]; then
+    result=n/a figure="no timeline library in this bundle (built without CUPTI)"
+    echo "$figure" >>"$out/timeline.log"
+    return
+  fi
+  local n=10
+  run timeline env CUDA_INJECTION64_PATH="$lib" HPCML_TIMELINE="$out/timeline-hpcml.tsv" \
+    "$bin/trainer_bench" cuda --steps $n
+  judge timeline
+  [[ $result == pass ]] || { figure="trainer_bench: $result"; return; }
+  local files=("$out/timeline-hpcml.tsv")
+  if "$python" -c 'import torch' >/dev/null 2>&1; then
+    run timeline env CUDA_INJECTION64_PATH="$lib" HPCML_TIMELINE="$out/timeline-pytorch.tsv" \
+      "$python" "$here/pytorch_cuda_peer.py" --steps $n
+    ((rc == 0)) && files+=("$out/timeline-pytorch.tsv")
+    run timeline "$python" "$here/pytorch_cuda_peer.py" --steps $n \
+      --chrome-trace "$out/timeline-pytorch-kineto.json"
+    ((rc == 0)) && files+=("$out/timeline-pytorch-kineto.json")
+  fi
+  "$python" "$summary" --steps $n "${files[@]}" >"$out/timeline.txt" 2>>"$out/timeline.log"
+  (($? == 0)) || result=FAIL
+  cat "$out/timeline.txt" >>"$out/timeline.log"
+  figure=$(grep -E 'window .* ms; compute busy' "$out/timeline.txt" | sed -E 's/: per step over [0-9]+ steps:/:/; s/^timeline-//; s/compute //; s/$/;/' | tr '\n' ' ' | cut -c1-400)
+  [[ -n $figure ]] || figure="no summary (see timeline.log)"
 }
 
 printf '| step | result | seconds | limit | figure |\n| --- | --- | --- | --- | --- |\n' >"$out/summary.md"

@@ -5,10 +5,15 @@ the same GPU. Prints one line: step time, samples/s, model TFLOP/s (the
 FLOP count trainer_bench uses), given --peak-tflops the MFU, and the time
 of the step's GEMMs alone.
 
-    python3 pytorch_cuda_peer.py [--steps 20] [--peak-tflops P]
-Exits 77 when PyTorch sees no CUDA device.
+    python3 pytorch_cuda_peer.py [--steps 20] [--peak-tflops P] [--chrome-trace FILE]
+The timed steps are the CUDA profiler window (cudaProfilerStart/Stop, as in
+trainer_bench cuda), for a timeline library (cuda_timeline.cpp);
+--chrome-trace FILE also records them with torch.profiler (device events
+only) into FILE for timeline_summary.py. Exits 77 when PyTorch sees no
+CUDA device.
 """
 import argparse
+import contextlib
 import sys
 import time
 
@@ -17,6 +22,7 @@ import torch
 p = argparse.ArgumentParser()
 p.add_argument("--steps", type=int, default=20)
 p.add_argument("--peak-tflops", type=float, default=0.0)
+p.add_argument("--chrome-trace", default="")
 a = p.parse_args()
 if not torch.cuda.is_available():
     print("pytorch: skipped: no GPU on this machine (torch.cuda.is_available() is False)")
@@ -47,11 +53,18 @@ def step():
 for _ in range(3):
     step()
 torch.cuda.synchronize()
-t0 = time.perf_counter()
-for _ in range(a.steps):
-    loss = step()
-loss.item()
-t = (time.perf_counter() - t0) / a.steps
+trace = (torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA])
+         if a.chrome_trace else contextlib.nullcontext())
+with trace:
+    torch.cuda.profiler.start()
+    t0 = time.perf_counter()
+    for _ in range(a.steps):
+        loss = step()
+    loss.item()
+    t = (time.perf_counter() - t0) / a.steps
+    torch.cuda.profiler.stop()
+if a.chrome_trace:
+    trace.export_chrome_trace(a.chrome_trace)
 # Forward 2, backward 4 FLOPs per weight and row; the first layer has no
 # input gradient (as trainer_bench counts).
 flops = batch * sum((4 if i == 0 else 6) * dims[i] * dims[i + 1] for i in range(len(dims) - 1))

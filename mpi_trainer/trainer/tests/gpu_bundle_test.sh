@@ -12,8 +12,13 @@
 # toolkit's stub libcuda, and with a fake /dev/nvidia0, the probe and the
 # backend test must exit 1, naming the error.
 #
-#   gpu_bundle_test.sh <gpu-bundle.sh> <hpcml-train> <hpcml-gpu-probe>
-#                      <trainer_cuda_backend_test> <hpcml-mpi-probe> <trainer_bench>
+# The timeline library, when given, must load from the bundle (its CUPTI
+# beside it) and decline without a driver, and gpu-check.sh's timeline step
+# end at "no GPU".
+#
+#   gpu_bundle_test.sh <gpu-bundle.sh> [--timeline <libhpcml_cuda_timeline.so>]
+#                      <hpcml-train> <hpcml-gpu-probe> <trainer_cuda_backend_test>
+#                      <hpcml-mpi-probe> <trainer_bench>
 set -euo pipefail
 script=$1
 shift
@@ -36,6 +41,23 @@ mkdir "$work/x"
 tar -C "$work/x" -xJf "$work/hpcml-gpu.tar.xz"
 B=$work/x/hpcml-gpu
 echo "gpu_bundle_test: packed and unpacked in $((SECONDS - start)) s, $((size >> 20)) MiB"
+
+# The timeline library loaded as the driver loads it, into the system's
+# Python (outside the namespace below: Python needs libraries it hides):
+# it starts, and without a driver it declines, naming CUPTI's error.
+if [[ -f $B/lib/libhpcml_cuda_timeline.so ]]; then
+  HPCML_TIMELINE=$work/timeline.tsv /usr/bin/python3 -c \
+    'import ctypes, sys; r = ctypes.CDLL(sys.argv[1]).InitializeInjection(); print("InitializeInjection", r); print(open("/proc/self/maps").read())' \
+    "$B/lib/libhpcml_cuda_timeline.so" >"$work/timeline_lib.out" 2>&1 ||
+    { cat "$work/timeline_lib.out" >&2; fail "timeline library: did not load"; }
+  grep -q '^InitializeInjection 0$' "$work/timeline_lib.out" &&
+    grep -Eq 'hpcml-timeline: cupti[A-Za-z]+: CUPTI_ERROR' "$work/timeline_lib.out" ||
+    { cat "$work/timeline_lib.out" >&2; fail "timeline library: must decline, naming CUPTI's error"; }
+  # Its CUPTI is the one beside it (RUNPATH $ORIGIN), not the system's.
+  grep -q " $B/lib/libcupti.so.13$" "$work/timeline_lib.out" && ! grep -q ' /.*/cuda.*/libcupti' "$work/timeline_lib.out" ||
+    { grep cupti "$work/timeline_lib.out" >&2; fail "timeline library: its CUPTI is not the bundle's"; }
+  echo "gpu_bundle_test: ok: the timeline library loads and declines without a driver"
+fi
 
 # 2. What to hide: the system copy of every packed file (MANIFEST: "path
 # origin"), except glibc's (every system program, this script's shell
@@ -132,6 +154,13 @@ grep -Eq '^\| (probe|backend|bench|resume) \| no GPU \|' "$work/gpu-check/summar
 OUT=$work/gpu-check2 "$B/gpu-check.sh" probe bench >/dev/null 2>&1 || fail "gpu-check probe bench"
 [[ $(grep -Ec '^\| [a-z]+ \| (no GPU|n/a|pass|FAIL|TIMEOUT) \|' "$work/gpu-check2/summary.md") == 2 ]] ||
   fail "gpu-check: steps by name"
+if [[ -f $B/lib/libhpcml_cuda_timeline.so ]]; then
+  OUT=$work/gpu-check4 PYTHON=/usr/bin/python3 "$B/gpu-check.sh" timeline >/dev/null 2>&1 ||
+    fail "gpu-check timeline: failed or timed out"
+  grep -Eq '^\| timeline \| no GPU \|' "$work/gpu-check4/summary.md" ||
+    { cat "$work/gpu-check4/summary.md" >&2; fail "gpu-check: step timeline did not end at 'no GPU'"; }
+  echo "gpu_bundle_test: ok: gpu-check.sh timeline at its no-GPU end"
+fi
 OUT=$work/gpu-check3 "$B/gpu-check.sh" nosuchstep >/dev/null 2>&1
 [[ $? == 2 ]] || fail "gpu-check: an unknown step must exit 2"
 echo "gpu_bundle_test: ok: gpu-check.sh, every step at its no-GPU end ($(cut -d'|' -f2,3 "$work/gpu-check/summary.md" | tail -n +3 | tr -s ' \n' ' '))"
