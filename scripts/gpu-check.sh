@@ -210,20 +210,27 @@ step_timeline() {
     "$bin/trainer_bench" cuda --steps $n
   judge timeline
   [[ $result == pass ]] || { figure="trainer_bench: $result"; return; }
-  local files=("$out/timeline-hpcml.tsv")
-  if "$python" -c 'import torch' >/dev/null 2>&1; then
+  local files=("$out/timeline-hpcml.tsv") notes=
+  if ! "$python" -c 'import torch' >/dev/null 2>&1; then
+    notes="no PyTorch for $python"
+  elif ! "$python" -c 'import ctypes, sys; ctypes.CDLL(sys.argv[1])' "$lib" >>"$out/timeline.log" 2>&1; then
+    notes="the library does not load into $python (see timeline.log)"
+  else
     run timeline env CUDA_INJECTION64_PATH="$lib" HPCML_TIMELINE="$out/timeline-pytorch.tsv" \
       "$python" "$here/pytorch_cuda_peer.py" --steps $n
-    ((rc == 0)) && files+=("$out/timeline-pytorch.tsv")
+    if ((rc == 0)); then files+=("$out/timeline-pytorch.tsv"); else notes="pytorch: exit $rc; "; fi
+  fi
+  if [[ -z $notes || $notes == pytorch:* ]]; then
     run timeline "$python" "$here/pytorch_cuda_peer.py" --steps $n \
       --chrome-trace "$out/timeline-pytorch-kineto.json"
-    ((rc == 0)) && files+=("$out/timeline-pytorch-kineto.json")
+    if ((rc == 0)); then files+=("$out/timeline-pytorch-kineto.json"); else notes+="kineto: exit $rc"; fi
   fi
   "$python" "$summary" --steps $n "${files[@]}" >"$out/timeline.txt" 2>>"$out/timeline.log"
   (($? == 0)) || result=FAIL
   cat "$out/timeline.txt" >>"$out/timeline.log"
   figure=$(grep -E 'window .* ms; compute busy' "$out/timeline.txt" | sed -E 's/: per step over [0-9]+ steps:/:/; s/^timeline-//; s/compute //; s/$/;/' | tr '\n' ' ' | cut -c1-400)
   [[ -n $figure ]] || figure="no summary (see timeline.log)"
+  [[ -z $notes ]] || figure="$figure ($notes)"
 }
 
 printf '| step | result | seconds | limit | figure |\n| --- | --- | --- | --- | --- |\n' >"$out/summary.md"

@@ -9,7 +9,9 @@
 //   CUDA_INJECTION64_PATH=.../libhpcml_cuda_timeline.so HPCML_TIMELINE=FILE program...
 //
 // FILE gets one tab-separated line a record, written as CUPTI hands over
-// its buffers and at exit (bench/mpi_trainer/timeline_summary.py reads it):
+// its buffers: at cuProfilerStop (this library flushes CUPTI there, so a
+// program killed later keeps its window) and at exit
+// (bench/mpi_trainer/timeline_summary.py reads it):
 //   kernel|memcpy|memset  start_ns  end_ns  device  stream  name
 //   mark                  ns        ns      0       0       start|stop
 //   dropped               0         0       0       0       <records CUPTI dropped>
@@ -94,6 +96,11 @@ void Write(const char* kind, std::uint64_t start, std::uint64_t end, unsigned de
                static_cast<unsigned long long>(end), device, stream, name.c_str());
 }
 
+void FlushFile() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (g_out != nullptr) std::fflush(g_out);
+}
+
 void CUPTIAPI BufferRequested(std::uint8_t** buffer, std::size_t* size, std::size_t* max_records) {
   *buffer = static_cast<std::uint8_t*>(std::aligned_alloc(8, kBufferBytes));
   *size = *buffer != nullptr ? kBufferBytes : 0;
@@ -131,10 +138,13 @@ void CUPTIAPI BufferCompleted(CUcontext ctx, std::uint32_t stream_id, std::uint8
     Write("dropped", 0, 0, 0, 0, std::to_string(dropped));
   }
   std::free(buffer);
+  FlushFile();
 }
 
 // cuProfilerStart marks after it returns, cuProfilerStop before it runs:
-// the window holds what ran between the program's two calls.
+// the window holds what ran between the program's two calls. At the stop,
+// CUPTI hands over what it holds (as NVIDIA's injection sample does in this
+// callback; the program synchronised before stopping, so that is the window).
 void CUPTIAPI OnDriverCall(void*, CUpti_CallbackDomain domain, CUpti_CallbackId id,
                            const void* data) {
   if (domain != CUPTI_CB_DOMAIN_DRIVER_API) return;
@@ -147,6 +157,8 @@ void CUPTIAPI OnDriverCall(void*, CUpti_CallbackDomain domain, CUpti_CallbackId 
   std::uint64_t ts = 0;
   cuptiGetTimestamp(&ts);
   Write("mark", ts, ts, 0, 0, start ? "start" : "stop");
+  if (!start) cuptiActivityFlushAll(0);
+  FlushFile();
 }
 
 void AtExit() {
@@ -160,6 +172,7 @@ void AtExit() {
 
 // Called by the CUDA driver once, at cuInit. Returns 1 when tracing.
 extern "C" __attribute__((visibility("default"))) int InitializeInjection() {
+  if (g_out != nullptr) return 1;  // the driver calls it once; be sure
   const char* path = std::getenv("HPCML_TIMELINE");
   if (path == nullptr || *path == '\0') {
     std::fprintf(stderr, "hpcml-timeline: HPCML_TIMELINE is not set: not tracing\n");
@@ -183,11 +196,18 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection() {
                      "cuptiEnableCallback");
   }
   if (!ok) {
+    for (CUpti_ActivityKind kind : {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+                                    CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET}) {
+      cuptiActivityDisable(kind);
+    }
     std::fclose(g_out);
     g_out = nullptr;
     return 0;
   }
   std::atexit(AtExit);
-  std::fprintf(stderr, "hpcml-timeline: tracing into %s\n", path);
+  // Which CUPTI: a program may have loaded its own (PyTorch) before this one.
+  std::uint32_t version = 0;
+  cuptiGetVersion(&version);
+  std::fprintf(stderr, "hpcml-timeline: tracing into %s (CUPTI API version %u)\n", path, version);
   return 1;
 }

@@ -6,15 +6,20 @@ torch.profiler (its kernel, memcpy and memset events).
 
     python3 timeline_summary.py FILE [FILE ...] [--steps N] [--top K]
 
-The window is the program's first cudaProfilerStart to the next
-cudaProfilerStop (the whole record without them); times are per step over
---steps (default 1). Per file it prints: the window's length; "compute
-busy", the time some kernel or set ran (overlapping ones counted once);
-"idle", the time nothing at all ran on the device (copies included);
-GEMMs (cuBLAS's kernels) and the other kernels; the copies and how much of
-them ran beside a kernel; the gaps between kernels by size, and the
-largest, named by the kernels on either side; the top kernels by time.
-Exits 1 on an unreadable file or an empty window.
+The records looked at are those that start between the program's first
+cudaProfilerStart and the next cudaProfilerStop (all of them without the
+marks, as in a torch.profiler trace of the timed steps); the window is the
+first start to the last end among them, so that timelines with and without
+marks compare. Times are per step over --steps (default 1). Per file it
+prints: the window's length (and the marks' distance, when there are
+marks); "compute busy", the time some kernel or set ran (overlapping ones
+counted once); "idle", the time nothing at all ran on the device (copies
+included); the sum of the GEMM kernels' times (cuBLAS's) and of the other
+kernels' (each kernel's whole time: overlapping kernels make these add up
+to more than the busy time); the copies and how much of them ran beside a
+kernel; the gaps between kernels by size, and the largest, named by the
+kernels on either side; the top kernels by time. Exits 1 on an unreadable
+file or an empty window.
 """
 import argparse
 import json
@@ -72,22 +77,26 @@ def read_chrome(path):
             continue
         start = int(round(float(e["ts"]) * 1000))
         end = start + int(round(float(e.get("dur", 0)) * 1000))
-        stream = int((e.get("args") or {}).get("stream", 0))
-        recs.append(Record(kind, start, end, stream, e.get("name", "?")))
+        args = e.get("args") or {}
+        name = e.get("name", "?")
+        if kind == "memcpy":  # "Memcpy HtoD (Pinned -> Device)" -> "HtoD <bytes>"
+            m = re.search(r"Memcpy (\w+)", name)
+            name = f"{m.group(1) if m else 'other'} {int(args.get('bytes', 0))}"
+        recs.append(Record(kind, start, end, int(args.get("stream", 0)), name))
     return recs, [], 0
 
 
-def window(recs, marks):
-    """(w0, w1): the first start mark to the next stop mark, else all."""
+def marked(recs, marks):
+    """The records that start between the first start mark and the next
+    stop mark (all without marks), and the marks' distance (None)."""
     starts = [t for t, what in marks if what == "start"]
-    if starts:
-        w0 = starts[0]
-        stops = [t for t, what in marks if what == "stop" and t >= w0]
-        w1 = stops[0] if stops else max((r.end for r in recs), default=w0)
-        return w0, w1
-    if not recs:
-        return 0, 0
-    return min(r.start for r in recs), max(r.end for r in recs)
+    if not starts:
+        return recs, None
+    m0 = starts[0]
+    stops = [t for t, what in marks if what == "stop" and t >= m0]
+    m1 = stops[0] if stops else float("inf")
+    inside = [r for r in recs if m0 <= r.start < m1]
+    return inside, (m1 - m0 if stops else None)
 
 
 def union(intervals):
@@ -104,16 +113,20 @@ def union(intervals):
 
 def summarize(recs, marks, steps=1):
     """The figures, in ns per step unless named otherwise."""
-    w0, w1 = window(recs, marks)
-    inside = [r for r in recs if w0 <= r.start < w1]
-    if w1 <= w0 or not inside:
+    inside, marks_ns = marked(recs, marks)
+    if not inside:
         raise ValueError("no device activity in the window")
-    clip = [(r.start, min(r.end, w1), r) for r in inside]
-    compute = union((s, e, r.name) for s, e, r in clip if r.kind != "memcpy")
-    everything = union((s, e, r.name) for s, e, r in clip)
+    w0, w1 = min(r.start for r in inside), max(r.end for r in inside)
+    clip = [(r.start, r.end, r) for r in inside]
+    def label(r):
+        return r.name if r.kind == "kernel" else f"{r.kind} {r.name}"
+
+    compute = union((s, e, label(r)) for s, e, r in clip if r.kind != "memcpy")
+    everything = union((s, e, label(r)) for s, e, r in clip)
     busy = sum(e - s for s, e, _, _ in compute)
     any_busy = sum(e - s for s, e, _, _ in everything)
-    # Gaps between the merged compute intervals, with the window's edges.
+    # Gaps between the merged compute intervals (a copy at an edge of the
+    # window makes a gap there too).
     gaps = []
     prev_end, prev_name = w0, "(window start)"
     for s, e, first, last in compute:
@@ -141,6 +154,7 @@ def summarize(recs, marks, steps=1):
     per = float(steps)
     return {
         "wall": (w1 - w0) / per,
+        "marks": None if marks_ns is None else marks_ns / per,
         "busy": busy / per,
         "idle": (w1 - w0 - any_busy) / per,
         "kernels": kernels / per,
@@ -180,8 +194,10 @@ def short(name, width=60):
 
 def report(label, f, top=12, dropped=0):
     out = [f"{label}: per step over {f['steps']} steps: window {ms(f['wall'])} ms; "
-           f"compute busy {ms(f['busy'])} ms (GEMMs {ms(f['gemm'])}, other kernels "
+           f"compute busy {ms(f['busy'])} ms (kernel sums: GEMMs {ms(f['gemm'])}, other "
            f"{ms(f['other'])}); idle {ms(f['idle'])} ms"]
+    if f["marks"] is not None:
+        out.append(f"{label}: from cudaProfilerStart to cudaProfilerStop: {ms(f['marks'])} ms")
     (sg, sn), (lg, ln) = f["small_gaps"], f["large_gaps"]
     out.append(f"{label}: gaps between kernels: {sn:.1f} under 50 us ({ms(sg)} ms), "
                f"{ln:.1f} of 50 us or more ({ms(lg)} ms)")

@@ -15,11 +15,11 @@ import timeline_summary as ts  # noqa: E402
 
 US = 1000  # ns
 
-# One step of 1000 us between the marks:
+# One step of 1000 us between the marks, its activity in 0-990 us:
 #   0-400 GEMM, 400-500 AdamW, idle 500-550, copy HtoD 550-650 (beside
-#   Loss from 600), 600-900 Loss, 10 us gap, 910-990 Norm, 10 us to the
-#   stop mark. A kernel before the start mark and one after the stop mark
-#   are outside.
+#   Loss from 600), 600-900 Loss, 10 us gap, 910-950 a set beside 920-990
+#   Norm, 10 us to the stop mark. A kernel before the start mark and one
+#   after the stop mark are outside.
 LINES = [
     ("kernel", -300, -100, 7, "before the window"),
     ("mark", 0, 0, 0, "start"),
@@ -55,17 +55,18 @@ class TimelineSummaryTest(unittest.TestCase):
         recs, marks, dropped = ts.read_tsv(self.write("a.tsv", tsv(LINES)))
         self.assertEqual(dropped, 0)
         f = ts.summarize(recs, marks)
-        self.assertEqual(f["wall"], 1000 * US)
+        self.assertEqual(f["wall"], 990 * US)
+        self.assertEqual(f["marks"], 1000 * US)
         # Kernels and the set, overlapping ones once: 0-500, 600-900, 910-990.
         self.assertEqual(f["busy"], 880 * US)
-        # Nothing at all ran in 500-550 and 900-910 and 990-1000.
-        self.assertEqual(f["idle"], 70 * US)
+        # Nothing at all ran in 500-550 and 900-910.
+        self.assertEqual(f["idle"], 60 * US)
         self.assertEqual(f["gemm"], 400 * US)
         self.assertEqual(f["other"], 100 * US + 300 * US + 70 * US)
         self.assertEqual(f["large_gaps"], (100 * US, 1))
-        self.assertEqual(f["small_gaps"], (20 * US, 2))
-        self.assertEqual(f["gaps"][0], (100 * US, "void hpcml::AdamW<float>", "Loss"))
-        self.assertIn((10 * US, "Norm", "(window end)"), f["gaps"])
+        self.assertEqual(f["small_gaps"], (10 * US, 1))
+        self.assertEqual(f["gaps"], [(100 * US, "void hpcml::AdamW<float>", "Loss"),
+                                     (10 * US, "Loss", "memset 4096")])
         self.assertEqual(f["copies"], {"HtoD": (100 * US, 33554432, 50 * US)})
         self.assertEqual(f["by_name"][0], (400 * US, 1, "nvjet_sm90_tst_256x128"))
         names = [n for _, _, n in f["by_name"]]
@@ -75,7 +76,8 @@ class TimelineSummaryTest(unittest.TestCase):
     def test_per_step(self):
         recs, marks, _ = ts.read_tsv(self.write("a.tsv", tsv(LINES)))
         f = ts.summarize(recs, marks, steps=4)
-        self.assertEqual(f["wall"], 250 * US)
+        self.assertEqual(f["wall"], 247.5 * US)
+        self.assertEqual(f["marks"], 250 * US)
         self.assertEqual(f["busy"], 220 * US)
         self.assertEqual(f["large_gaps"], (25 * US, 0.25))
 
@@ -84,13 +86,15 @@ class TimelineSummaryTest(unittest.TestCase):
         recs, marks, _ = ts.read_tsv(self.write("a.tsv", tsv(lines)))
         f = ts.summarize(recs, marks)
         self.assertEqual(f["wall"], 1600 * US)
+        self.assertIsNone(f["marks"])
         self.assertEqual(f["gaps"][0], (210 * US, "Norm", "after the window"))
 
     def test_chrome_trace(self):
         events = [
             {"ph": "X", "cat": "kernel", "name": "nvjet_a", "ts": 10.0, "dur": 40.0,
              "args": {"stream": 7}},
-            {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD", "ts": 20.0, "dur": 10.0},
+            {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pinned -> Device)", "ts": 20.0,
+             "dur": 10.0, "args": {"stream": 9, "bytes": 4096}},
             {"ph": "X", "cat": "kernel", "name": "relu", "ts": 150.0, "dur": 50.0},
             {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 0.0, "dur": 500.0},
         ]
@@ -101,6 +105,7 @@ class TimelineSummaryTest(unittest.TestCase):
         self.assertEqual(f["busy"], 90 * US)
         self.assertEqual(f["gemm"], 40 * US)
         self.assertEqual(f["gaps"], [(100 * US, "nvjet_a", "relu")])
+        self.assertEqual(f["copies"], {"HtoD": (10 * US, 4096, 10 * US)})
 
     def test_errors_name_the_file_and_line(self):
         bad = self.write("bad.tsv", tsv(LINES[:2]) + "kernel\t1\t2\t0\n")
@@ -123,7 +128,8 @@ class TimelineSummaryTest(unittest.TestCase):
         with redirect_stdout(out):
             self.assertEqual(ts.main([path, "--steps", "1"]), 0)
         text = out.getvalue()
-        self.assertIn("hpcml: per step over 1 steps: window 1.000 ms; compute busy 0.880 ms", text)
+        self.assertIn("hpcml: per step over 1 steps: window 0.990 ms; compute busy 0.880 ms", text)
+        self.assertIn("hpcml: from cudaProfilerStart to cudaProfilerStop: 1.000 ms", text)
         self.assertIn("gap 100.0 us after void hpcml::AdamW<float> before Loss", text)
         self.assertIn("copies HtoD: 0.100 ms, 32.0 MiB, 0.050 ms of it beside a kernel", text)
         self.assertIn("CUPTI dropped 3 records", text)

@@ -87,8 +87,17 @@ done
 [ -e "$dir/b.started.1" ] || fail "job $b: the second attempt never ran its script"
 period_end=$(date -d '+2 seconds' +%Y-%m-%dT%H:%M:%S)
 
-# What sacct says, and the expectation derived from it.
-rows=$(sacct -n -P -D -X -j "$a,$b,$c" -o JobID,Partition,State,ElapsedRaw,AllocTRES,Comment)
+# What sacct says, and the expectation derived from it. slurmdbd may list a
+# requeued job's new attempt for a moment without its partition (seen here:
+# "178||COMPLETED|2|..."; hpcml-cost's own query a moment later had it),
+# which would price it on demand: wait until every row has one.
+deadline=$((SECONDS + 30))
+while :; do
+  rows=$(sacct -n -P -D -X -j "$a,$b,$c" -o JobID,Partition,State,ElapsedRaw,AllocTRES,Comment)
+  awk -F'|' '$2 == "" { exit 1 }' <<<"$rows" && break
+  [ $SECONDS -lt $deadline ] || { echo "$rows" >&2; fail "sacct: a row without its partition after 30 s"; }
+  sleep 1
+done
 echo "sacct rows:"
 echo "$rows"
 [ "$(grep -c "^$b|" <<<"$rows")" = 2 ] || fail "job $b: expected 2 attempts in sacct -D"
