@@ -218,7 +218,14 @@ step_timeline() {
   else
     run timeline env CUDA_INJECTION64_PATH="$lib" HPCML_TIMELINE="$out/timeline-pytorch.tsv" \
       "$python" "$here/pytorch_cuda_peer.py" --steps $n
-    if ((rc == 0)); then files+=("$out/timeline-pytorch.tsv"); else notes="pytorch: exit $rc; "; fi
+    # (A CUPTI that PyTorch loaded first may decline: the log says why.)
+    if ((rc != 0)); then
+      notes="pytorch: exit $rc; "
+    elif [[ ! -s $out/timeline-pytorch.tsv ]]; then
+      notes="pytorch: not traced (see timeline.log); "
+    else
+      files+=("$out/timeline-pytorch.tsv")
+    fi
   fi
   if [[ -z $notes || $notes == pytorch:* ]]; then
     run timeline "$python" "$here/pytorch_cuda_peer.py" --steps $n \
