@@ -63,8 +63,10 @@ if ((${#programs[@]} == 0)); then
     [[ -f $build/CMakeCache.txt ]] ||
       cmake -S "$top" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
     # The timeline library, where the build has it (a toolkit with CUPTI).
-    cmake --build "$build" --target help | grep -q 'hpcml_cuda_timeline' &&
-      targets+=(hpcml_cuda_timeline)
+    # (The list read whole: `| grep -q` would end the pipe early, a SIGPIPE
+    # that pipefail turns into "not there", now and then.)
+    known=$(cmake --build "$build" --target help)
+    [[ $known == *hpcml_cuda_timeline* ]] && targets+=(hpcml_cuda_timeline)
     cmake --build "$build" -j "${HPCML_JOBS:-$(nproc)}" --target "${targets[@]}"
   fi
   lib=$build/bench/mpi_trainer/libhpcml_cuda_timeline.so
